@@ -1,0 +1,23 @@
+// Package registry holds spillway's model of services and endpoints and the
+// in-memory Store that every other part reads.
+//
+// # Usage
+//
+// Sources (VM heartbeats, Kubernetes, the static file) write with
+// Store.Apply, one atomic batch of Upsert/Remove/Declare/Forget ops at a time.
+// Readers (the DNS resolver, the xDS server, the admin APIs) take a Snapshot,
+// which is immutable, and subscribe to changes with Store.Subscribe.
+//
+// A service that is unknown (Snapshot.Service returns ok=false) is different
+// from a known service with zero endpoints: the first is NXDOMAIN in DNS, the
+// second NODATA. Until Store.MarkSynced is called, readers must not treat
+// "unknown" as final.
+//
+// # Concurrency
+//
+// All Store and Snapshot methods are safe for concurrent use. Snapshot reads
+// take no lock and never block writers; writers are serialised and publish a
+// new Snapshot with one atomic pointer swap, copying only the shard and the
+// service they change. Endpoints reachable from a Snapshot are shared and
+// must not be modified.
+package registry

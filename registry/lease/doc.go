@@ -1,0 +1,31 @@
+// Package lease is the VM source of the registry: endpoints registered under
+// a lease that heartbeats keep alive.
+//
+// # Usage
+//
+// New validates a Config; Restore loads durable registrations into the store
+// (each gets one TTL of grace to heartbeat again); Run expires leases until
+// its context ends. Register, Heartbeat and Deregister are what the gRPC and
+// HTTP APIs call.
+//
+// Register and Deregister write the durable Storage before they return, so a
+// crash right after an acknowledged registration loses nothing. Heartbeat
+// writes nothing: it moves an in-memory deadline.
+//
+// # Mass-expiry guard
+//
+// A lease is at risk when less than half of its TTL is left, that is when it
+// has missed its heartbeats for half a TTL; a client heartbeating at least
+// twice per TTL is never at risk. Every tick, the manager counts the leases at
+// risk. When they are at least GuardMinCount and more than GuardShare of all
+// leases, it takes that for a partition between the VMs and the registry,
+// not for real deaths: it expires nothing, sets the guard gauge and logs. It
+// resumes as soon as heartbeats bring the count back under the threshold.
+// Because the count includes leases that are past their deadline, a
+// partition trips the guard before the first of its leases can expire.
+//
+// # Concurrency
+//
+// All methods are safe for concurrent use. Heartbeat takes a read lock and
+// two atomic stores. One goroutine (Run) expires leases.
+package lease

@@ -1,0 +1,447 @@
+package lease
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/spillway/spillway/registry"
+	"github.com/spillway/spillway/registry/durable"
+)
+
+// ErrNotFound: the lease is unknown or has expired. The client should
+// register again.
+var ErrNotFound = errors.New("lease not found")
+
+// Storage keeps registrations durable. Put and Delete must not return before
+// the change survives a crash.
+type Storage interface {
+	Put(ctx context.Context, r durable.Record) error
+	Delete(ctx context.Context, key string) error
+	List(ctx context.Context) ([]durable.Record, error)
+}
+
+// Defaults for Config's zero values.
+const (
+	DefaultTTL           = 30 * time.Second
+	DefaultMinTTL        = time.Second
+	DefaultMaxTTL        = time.Hour
+	DefaultTick          = time.Second
+	DefaultGuardShare    = 0.20
+	DefaultGuardMinCount = 10
+)
+
+// Config configures a Manager.
+type Config struct {
+	// Store receives the endpoints; non-nil.
+	Store *registry.Store
+	// Storage makes registrations durable; non-nil.
+	Storage Storage
+	// DefaultTTL is used when a registration asks for none; zero means 30 s.
+	DefaultTTL time.Duration
+	// MinTTL and MaxTTL bound requested TTLs; zero means 1 s and 1 h.
+	MinTTL, MaxTTL time.Duration
+	// Tick is how often expiry runs; zero means 1 s.
+	Tick time.Duration
+	// GuardShare is the share of leases at risk above which expiry pauses;
+	// zero means 0.2, 1 or more disables the guard.
+	GuardShare float64
+	// GuardMinCount is the least number of leases at risk that can trip the
+	// guard, so a small fleet can still lose a VM; zero means 10.
+	GuardMinCount int
+	// Logger; nil discards.
+	Logger *slog.Logger
+	// Registerer receives the metrics; nil registers nothing.
+	Registerer prometheus.Registerer
+}
+
+func (c *Config) validate() error {
+	if c.Store == nil {
+		return errors.New("lease config: Store is nil")
+	}
+	if c.Storage == nil {
+		return errors.New("lease config: Storage is nil")
+	}
+	if c.MinTTL == 0 {
+		c.MinTTL = DefaultMinTTL
+	}
+	if c.MaxTTL == 0 {
+		c.MaxTTL = DefaultMaxTTL
+	}
+	if c.DefaultTTL == 0 {
+		c.DefaultTTL = DefaultTTL
+	}
+	if c.Tick == 0 {
+		c.Tick = DefaultTick
+	}
+	if c.GuardShare == 0 {
+		c.GuardShare = DefaultGuardShare
+	}
+	if c.GuardMinCount == 0 {
+		c.GuardMinCount = DefaultGuardMinCount
+	}
+	switch {
+	case c.MinTTL < 0 || c.MaxTTL < c.MinTTL:
+		return fmt.Errorf("lease config: MinTTL %v and MaxTTL %v: want 0 < MinTTL <= MaxTTL", c.MinTTL, c.MaxTTL)
+	case c.DefaultTTL < c.MinTTL || c.DefaultTTL > c.MaxTTL:
+		return fmt.Errorf("lease config: DefaultTTL %v outside [%v, %v]", c.DefaultTTL, c.MinTTL, c.MaxTTL)
+	case c.Tick < 0:
+		return fmt.Errorf("lease config: Tick %v is negative", c.Tick)
+	case c.GuardShare < 0:
+		return fmt.Errorf("lease config: GuardShare %v is negative", c.GuardShare)
+	case c.GuardMinCount < 0:
+		return fmt.Errorf("lease config: GuardMinCount %d is negative", c.GuardMinCount)
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+// Lease is what a registration returns.
+type Lease struct {
+	ID         string
+	TTL        time.Duration
+	EndpointID string
+	// Version is the store version that includes the registration.
+	Version uint64
+}
+
+type lease struct {
+	// Read-only after creation.
+	id      string
+	key     string
+	service string
+	epID    string
+	ttl     time.Duration
+
+	deadline atomic.Int64 // unix nanoseconds
+	lastSeen atomic.Int64 // unix nanoseconds
+}
+
+func (l *lease) renew(now time.Time) {
+	l.lastSeen.Store(now.UnixNano())
+	l.deadline.Store(now.Add(l.ttl).UnixNano())
+}
+
+// Manager owns every VM lease.
+type Manager struct {
+	// Read-only after New.
+	cfg     Config
+	log     *slog.Logger
+	metrics *metrics
+
+	// keyLocks serialise Register and Deregister per endpoint, so the
+	// durable record and the store agree; different endpoints proceed in
+	// parallel and share fsyncs.
+	keyLocks [64]sync.Mutex
+
+	// mu guards leases and byKey; Heartbeat takes it for reading only.
+	mu     sync.RWMutex
+	leases map[string]*lease // by lease id
+	byKey  map[string]*lease // by durable.Key(service, endpoint id)
+
+	paused atomic.Bool
+}
+
+// New validates cfg and returns a Manager with no leases.
+func New(cfg Config) (*Manager, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	m := &Manager{
+		cfg:    cfg,
+		log:    cfg.Logger,
+		leases: map[string]*lease{},
+		byKey:  map[string]*lease{},
+	}
+	m.metrics = newMetrics(m)
+	if cfg.Registerer != nil {
+		if err := m.metrics.register(cfg.Registerer); err != nil {
+			return nil, fmt.Errorf("lease metrics: %w", err)
+		}
+	}
+	return m, nil
+}
+
+func (m *Manager) keyLock(key string) *sync.Mutex {
+	h := fnv.New32a()
+	h.Write([]byte(key))
+	return &m.keyLocks[h.Sum32()%uint32(len(m.keyLocks))]
+}
+
+func newLeaseID() string {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err) // crypto/rand never fails on supported platforms
+	}
+	return hex.EncodeToString(b[:])
+}
+
+// TTLFor returns the TTL a registration asking for ttl gets: the default for
+// zero, else ttl if it is within bounds.
+func (m *Manager) TTLFor(ttl time.Duration) (time.Duration, error) {
+	if ttl == 0 {
+		return m.cfg.DefaultTTL, nil
+	}
+	if ttl < m.cfg.MinTTL || ttl > m.cfg.MaxTTL {
+		return 0, &registry.FieldError{Field: "ttl_seconds", Reason: fmt.Sprintf("%v outside [%v, %v]", ttl, m.cfg.MinTTL, m.cfg.MaxTTL)}
+	}
+	return ttl, nil
+}
+
+// Register validates e, stores it durably, publishes it and returns its
+// lease. Registering an endpoint that already has a lease replaces that
+// lease. Errors: registry.ErrInvalid (a *registry.FieldError),
+// registry.ErrConflict (the id belongs to another source), or a storage
+// error.
+func (m *Manager) Register(ctx context.Context, service string, e *registry.Endpoint, ttl time.Duration) (Lease, error) {
+	service = registry.NormalizeService(service)
+	if err := registry.ValidateService("service", service); err != nil {
+		return Lease{}, err
+	}
+	ttl, err := m.TTLFor(ttl)
+	if err != nil {
+		return Lease{}, err
+	}
+	e = e.Clone()
+	e.Source = registry.SourceVM
+	if e.ID == "" && e.Address.IsValid() && len(e.Ports) > 0 {
+		e.ID = registry.DefaultEndpointID(e.Address, e.Ports[0].Number)
+	}
+	e.Normalize()
+	if err := e.Validate("endpoint"); err != nil {
+		return Lease{}, err
+	}
+	key := durable.Key(service, e.ID)
+	kl := m.keyLock(key)
+	kl.Lock()
+	defer kl.Unlock()
+
+	now := time.Now()
+	e.Registered, e.LastSeen = now, now
+	snap := m.cfg.Store.Snapshot()
+	if svc, ok := snap.Service(service); ok {
+		if old, ok := svc.Endpoint(e.ID); ok {
+			if old.Source != registry.SourceVM {
+				return Lease{}, fmt.Errorf("register %s/%s: endpoint is %s's: %w", service, e.ID, old.Source, registry.ErrConflict)
+			}
+			e.Registered = old.Registered
+		}
+	}
+	l := &lease{id: newLeaseID(), key: key, service: service, epID: e.ID, ttl: ttl}
+	l.renew(now)
+	if err := m.cfg.Storage.Put(ctx, durable.Record{LeaseID: l.id, Service: service, TTL: ttl, Endpoint: *e}); err != nil {
+		return Lease{}, fmt.Errorf("register %s/%s: %w", service, e.ID, err)
+	}
+	version, err := m.cfg.Store.Apply(registry.Upsert(service, e))
+	if err != nil {
+		// Only a conflict that raced us can land here; undo the record.
+		if derr := m.cfg.Storage.Delete(context.WithoutCancel(ctx), key); derr != nil {
+			m.log.Error("undo registration record", "key", key, "err", derr)
+		}
+		return Lease{}, fmt.Errorf("register %s/%s: %w", service, e.ID, err)
+	}
+	m.mu.Lock()
+	if old := m.byKey[key]; old != nil {
+		delete(m.leases, old.id)
+	}
+	m.leases[l.id] = l
+	m.byKey[key] = l
+	m.mu.Unlock()
+	m.metrics.registrations.Inc()
+	m.log.Debug("registered", "service", service, "endpoint", e.ID, "lease", l.id, "ttl", ttl)
+	return Lease{ID: l.id, TTL: ttl, EndpointID: e.ID, Version: version}, nil
+}
+
+// Heartbeat renews a lease and returns its TTL. It writes nothing to disk.
+func (m *Manager) Heartbeat(id string) (time.Duration, error) {
+	m.mu.RLock()
+	l := m.leases[id]
+	m.mu.RUnlock()
+	if l == nil {
+		m.metrics.heartbeatsUnknown.Inc()
+		return 0, fmt.Errorf("heartbeat %q: %w", id, ErrNotFound)
+	}
+	l.renew(time.Now())
+	m.metrics.heartbeats.Inc()
+	return l.ttl, nil
+}
+
+// Deregister removes the lease's endpoint from the store and from storage.
+func (m *Manager) Deregister(ctx context.Context, id string) (uint64, error) {
+	m.mu.RLock()
+	l := m.leases[id]
+	m.mu.RUnlock()
+	if l == nil {
+		return 0, fmt.Errorf("deregister %q: %w", id, ErrNotFound)
+	}
+	return m.remove(ctx, l, "deregister")
+}
+
+// remove ends lease l: storage first, so that a crash in between brings the
+// endpoint back for one TTL rather than losing a deregistration's record
+// while the endpoint is still served.
+func (m *Manager) remove(ctx context.Context, l *lease, why string) (uint64, error) {
+	kl := m.keyLock(l.key)
+	kl.Lock()
+	defer kl.Unlock()
+	m.mu.Lock()
+	if m.leases[l.id] != l {
+		m.mu.Unlock()
+		return 0, fmt.Errorf("%s %q: %w", why, l.id, ErrNotFound) // replaced or removed meanwhile
+	}
+	delete(m.leases, l.id)
+	delete(m.byKey, l.key)
+	m.mu.Unlock()
+	if err := m.cfg.Storage.Delete(ctx, l.key); err != nil {
+		m.log.Error("delete registration record", "key", l.key, "why", why, "err", err)
+	}
+	v, err := m.cfg.Store.Apply(registry.Remove(l.service, l.epID, registry.SourceVM))
+	if err != nil && !errors.Is(err, registry.ErrNotFound) {
+		return v, fmt.Errorf("%s %q: %w", why, l.id, err)
+	}
+	return v, nil
+}
+
+// Restore loads every durable registration into the store in one batch.
+// Each lease gets a full TTL from now to heartbeat again. It returns how many
+// it restored; records that fail to decode or validate are logged and
+// skipped.
+func (m *Manager) Restore(ctx context.Context) (int, error) {
+	recs, err := m.cfg.Storage.List(ctx)
+	if err != nil && recs == nil {
+		return 0, fmt.Errorf("restore leases: %w", err)
+	}
+	if err != nil {
+		m.log.Error("skipped undecodable registrations", "err", err)
+	}
+	now := time.Now()
+	ops := make([]registry.Op, 0, len(recs))
+	var ls []*lease
+	for _, r := range recs {
+		e := r.Endpoint
+		e.Source = registry.SourceVM
+		e.Normalize()
+		if err := registry.ValidateService("service", r.Service); err != nil {
+			m.log.Error("skipped invalid registration", "key", r.Key(), "err", err)
+			continue
+		}
+		if err := e.Validate("endpoint"); err != nil || r.LeaseID == "" || r.TTL <= 0 {
+			m.log.Error("skipped invalid registration", "key", r.Key(), "err", err)
+			continue
+		}
+		l := &lease{id: r.LeaseID, key: durable.Key(r.Service, e.ID), service: r.Service, epID: e.ID, ttl: r.TTL}
+		l.deadline.Store(now.Add(r.TTL).UnixNano())
+		l.lastSeen.Store(e.LastSeen.UnixNano())
+		ops = append(ops, registry.Upsert(r.Service, &e))
+		ls = append(ls, l)
+	}
+	if _, err := m.cfg.Store.Apply(ops...); err != nil {
+		return 0, fmt.Errorf("restore leases: %w", err)
+	}
+	m.mu.Lock()
+	for _, l := range ls {
+		m.leases[l.id] = l
+		m.byKey[l.key] = l
+	}
+	m.mu.Unlock()
+	m.log.Info("restored registrations", "count", len(ls))
+	return len(ls), nil
+}
+
+// LastSeen returns when the lease holding endpoint id of service last
+// heartbeated, and the lease id.
+func (m *Manager) LastSeen(service, id string) (time.Time, string, bool) {
+	m.mu.RLock()
+	l := m.byKey[durable.Key(service, id)]
+	m.mu.RUnlock()
+	if l == nil {
+		return time.Time{}, "", false
+	}
+	return time.Unix(0, l.lastSeen.Load()), l.id, true
+}
+
+// Len is the number of live leases.
+func (m *Manager) Len() int {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return len(m.leases)
+}
+
+// GuardActive reports whether the mass-expiry guard is holding expiry.
+func (m *Manager) GuardActive() bool { return m.paused.Load() }
+
+// Run expires leases every Tick until ctx ends; it returns nil then.
+func (m *Manager) Run(ctx context.Context) error {
+	t := time.NewTicker(m.cfg.Tick)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case now := <-t.C:
+			m.expire(ctx, now)
+		}
+	}
+}
+
+// expire runs one round: count, decide, expire.
+func (m *Manager) expire(ctx context.Context, now time.Time) {
+	nowNs := now.UnixNano()
+	var expired []*lease
+	atRisk := 0
+	m.mu.RLock()
+	total := len(m.leases)
+	for _, l := range m.leases {
+		left := l.deadline.Load() - nowNs
+		if left <= 0 {
+			expired = append(expired, l)
+		}
+		if left < int64(l.ttl/2) {
+			atRisk++
+		}
+	}
+	m.mu.RUnlock()
+	m.metrics.atRisk.Set(float64(atRisk))
+
+	trip := atRisk >= m.cfg.GuardMinCount && float64(atRisk) > m.cfg.GuardShare*float64(total)
+	if trip != m.paused.Load() {
+		m.paused.Store(trip)
+		if trip {
+			m.metrics.guard.Set(1)
+			m.metrics.guardTrips.Inc()
+			m.log.Warn("mass-expiry guard on: pausing lease expiry, suspecting a partition between VMs and the registry",
+				"at_risk", atRisk, "leases", total, "share_limit", m.cfg.GuardShare, "min_count", m.cfg.GuardMinCount)
+		} else {
+			m.metrics.guard.Set(0)
+			m.log.Info("mass-expiry guard off: heartbeats are back, expiry resumes", "at_risk", atRisk, "leases", total)
+		}
+	}
+	if trip {
+		return
+	}
+	for _, l := range expired {
+		// A heartbeat may have come in since the count.
+		if l.deadline.Load() > time.Now().UnixNano() {
+			continue
+		}
+		if _, err := m.remove(ctx, l, "expire"); err != nil {
+			if !errors.Is(err, ErrNotFound) {
+				m.log.Error("expire lease", "lease", l.id, "service", l.service, "endpoint", l.epID, "err", err)
+			}
+			continue
+		}
+		m.metrics.expirations.Inc()
+		m.log.Info("lease expired", "lease", l.id, "service", l.service, "endpoint", l.epID)
+	}
+}

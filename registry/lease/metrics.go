@@ -1,0 +1,52 @@
+package lease
+
+import "github.com/prometheus/client_golang/prometheus"
+
+type metrics struct {
+	registrations     prometheus.Counter
+	heartbeats        prometheus.Counter
+	heartbeatsUnknown prometheus.Counter
+	expirations       prometheus.Counter
+	atRisk            prometheus.Gauge
+	guard             prometheus.Gauge
+	guardTrips        prometheus.Counter
+	leases            prometheus.GaugeFunc
+}
+
+func newMetrics(m *Manager) *metrics {
+	return &metrics{
+		registrations: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "spillway_vm_registrations_total", Help: "VM registrations accepted.",
+		}),
+		heartbeats: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "spillway_vm_heartbeats_total", Help: "Heartbeats that renewed a lease.",
+		}),
+		heartbeatsUnknown: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "spillway_vm_heartbeats_unknown_total", Help: "Heartbeats for unknown or expired leases.",
+		}),
+		expirations: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "spillway_vm_lease_expirations_total", Help: "Leases removed because their TTL passed without a heartbeat.",
+		}),
+		atRisk: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "spillway_vm_leases_at_risk", Help: "Leases with less than half their TTL left at the last expiry round.",
+		}),
+		guard: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "spillway_vm_mass_expiry_guard_active", Help: "1 while the mass-expiry guard pauses lease expiry.",
+		}),
+		guardTrips: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "spillway_vm_mass_expiry_guard_trips_total", Help: "Times the mass-expiry guard switched on.",
+		}),
+		leases: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "spillway_vm_leases", Help: "Live VM leases.",
+		}, func() float64 { return float64(m.Len()) }),
+	}
+}
+
+func (x *metrics) register(r prometheus.Registerer) error {
+	for _, c := range []prometheus.Collector{x.registrations, x.heartbeats, x.heartbeatsUnknown, x.expirations, x.atRisk, x.guard, x.guardTrips, x.leases} {
+		if err := r.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
