@@ -172,9 +172,6 @@ func (e *Endpoint) Validate(prefix string) error {
 		}
 		return prefix + "." + name
 	}
-	if err := ValidateLabel(f("id"), e.ID); err != nil {
-		return err
-	}
 	if !e.Address.IsValid() {
 		return fieldErr(f("address"), "must be an IPv4 or IPv6 address")
 	}
@@ -206,6 +203,11 @@ func (e *Endpoint) Validate(prefix string) error {
 		if p.Protocol != TCP && p.Protocol != UDP {
 			return fieldErr(pf+".protocol", "%q, want tcp or udp", p.Protocol)
 		}
+	}
+	// The id comes after address and ports: a missing id is often derived
+	// from them, and their error is the useful one.
+	if err := ValidateLabel(f("id"), e.ID); err != nil {
+		return err
 	}
 	for _, l := range []struct{ name, v string }{
 		{"locality.region", e.Locality.Region},

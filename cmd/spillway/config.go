@@ -1,0 +1,189 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Config is the server configuration: YAML file first, then flags that were
+// set on the command line.
+type Config struct {
+	DNSAddr  string `yaml:"dns_addr"`
+	GRPCAddr string `yaml:"grpc_addr"`
+	HTTPAddr string `yaml:"http_addr"`
+	// DataDir holds the durable registrations; "" keeps them in memory only
+	// (lost on restart).
+	DataDir    string `yaml:"data_dir"`
+	Domain     string `yaml:"domain"`
+	LogLevel   string `yaml:"log_level"`
+	LogFormat  string `yaml:"log_format"`
+	StaticFile string `yaml:"static_file"`
+	// ShutdownGrace bounds the graceful drain on SIGTERM.
+	ShutdownGrace time.Duration `yaml:"shutdown_grace"`
+	Leases        LeaseConfig   `yaml:"leases"`
+}
+
+// LeaseConfig configures VM leases and the mass-expiry guard.
+type LeaseConfig struct {
+	DefaultTTL    time.Duration `yaml:"default_ttl"`
+	MinTTL        time.Duration `yaml:"min_ttl"`
+	MaxTTL        time.Duration `yaml:"max_ttl"`
+	Tick          time.Duration `yaml:"tick"`
+	GuardShare    float64       `yaml:"guard_share"`
+	GuardMinCount int           `yaml:"guard_min_count"`
+}
+
+func defaultConfig() Config {
+	return Config{
+		DNSAddr:       "127.0.0.1:8053",
+		GRPCAddr:      "127.0.0.1:18000",
+		HTTPAddr:      "127.0.0.1:18080",
+		DataDir:       "./spillway-data",
+		Domain:        "spillway.internal.",
+		LogLevel:      "info",
+		LogFormat:     "text",
+		ShutdownGrace: 10 * time.Second,
+		Leases: LeaseConfig{
+			DefaultTTL:    30 * time.Second,
+			MinTTL:        time.Second,
+			MaxTTL:        time.Hour,
+			Tick:          time.Second,
+			GuardShare:    0.2,
+			GuardMinCount: 10,
+		},
+	}
+}
+
+// parseConfig reads args (without the program name).
+func parseConfig(args []string, stderr io.Writer) (Config, error) {
+	cfg := defaultConfig()
+	fs := flag.NewFlagSet("spillway", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	configPath := fs.String("config", "", "YAML config file; flags given on the command line override it")
+	var f Config
+	fs.StringVar(&f.DNSAddr, "dns-addr", cfg.DNSAddr, "DNS listen address, UDP and TCP")
+	fs.StringVar(&f.GRPCAddr, "grpc-addr", cfg.GRPCAddr, "gRPC listen address (ADS, LRS, registry and admin APIs)")
+	fs.StringVar(&f.HTTPAddr, "http-addr", cfg.HTTPAddr, "HTTP listen address (/healthz, /readyz, /metrics, JSON API)")
+	fs.StringVar(&f.DataDir, "data-dir", cfg.DataDir, `directory for durable state; "" keeps registrations in memory only`)
+	fs.StringVar(&f.Domain, "domain", cfg.Domain, "DNS domain served")
+	fs.StringVar(&f.LogLevel, "log-level", cfg.LogLevel, "debug, info, warn or error")
+	fs.StringVar(&f.LogFormat, "log-format", cfg.LogFormat, "text or json")
+	fs.StringVar(&f.StaticFile, "static-file", "", "YAML file of static services and endpoints, reloaded on change")
+	fs.DurationVar(&f.ShutdownGrace, "shutdown-grace", cfg.ShutdownGrace, "how long SIGTERM waits for in-flight work")
+	fs.DurationVar(&f.Leases.DefaultTTL, "lease-ttl", cfg.Leases.DefaultTTL, "default VM lease TTL")
+	fs.DurationVar(&f.Leases.MinTTL, "lease-min-ttl", cfg.Leases.MinTTL, "smallest TTL a registration may ask for")
+	fs.DurationVar(&f.Leases.MaxTTL, "lease-max-ttl", cfg.Leases.MaxTTL, "largest TTL a registration may ask for")
+	fs.DurationVar(&f.Leases.Tick, "lease-tick", cfg.Leases.Tick, "how often leases are checked for expiry")
+	fs.Float64Var(&f.Leases.GuardShare, "guard-share", cfg.Leases.GuardShare, "share of VM leases at risk above which expiry pauses (1 disables)")
+	fs.IntVar(&f.Leases.GuardMinCount, "guard-min-count", cfg.Leases.GuardMinCount, "least number of leases at risk that can pause expiry")
+	if err := fs.Parse(args); err != nil {
+		return Config{}, err
+	}
+	if fs.NArg() > 0 {
+		return Config{}, fmt.Errorf("unexpected argument %q (flags start with --)", fs.Arg(0))
+	}
+	if *configPath != "" {
+		b, err := os.ReadFile(*configPath)
+		if err != nil {
+			return Config{}, fmt.Errorf("--config: %w", err)
+		}
+		dec := yaml.NewDecoder(bytes.NewReader(b))
+		dec.KnownFields(true)
+		if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
+			return Config{}, fmt.Errorf("--config %s: %w", *configPath, err)
+		}
+	}
+	// Flags set on the command line win over the file.
+	set := map[string]func(){
+		"dns-addr":        func() { cfg.DNSAddr = f.DNSAddr },
+		"grpc-addr":       func() { cfg.GRPCAddr = f.GRPCAddr },
+		"http-addr":       func() { cfg.HTTPAddr = f.HTTPAddr },
+		"data-dir":        func() { cfg.DataDir = f.DataDir },
+		"domain":          func() { cfg.Domain = f.Domain },
+		"log-level":       func() { cfg.LogLevel = f.LogLevel },
+		"log-format":      func() { cfg.LogFormat = f.LogFormat },
+		"static-file":     func() { cfg.StaticFile = f.StaticFile },
+		"shutdown-grace":  func() { cfg.ShutdownGrace = f.ShutdownGrace },
+		"lease-ttl":       func() { cfg.Leases.DefaultTTL = f.Leases.DefaultTTL },
+		"lease-min-ttl":   func() { cfg.Leases.MinTTL = f.Leases.MinTTL },
+		"lease-max-ttl":   func() { cfg.Leases.MaxTTL = f.Leases.MaxTTL },
+		"lease-tick":      func() { cfg.Leases.Tick = f.Leases.Tick },
+		"guard-share":     func() { cfg.Leases.GuardShare = f.Leases.GuardShare },
+		"guard-min-count": func() { cfg.Leases.GuardMinCount = f.Leases.GuardMinCount },
+	}
+	fs.Visit(func(fl *flag.Flag) {
+		if apply := set[fl.Name]; apply != nil {
+			apply()
+		}
+	})
+	return cfg, cfg.validate()
+}
+
+// validate names the flag (and YAML key) of the first bad value.
+func (c *Config) validate() error {
+	for _, a := range []struct{ name, v string }{
+		{"--dns-addr (dns_addr)", c.DNSAddr}, {"--grpc-addr (grpc_addr)", c.GRPCAddr}, {"--http-addr (http_addr)", c.HTTPAddr},
+	} {
+		if _, _, err := net.SplitHostPort(a.v); err != nil {
+			return fmt.Errorf("%s: %q is not host:port: %v", a.name, a.v, err)
+		}
+	}
+	if !strings.HasSuffix(c.Domain, ".") {
+		c.Domain += "."
+	}
+	if c.Domain == "." || strings.Contains(c.Domain, "..") {
+		return fmt.Errorf("--domain (domain): %q is not a domain name", c.Domain)
+	}
+	if _, err := c.level(); err != nil {
+		return err
+	}
+	if c.LogFormat != "text" && c.LogFormat != "json" {
+		return fmt.Errorf("--log-format (log_format): %q, want text or json", c.LogFormat)
+	}
+	if c.ShutdownGrace <= 0 {
+		return fmt.Errorf("--shutdown-grace (shutdown_grace): %v, want > 0", c.ShutdownGrace)
+	}
+	l := c.Leases
+	switch {
+	case l.MinTTL <= 0:
+		return fmt.Errorf("--lease-min-ttl (leases.min_ttl): %v, want > 0", l.MinTTL)
+	case l.MaxTTL < l.MinTTL:
+		return fmt.Errorf("--lease-max-ttl (leases.max_ttl): %v is below the min TTL %v", l.MaxTTL, l.MinTTL)
+	case l.DefaultTTL < l.MinTTL || l.DefaultTTL > l.MaxTTL:
+		return fmt.Errorf("--lease-ttl (leases.default_ttl): %v outside [%v, %v]", l.DefaultTTL, l.MinTTL, l.MaxTTL)
+	case l.Tick <= 0:
+		return fmt.Errorf("--lease-tick (leases.tick): %v, want > 0", l.Tick)
+	case l.GuardShare <= 0:
+		return fmt.Errorf("--guard-share (leases.guard_share): %v, want > 0 (1 disables the guard)", l.GuardShare)
+	case l.GuardMinCount < 1:
+		return fmt.Errorf("--guard-min-count (leases.guard_min_count): %d, want >= 1", l.GuardMinCount)
+	}
+	return nil
+}
+
+func (c *Config) level() (slog.Level, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(c.LogLevel)); err != nil {
+		return 0, fmt.Errorf("--log-level (log_level): %q, want debug, info, warn or error", c.LogLevel)
+	}
+	return lv, nil
+}
+
+func (c *Config) logger(w io.Writer) *slog.Logger {
+	lv, _ := c.level()
+	opts := &slog.HandlerOptions{Level: lv}
+	if c.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}

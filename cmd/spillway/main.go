@@ -1,0 +1,36 @@
+// Command spillway is the service discovery server: the registry, its VM
+// heartbeat API, and (as they land) DNS and xDS, in one process.
+//
+//	go run ./cmd/spillway                     # defaults, nothing else needed
+//	spillway --config spillway.yaml --data-dir /var/lib/spillway
+//
+// Run with --help for every flag. SIGTERM or SIGINT shuts down gracefully.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	cfg, err := parseConfig(os.Args[1:], os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "spillway: %v\n", err)
+		os.Exit(2)
+	}
+	log := cfg.logger(os.Stderr)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := run(ctx, cfg, log); err != nil {
+		log.Error("spillway stopped", "err", err)
+		os.Exit(1)
+	}
+}

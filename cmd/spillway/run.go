@@ -1,0 +1,171 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
+
+	"github.com/spillway/spillway/registry"
+	"github.com/spillway/spillway/registry/durable"
+	"github.com/spillway/spillway/registry/lease"
+	"github.com/spillway/spillway/registry/registryapi"
+	"github.com/spillway/spillway/registry/static"
+)
+
+// storage is what the server needs of durable registrations.
+type storage interface {
+	lease.Storage
+	Close() error
+}
+
+// run wires the parts, serves until ctx ends, then drains and returns.
+func run(ctx context.Context, cfg Config, log *slog.Logger) error {
+	store := registry.NewStore()
+	metrics := prometheus.NewRegistry()
+	metrics.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		registry.NewCollector(store),
+	)
+
+	var st storage
+	if cfg.DataDir == "" {
+		log.Warn("no data dir: VM registrations are kept in memory only and lost on restart")
+		st = durable.NewMemory()
+	} else {
+		b, err := durable.OpenBolt(cfg.DataDir)
+		if err != nil {
+			return err
+		}
+		st = b
+	}
+	defer st.Close()
+
+	leases, err := lease.New(lease.Config{
+		Store:         store,
+		Storage:       st,
+		DefaultTTL:    cfg.Leases.DefaultTTL,
+		MinTTL:        cfg.Leases.MinTTL,
+		MaxTTL:        cfg.Leases.MaxTTL,
+		Tick:          cfg.Leases.Tick,
+		GuardShare:    cfg.Leases.GuardShare,
+		GuardMinCount: cfg.Leases.GuardMinCount,
+		Logger:        log.With("component", "leases"),
+		Registerer:    metrics,
+	})
+	if err != nil {
+		return err
+	}
+	api, err := registryapi.New(registryapi.Config{Store: store, Leases: leases, Logger: log.With("component", "registryapi")})
+	if err != nil {
+		return err
+	}
+
+	// Bind first so a taken port fails the start before any work.
+	grpcLis, err := net.Listen("tcp", cfg.GRPCAddr)
+	if err != nil {
+		return fmt.Errorf("--grpc-addr: %w", err)
+	}
+	defer grpcLis.Close()
+	httpLis, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("--http-addr: %w", err)
+	}
+	defer httpLis.Close()
+
+	// Initial state of every source, before anything is served as final.
+	if _, err := leases.Restore(ctx); err != nil {
+		return err
+	}
+	var src *static.Source
+	if cfg.StaticFile != "" {
+		src, err = static.New(static.Config{Path: cfg.StaticFile, Store: store, Logger: log.With("component", "static")})
+		if err != nil {
+			return fmt.Errorf("--static-file: %w", err)
+		}
+		if err := src.Load(); err != nil {
+			return fmt.Errorf("--static-file: %w", err)
+		}
+	}
+	store.MarkSynced()
+
+	grpcSrv := grpc.NewServer(
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+	)
+	api.RegisterGRPC(grpcSrv)
+
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !store.Synced() {
+			http.Error(w, "not ready: registry sources have not delivered their initial state", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintf(w, "ok: %d services, %d endpoints, version %d\n", store.Snapshot().Len(), store.Snapshot().EndpointCount(), store.Snapshot().Version())
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(metrics, promhttp.HandlerOpts{Registry: metrics}))
+	mux.Handle("/v1/", api.Handler())
+	httpSrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var wg sync.WaitGroup
+	fail := func(what string, err error) {
+		if err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, grpc.ErrServerStopped) && ctx.Err() == nil {
+			cancel(fmt.Errorf("%s: %w", what, err))
+		}
+	}
+	wg.Go(func() { fail("lease expiry", leases.Run(ctx)) })
+	if src != nil {
+		wg.Go(func() { fail("static source", src.Run(ctx)) })
+	}
+	wg.Go(func() { fail("grpc server", grpcSrv.Serve(grpcLis)) })
+	wg.Go(func() { fail("http server", httpSrv.Serve(httpLis)) })
+	log.Info("spillway serving",
+		"grpc", grpcLis.Addr().String(), "http", httpLis.Addr().String(),
+		"data_dir", cfg.DataDir, "domain", cfg.Domain,
+		"services", store.Snapshot().Len(), "endpoints", store.Snapshot().EndpointCount())
+
+	<-ctx.Done()
+	cause := context.Cause(ctx)
+	if errors.Is(cause, context.Canceled) {
+		cause = nil
+		log.Info("shutting down", "grace", cfg.ShutdownGrace)
+	} else {
+		log.Error("shutting down after a failure", "err", cause)
+	}
+	shutdown(cfg.ShutdownGrace, grpcSrv, httpSrv)
+	wg.Wait()
+	return cause
+}
+
+// shutdown drains both servers, cutting them off after grace.
+func shutdown(grace time.Duration, g *grpc.Server, h *http.Server) {
+	ctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		g.GracefulStop()
+		close(done)
+	}()
+	if err := h.Shutdown(ctx); err != nil {
+		h.Close()
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+		g.Stop()
+		<-done
+	}
+}

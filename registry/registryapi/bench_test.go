@@ -1,0 +1,75 @@
+package registryapi
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+
+	"github.com/spillway/spillway/registry/durable"
+	pb "github.com/spillway/spillway/registry/registryv1"
+)
+
+// BenchmarkHeartbeat measures heartbeats per second through the real gRPC
+// API on loopback, client and server in one process (so both share the 2
+// cores). "unary" is one RPC per heartbeat; "stream" is what agents use:
+// each client goroutine owns a HeartbeatStream and waits for each answer.
+func BenchmarkHeartbeat(b *testing.B) {
+	for _, mode := range []string{"unary", "stream"} {
+		for _, par := range []int{1, 16} {
+			b.Run(fmt.Sprintf("%s/clients=%dxGOMAXPROCS", mode, par), func(b *testing.B) {
+				// Heartbeats never touch storage; memory storage keeps the
+				// 1,000 registrations of the setup fast.
+				h := newHarnessWith(b, durable.NewMemory())
+				ctx := context.Background()
+				const leases = 1000
+				ids := make([]string, leases)
+				for i := range ids {
+					r := goodRequest()
+					r.Endpoint.Address = fmt.Sprintf("10.9.%d.%d", i/250, i%250+1)
+					l, err := h.client.Register(ctx, r)
+					if err != nil {
+						b.Fatal(err)
+					}
+					ids[i] = l.LeaseId
+				}
+				var next atomic.Uint64
+				b.SetParallelism(par)
+				b.ReportAllocs()
+				b.ResetTimer()
+				b.RunParallel(func(p *testing.PB) {
+					var stream pb.Registry_HeartbeatStreamClient
+					if mode == "stream" {
+						var err error
+						if stream, err = h.client.HeartbeatStream(ctx); err != nil {
+							b.Error(err)
+							return
+						}
+						defer stream.CloseSend()
+					}
+					req := &pb.HeartbeatRequest{}
+					for p.Next() {
+						req.LeaseId = ids[next.Add(1)%leases]
+						if stream == nil {
+							if _, err := h.client.Heartbeat(ctx, req); err != nil {
+								b.Error(err)
+								return
+							}
+							continue
+						}
+						if err := stream.Send(req); err != nil {
+							b.Error(err)
+							return
+						}
+						resp, err := stream.Recv()
+						if err != nil || !resp.Found {
+							b.Errorf("stream heartbeat: %v %v", resp, err)
+							return
+						}
+					}
+				})
+				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "heartbeats/s")
+			})
+		}
+	}
+}
