@@ -154,10 +154,13 @@ func (a *API) HeartbeatStream(stream grpc.BidiStreamingServer[pb.HeartbeatReques
 		if err != nil {
 			return err
 		}
-		if err := validLeaseID(req.GetLeaseId()); err != nil {
-			return toStatus(err)
+		// A malformed lease id is just an unknown lease here: one bad
+		// message must not end the stream for every other lease on it.
+		var ttl time.Duration
+		err = validLeaseID(req.GetLeaseId())
+		if err == nil {
+			ttl, err = a.leases.Heartbeat(req.GetLeaseId())
 		}
-		ttl, err := a.leases.Heartbeat(req.GetLeaseId())
 		resp.LeaseId = req.GetLeaseId()
 		resp.Found = err == nil
 		resp.TtlSeconds = uint32(ttl / time.Second)

@@ -298,7 +298,7 @@ func TestHeartbeatStream(t *testing.T) {
 	for _, tc := range []struct {
 		id    string
 		found bool
-	}{{l.LeaseId, true}, {"feedfacefeedface", false}, {l.LeaseId, true}} {
+	}{{l.LeaseId, true}, {"feedfacefeedface", false}, {"", false}, {strings.Repeat("x", 100), false}, {l.LeaseId, true}} {
 		if err := stream.Send(&pb.HeartbeatRequest{LeaseId: tc.id}); err != nil {
 			t.Fatal(err)
 		}

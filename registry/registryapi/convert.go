@@ -67,12 +67,20 @@ func endpointToPB(e *registry.Endpoint, lastSeen time.Time, leaseID string) *pb.
 		Weight:     e.Weight,
 		Metadata:   e.Metadata,
 		Source:     string(e.Source),
-		Registered: timestamppb.New(e.Registered),
-		LastSeen:   timestamppb.New(lastSeen),
+		Registered: timestamp(e.Registered),
+		LastSeen:   timestamp(lastSeen),
 		LeaseId:    leaseID,
 	}
 	for _, pt := range e.Ports {
 		p.Ports = append(p.Ports, &pb.Port{Name: pt.Name, Number: uint32(pt.Number), Protocol: string(pt.Protocol)})
 	}
 	return p
+}
+
+// timestamp leaves an unknown time unset rather than sending year 1.
+func timestamp(t time.Time) *timestamppb.Timestamp {
+	if t.IsZero() {
+		return nil
+	}
+	return timestamppb.New(t)
 }

@@ -2,7 +2,6 @@ package registryapi
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,7 +11,6 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/spillway/spillway/registry"
 	pb "github.com/spillway/spillway/registry/registryv1"
 )
 
@@ -93,10 +91,7 @@ func reply(w http.ResponseWriter, resp proto.Message, err error) {
 			code = http.StatusInternalServerError
 		}
 		field := ""
-		var fe *registry.FieldError
-		if errors.As(err, &fe) {
-			field = fe.Field
-		} else if st.Code() == codes.InvalidArgument {
+		if st.Code() == codes.InvalidArgument {
 			field = fieldOf(st.Message())
 		}
 		writeError(w, code, field, st.Message())

@@ -1,0 +1,27 @@
+# The test command of the README and of CI: `make test`.
+# It installs the OS packages the tests need (none for the registry yet; the
+# DNS tests will add dig/kdig/dnsperf to scripts/test-deps.sh), then checks
+# formatting and vet, then runs every test with the race detector.
+
+GO ?= go
+
+.PHONY: test deps check unit bench run
+
+test: deps check unit
+
+deps:
+	./scripts/test-deps.sh
+
+check:
+	@out="$$(gofmt -l .)"; if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+unit:
+	$(GO) test -race -count=1 -timeout 20m ./...
+
+# Benchmarks behind docs/benchmarks.md.
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2s ./registry/...
+
+run:
+	$(GO) run ./cmd/spillway

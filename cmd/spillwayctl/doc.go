@@ -1,0 +1,48 @@
+// Command spillwayctl is the SRE command line of spillway: it registers,
+// heartbeats and deregisters VM endpoints and lists what the registry holds,
+// over the server's gRPC port.
+//
+// Usage:
+//
+//	spillwayctl [--server ADDR] [--timeout D] COMMAND [flags] [args]
+//
+// Global flags, before the command:
+//
+//	--server ADDR   gRPC address of the spillway server (default 127.0.0.1:18000)
+//	--timeout D     timeout of each request (default 5s)
+//
+// Commands:
+//
+//	register --service S --address IP --port NAME=PORT[/PROTO]... --zone Z
+//	         [--region R] [--sub-zone SZ] [--id ID] [--weight N] [--health H]
+//	         [--ttl D] [--meta KEY=VALUE]...
+//	    Register an endpoint under a new lease and print only the lease id,
+//	    so that LEASE=$(spillwayctl register ...) works. --port and --meta
+//	    repeat; PROTO is tcp (the default) or udp.
+//	heartbeat LEASE_ID
+//	    Renew a lease once.
+//	deregister LEASE_ID
+//	    Remove the lease's endpoint and end the lease.
+//	services [-o text|json]
+//	    List services: NAME ENDPOINTS HEALTHY.
+//	endpoints SERVICE [-o text|json]
+//	    List a service's endpoints from every source. -o json prints every
+//	    field of every endpoint, empty ones included, with the proto field
+//	    names (snake_case), for scripts.
+//	agent <register's flags> [--interval D]
+//	    Register, heartbeat every --interval (default a third of the TTL)
+//	    and stay in the foreground; on SIGINT or SIGTERM deregister and exit
+//	    0. Logs go to stderr.
+//
+// Example:
+//
+//	LEASE=$(spillwayctl register --service payments --address 10.0.0.7 \
+//	    --port grpc=8080 --zone eu-west1-b --ttl 60s)
+//	spillwayctl heartbeat "$LEASE"
+//	spillwayctl endpoints payments -o json | jq '.endpoints[].last_seen'
+//	spillwayctl deregister "$LEASE"
+//
+// Exit status: 0 on success; 1 when the request failed, with the server's
+// message (which names the bad field) on stderr; 2 for a bad command line,
+// with a message naming the flag.
+package main
