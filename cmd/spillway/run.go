@@ -97,6 +97,10 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		if err := src.Load(); err != nil {
 			return fmt.Errorf("--static-file: %w", err)
 		}
+		metrics.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "spillway_static_load_failures_total",
+			Help: "Loads of --static-file that failed and left the previous state in place.",
+		}, func() float64 { return float64(src.Failures()) }))
 	}
 	store.MarkSynced()
 
