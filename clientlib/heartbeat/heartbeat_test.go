@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/spillway/spillway/registry"
+	"github.com/spillway/spillway/registry/registrytest"
 	registryv1 "github.com/spillway/spillway/registry/registryv1"
 )
 
@@ -90,14 +91,14 @@ func (r *runningAgent) waitRegistered(t *testing.T) string {
 }
 
 func TestAgentRegisters(t *testing.T) {
-	s := startServer(t)
-	a := startAgent(t, Config{Conn: dial(t, s.addr), Service: service, Endpoint: testEndpoint(), TTL: 2 * time.Second}, nil)
+	s := registrytest.Start(t)
+	a := startAgent(t, Config{Conn: dial(t, s.Addr), Service: service, Endpoint: testEndpoint(), TTL: 2 * time.Second}, nil)
 	id := a.waitRegistered(t)
 	if id == "" {
 		t.Fatal("LeaseID() = \"\" after registration")
 	}
 
-	got, ok := s.endpoint(service, "vm-1")
+	got, ok := s.Endpoint(service, "vm-1")
 	if !ok {
 		t.Fatalf("endpoint %s/vm-1 not in the store after registration", service)
 	}
@@ -117,21 +118,21 @@ func TestAgentRegisters(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("stored endpoint (-want +got):\n%s", diff)
 	}
-	if _, leaseID, _ := s.lm.LastSeen(service, "vm-1"); leaseID != id {
+	if _, leaseID, _ := s.Leases.LastSeen(service, "vm-1"); leaseID != id {
 		t.Errorf("server lease = %q, want agent's LeaseID() %q", leaseID, id)
 	}
 }
 
 func TestAgentKeepsLeaseAlive(t *testing.T) {
 	const ttl = time.Second
-	s := startServer(t)
-	a := startAgent(t, Config{Conn: dial(t, s.addr), Service: service, Endpoint: testEndpoint(), TTL: ttl}, nil)
+	s := registrytest.Start(t)
+	a := startAgent(t, Config{Conn: dial(t, s.Addr), Service: service, Endpoint: testEndpoint(), TTL: ttl}, nil)
 	id := a.waitRegistered(t)
 
 	// Watch for several TTLs: the endpoint must stay, on the same lease.
 	start := time.Now()
 	for time.Since(start) < 4*ttl {
-		if _, ok := s.endpoint(service, "vm-1"); !ok {
+		if _, ok := s.Endpoint(service, "vm-1"); !ok {
 			t.Fatalf("endpoint gone after %v, TTL %v", time.Since(start), ttl)
 		}
 		if got := a.LeaseID(); got != id {
@@ -139,7 +140,7 @@ func TestAgentKeepsLeaseAlive(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	seen, leaseID, ok := s.lm.LastSeen(service, "vm-1")
+	seen, leaseID, ok := s.Leases.LastSeen(service, "vm-1")
 	if !ok || leaseID != id {
 		t.Fatalf("server lease = %q, %v, want %q", leaseID, ok, id)
 	}
@@ -149,18 +150,18 @@ func TestAgentKeepsLeaseAlive(t *testing.T) {
 }
 
 func TestAgentDeregistersOnCancel(t *testing.T) {
-	s := startServer(t)
-	a := startAgent(t, Config{Conn: dial(t, s.addr), Service: service, Endpoint: testEndpoint(), TTL: 30 * time.Second}, nil)
+	s := registrytest.Start(t)
+	a := startAgent(t, Config{Conn: dial(t, s.Addr), Service: service, Endpoint: testEndpoint(), TTL: 30 * time.Second}, nil)
 	a.waitRegistered(t)
 
 	if err := a.stop(t); err != nil {
 		t.Fatalf("Run = %v after cancel, want nil", err)
 	}
 	// Deregistration happens before Run returns: no waiting for the TTL.
-	if _, ok := s.endpoint(service, "vm-1"); ok {
+	if _, ok := s.Endpoint(service, "vm-1"); ok {
 		t.Error("endpoint still in the store after Run returned")
 	}
-	if n := s.lm.Len(); n != 0 {
+	if n := s.Leases.Len(); n != 0 {
 		t.Errorf("lm.Len() = %d after Run returned, want 0", n)
 	}
 	if id := a.LeaseID(); id != "" {
@@ -169,35 +170,35 @@ func TestAgentDeregistersOnCancel(t *testing.T) {
 }
 
 func TestAgentReregistersAfterLeaseLoss(t *testing.T) {
-	s := startServer(t)
-	a := startAgent(t, Config{Conn: dial(t, s.addr), Service: service, Endpoint: testEndpoint(), TTL: time.Second}, nil)
+	s := registrytest.Start(t)
+	a := startAgent(t, Config{Conn: dial(t, s.Addr), Service: service, Endpoint: testEndpoint(), TTL: time.Second}, nil)
 	old := a.waitRegistered(t)
 	// Let a heartbeat arrive first, so that the loss is found by a regular
 	// heartbeat rather than by the one sent when the stream opens.
-	registered, _, _ := s.lm.LastSeen(service, "vm-1")
-	waitFor(t, 5*time.Second, "a heartbeat", func() bool {
-		seen, _, _ := s.lm.LastSeen(service, "vm-1")
+	registered, _, _ := s.Leases.LastSeen(service, "vm-1")
+	registrytest.WaitFor(t, 5*time.Second, "a heartbeat", func() bool {
+		seen, _, _ := s.Leases.LastSeen(service, "vm-1")
 		return seen.After(registered)
 	})
 
-	if _, err := s.lm.Deregister(context.Background(), old); err != nil {
+	if _, err := s.Leases.Deregister(context.Background(), old); err != nil {
 		t.Fatalf("lm.Deregister: %v", err)
 	}
-	if _, ok := s.endpoint(service, "vm-1"); ok {
+	if _, ok := s.Endpoint(service, "vm-1"); ok {
 		t.Fatal("endpoint still in the store after lm.Deregister")
 	}
-	waitFor(t, 5*time.Second, "the agent to register again", func() bool {
+	registrytest.WaitFor(t, 5*time.Second, "the agent to register again", func() bool {
 		id := a.LeaseID()
-		_, leaseID, ok := s.lm.LastSeen(service, "vm-1")
-		_, inStore := s.endpoint(service, "vm-1")
+		_, leaseID, ok := s.Leases.LastSeen(service, "vm-1")
+		_, inStore := s.Endpoint(service, "vm-1")
 		return id != "" && id != old && ok && leaseID == id && inStore
 	})
 }
 
 func TestAgentKeepsLeaseAcrossServerRestart(t *testing.T) {
-	s := startServer(t)
+	s := registrytest.Start(t)
 	broken := make(chan error, 10)
-	a := startAgent(t, Config{Conn: dial(t, s.addr), Service: service, Endpoint: testEndpoint(), TTL: 3 * time.Second},
+	a := startAgent(t, Config{Conn: dial(t, s.Addr), Service: service, Endpoint: testEndpoint(), TTL: 3 * time.Second},
 		func(a *Agent) {
 			a.streamEnded = func(err error) {
 				select {
@@ -208,24 +209,24 @@ func TestAgentKeepsLeaseAcrossServerRestart(t *testing.T) {
 		})
 	id := a.waitRegistered(t)
 
-	s.stop()
+	s.Stop()
 	select {
 	case err := <-broken:
 		t.Logf("stream broke: %v", err)
 	case <-time.After(5 * time.Second):
 		t.Fatal("agent did not notice the server stop within 5s")
 	}
-	s.restart(t)
+	s.Restart(t)
 	restarted := time.Now()
 
-	waitFor(t, 5*time.Second, "heartbeats on the restarted server", func() bool {
-		seen, _, ok := s.lm.LastSeen(service, "vm-1")
+	registrytest.WaitFor(t, 5*time.Second, "heartbeats on the restarted server", func() bool {
+		seen, _, ok := s.Leases.LastSeen(service, "vm-1")
 		return ok && seen.After(restarted)
 	})
 	if got := a.LeaseID(); got != id {
 		t.Errorf("LeaseID() = %q after restart, want %q (same lease)", got, id)
 	}
-	if _, leaseID, _ := s.lm.LastSeen(service, "vm-1"); leaseID != id {
+	if _, leaseID, _ := s.Leases.LastSeen(service, "vm-1"); leaseID != id {
 		t.Errorf("server lease = %q after restart, want %q", leaseID, id)
 	}
 }
@@ -242,7 +243,7 @@ func TestAgentRetriesRegistrationUntilServerUp(t *testing.T) {
 	logs := &syncBuffer{}
 	logger := slog.New(slog.NewTextHandler(logs, nil))
 	a := startAgent(t, Config{Conn: dial(t, addr), Service: service, Endpoint: testEndpoint(), Logger: logger}, nil)
-	waitFor(t, 5*time.Second, "a failed registration attempt", func() bool {
+	registrytest.WaitFor(t, 5*time.Second, "a failed registration attempt", func() bool {
 		return strings.Contains(logs.String(), "register failed, retrying")
 	})
 	select {
@@ -252,13 +253,13 @@ func TestAgentRetriesRegistrationUntilServerUp(t *testing.T) {
 	}
 
 	var lis2 net.Listener
-	waitFor(t, 5*time.Second, "listening on "+addr, func() bool {
+	registrytest.WaitFor(t, 5*time.Second, "listening on "+addr, func() bool {
 		lis2, err = net.Listen("tcp", addr)
 		return err == nil
 	})
-	s := startServerOn(t, lis2)
+	s := registrytest.StartOn(t, lis2)
 	a.waitRegistered(t)
-	if _, ok := s.endpoint(service, "vm-1"); !ok {
+	if _, ok := s.Endpoint(service, "vm-1"); !ok {
 		t.Error("endpoint not in the store after registration")
 	}
 }
@@ -268,7 +269,7 @@ func TestRunReturnsPermanentErrors(t *testing.T) {
 		name     string
 		endpoint func(*registryv1.Endpoint)
 		ttl      time.Duration
-		setup    func(*testing.T, *testServer)
+		setup    func(*testing.T, *registrytest.Server)
 		code     codes.Code
 		contains string
 	}{
@@ -292,8 +293,8 @@ func TestRunReturnsPermanentErrors(t *testing.T) {
 		},
 		{
 			name: "id_owned_by_static_source",
-			setup: func(t *testing.T, s *testServer) {
-				_, err := s.store.Apply(registry.Upsert(service, &registry.Endpoint{
+			setup: func(t *testing.T, s *registrytest.Server) {
+				_, err := s.Store.Apply(registry.Upsert(service, &registry.Endpoint{
 					ID:      "vm-1",
 					Address: netip.MustParseAddr("10.0.0.8"),
 					Ports:   []registry.Port{{Name: "grpc", Number: 8080}},
@@ -309,7 +310,7 @@ func TestRunReturnsPermanentErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := startServer(t)
+			s := registrytest.Start(t)
 			if tt.setup != nil {
 				tt.setup(t, s)
 			}
@@ -317,7 +318,7 @@ func TestRunReturnsPermanentErrors(t *testing.T) {
 			if tt.endpoint != nil {
 				tt.endpoint(ep)
 			}
-			a := startAgent(t, Config{Conn: dial(t, s.addr), Service: service, Endpoint: ep, TTL: tt.ttl}, nil)
+			a := startAgent(t, Config{Conn: dial(t, s.Addr), Service: service, Endpoint: ep, TTL: tt.ttl}, nil)
 			err := a.wait(t)
 			if got := status.Code(err); got != tt.code {
 				t.Fatalf("status.Code(Run()) = %v (%v), want %v", got, err, tt.code)

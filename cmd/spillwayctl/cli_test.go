@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/testing/protocmp"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/spillway/spillway/registry/registrytest"
 	registryv1 "github.com/spillway/spillway/registry/registryv1"
 )
 
@@ -55,8 +56,8 @@ func table(out string) [][]string {
 var leaseIDRe = regexp.MustCompile(`^[0-9a-f]{16}\n$`)
 
 func TestCLIRegisterListDeregister(t *testing.T) {
-	s := startServer(t)
-	full := mustCtl(t, s.addr, "register", "--service", "payments", "--address", "10.0.0.7",
+	s := registrytest.Start(t)
+	full := mustCtl(t, s.Addr, "register", "--service", "payments", "--address", "10.0.0.7",
 		"--port", "grpc=8080", "--port", "metrics=9090/tcp", "--zone", "eu-west1-b", "--region", "eu-west1",
 		"--sub-zone", "rack-3", "--id", "vm-1", "--weight", "50", "--ttl", "60s", "--meta", "version=1.2.3", "--meta", "team=sre")
 	if !leaseIDRe.MatchString(full) {
@@ -64,11 +65,11 @@ func TestCLIRegisterListDeregister(t *testing.T) {
 	}
 	lease := strings.TrimSpace(full)
 	// A minimal registration: the empty fields must still show in JSON.
-	minimal := strings.TrimSpace(mustCtl(t, s.addr, "register", "--service", "payments", "--address", "10.0.0.8",
+	minimal := strings.TrimSpace(mustCtl(t, s.Addr, "register", "--service", "payments", "--address", "10.0.0.8",
 		"--port", "grpc=8080", "--zone", "eu-west1-c", "--health", "draining"))
 
 	t.Run("endpoints_json", func(t *testing.T) {
-		out := mustCtl(t, s.addr, "endpoints", "payments", "-o", "json")
+		out := mustCtl(t, s.Addr, "endpoints", "payments", "-o", "json")
 		var got registryv1.ListEndpointsResponse
 		if err := protojson.Unmarshal([]byte(out), &got); err != nil {
 			t.Fatalf("endpoints -o json is not a ListEndpointsResponse: %v\n%s", err, out)
@@ -140,7 +141,7 @@ func TestCLIRegisterListDeregister(t *testing.T) {
 	})
 
 	t.Run("endpoints_table", func(t *testing.T) {
-		rows := table(mustCtl(t, s.addr, "endpoints", "payments"))
+		rows := table(mustCtl(t, s.Addr, "endpoints", "payments"))
 		want := [][]string{
 			{"ID", "ADDRESS", "PORTS", "ZONE", "REGION", "HEALTH", "WEIGHT", "SOURCE", "LAST-SEEN"},
 			{"10-0-0-8-8080", "10.0.0.8", "grpc=8080/tcp", "eu-west1-c", "-", "draining", "100", "vm"},
@@ -160,11 +161,11 @@ func TestCLIRegisterListDeregister(t *testing.T) {
 
 	t.Run("services", func(t *testing.T) {
 		want := [][]string{{"NAME", "ENDPOINTS", "HEALTHY"}, {"payments", "2", "1"}}
-		if diff := cmp.Diff(want, table(mustCtl(t, s.addr, "services"))); diff != "" {
+		if diff := cmp.Diff(want, table(mustCtl(t, s.Addr, "services"))); diff != "" {
 			t.Errorf("services table (-want +got):\n%s", diff)
 		}
 		var got registryv1.ListServicesResponse
-		if err := protojson.Unmarshal([]byte(mustCtl(t, s.addr, "services", "-o", "json")), &got); err != nil {
+		if err := protojson.Unmarshal([]byte(mustCtl(t, s.Addr, "services", "-o", "json")), &got); err != nil {
 			t.Fatal(err)
 		}
 		wantJSON := []*registryv1.ServiceSummary{{Name: "payments", Endpoints: 2, Healthy: 1}}
@@ -174,25 +175,25 @@ func TestCLIRegisterListDeregister(t *testing.T) {
 	})
 
 	t.Run("heartbeat", func(t *testing.T) {
-		if out := mustCtl(t, s.addr, "heartbeat", lease); !strings.Contains(out, "renewed, ttl 60s") {
+		if out := mustCtl(t, s.Addr, "heartbeat", lease); !strings.Contains(out, "renewed, ttl 60s") {
 			t.Errorf("heartbeat stdout = %q, want it to report ttl 60s", out)
 		}
 	})
 
 	t.Run("deregister", func(t *testing.T) {
-		mustCtl(t, s.addr, "deregister", lease)
-		if _, ok := s.endpoint("payments", "vm-1"); ok {
+		mustCtl(t, s.Addr, "deregister", lease)
+		if _, ok := s.Endpoint("payments", "vm-1"); ok {
 			t.Error("vm-1 still in the store after deregister")
 		}
-		rows := table(mustCtl(t, s.addr, "endpoints", "payments"))
+		rows := table(mustCtl(t, s.Addr, "endpoints", "payments"))
 		if len(rows) != 2 || rows[1][0] != "10-0-0-8-8080" {
 			t.Errorf("endpoints after deregister = %q, want only 10-0-0-8-8080", rows)
 		}
-		r := ctl(t, s.addr, "heartbeat", lease)
+		r := ctl(t, s.Addr, "heartbeat", lease)
 		if r.code != 1 || !strings.Contains(r.stderr, "lease not found") || !strings.Contains(r.stderr, "NotFound") {
 			t.Errorf("heartbeat of a deregistered lease: exit %d, stderr %q; want 1 and NotFound", r.code, r.stderr)
 		}
-		r = ctl(t, s.addr, "deregister", lease)
+		r = ctl(t, s.Addr, "deregister", lease)
 		if r.code != 1 {
 			t.Errorf("second deregister: exit %d, stderr %q; want 1", r.code, r.stderr)
 		}
@@ -200,7 +201,7 @@ func TestCLIRegisterListDeregister(t *testing.T) {
 }
 
 func TestCLIErrors(t *testing.T) {
-	s := startServer(t)
+	s := registrytest.Start(t)
 	reg := func(extra ...string) []string {
 		args := []string{"register", "--service", "payments", "--address", "10.0.0.7", "--zone", "z1"}
 		return append(args, extra...)
@@ -239,7 +240,7 @@ func TestCLIErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			addr := s.addr
+			addr := s.Addr
 			if tt.server != "" {
 				addr = tt.server
 			}
@@ -257,7 +258,7 @@ func TestCLIErrors(t *testing.T) {
 			}
 		})
 	}
-	if n := s.lm.Len(); n != 0 {
+	if n := s.Leases.Len(); n != 0 {
 		t.Errorf("%d leases after rejected registrations, want 0", n)
 	}
 }
@@ -293,25 +294,25 @@ func (b *lockedBuffer) String() string {
 }
 
 func TestCLIAgent(t *testing.T) {
-	s := startServer(t)
+	s := registrytest.Start(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var stdout, stderr lockedBuffer
 	codeC := make(chan int, 1)
 	go func() {
-		codeC <- run(ctx, []string{"--server", s.addr, "agent", "--service", "payments", "--address", "10.0.0.7",
+		codeC <- run(ctx, []string{"--server", s.Addr, "agent", "--service", "payments", "--address", "10.0.0.7",
 			"--port", "grpc=8080", "--zone", "z1", "--id", "vm-1", "--ttl", "1s"}, &stdout, &stderr)
 	}()
-	waitFor(t, 10*time.Second, "the agent's endpoint in the store", func() bool {
-		_, ok := s.endpoint("payments", "vm-1")
+	registrytest.WaitFor(t, 10*time.Second, "the agent's endpoint in the store", func() bool {
+		_, ok := s.Endpoint("payments", "vm-1")
 		return ok
 	})
-	_, leaseID, _ := s.lm.LastSeen("payments", "vm-1")
+	_, leaseID, _ := s.Leases.LastSeen("payments", "vm-1")
 	// The agent keeps its lease past several 1 s TTLs: the endpoint stays,
 	// on the same lease, with fresh heartbeats.
-	waitFor(t, 10*time.Second, "the endpoint to outlive 3 TTLs", func() bool {
-		ep, ok := s.endpoint("payments", "vm-1")
-		seen, id, _ := s.lm.LastSeen("payments", "vm-1")
+	registrytest.WaitFor(t, 10*time.Second, "the endpoint to outlive 3 TTLs", func() bool {
+		ep, ok := s.Endpoint("payments", "vm-1")
+		seen, id, _ := s.Leases.LastSeen("payments", "vm-1")
 		if !ok || id != leaseID || time.Since(seen) > time.Second {
 			t.Fatalf("lease lost: endpoint present %v, lease %q (want %q), last seen %v ago", ok, id, leaseID, time.Since(seen))
 		}
@@ -327,7 +328,7 @@ func TestCLIAgent(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("agent did not exit within 10s of cancel")
 	}
-	if _, ok := s.endpoint("payments", "vm-1"); ok {
+	if _, ok := s.Endpoint("payments", "vm-1"); ok {
 		t.Error("endpoint still in the store after the agent exited")
 	}
 	for _, want := range []string{"msg=registered", "msg=deregistered", "lease=" + leaseID} {
