@@ -43,15 +43,27 @@ type shards [numShards]map[string]*Service
 // Snapshot is an immutable, consistent view of the whole store. Getting one
 // is a single atomic load; holding one never blocks writers.
 type Snapshot struct {
-	version   uint64
-	shards    *shards
-	services  int
-	endpoints int
+	version      uint64
+	namesVersion uint64
+	shards       *shards
+	services     int
+	endpoints    int
+	flags        map[string]string // immutable
 }
 
 // Version is the store's global version: it grows by one with every write
 // that changed something.
 func (s *Snapshot) Version() uint64 { return s.version }
+
+// NamesVersion changes only when a service is added or forgotten, so
+// readers can cache what depends on the set of names alone.
+func (s *Snapshot) NamesVersion() uint64 { return s.namesVersion }
+
+// Flag returns a global flag set with SetFlag.
+func (s *Snapshot) Flag(name string) (string, bool) {
+	v, ok := s.flags[name]
+	return v, ok
+}
 
 // Len is the number of known services.
 func (s *Snapshot) Len() int { return s.services }
@@ -155,6 +167,17 @@ const (
 	opRemove
 	opDeclare
 	opForget
+	opSetFlag
+)
+
+// Global flags kept in the store.
+const (
+	// FlagXDS is the panic flag: "on" lets clients use xDS, "off" sends
+	// every client back to DNS. Unset means "on".
+	FlagXDS = "xds"
+	// FlagsChanged is the name a subscription reports when a flag changed;
+	// it cannot be a service name.
+	FlagsChanged = "_flags"
 )
 
 // Op is one change in an Apply batch. Build it with Upsert, Remove,
@@ -165,6 +188,7 @@ type Op struct {
 	endpoint *Endpoint
 	id       string
 	source   Source
+	value    string
 }
 
 // Upsert adds or replaces endpoint e of service (declaring the service if
@@ -185,6 +209,9 @@ func Declare(service string) Op { return Op{kind: opDeclare, service: service} }
 // Forget removes a service that has no endpoints left; with endpoints it is
 // an error.
 func Forget(service string) Op { return Op{kind: opForget, service: service} }
+
+// SetFlag sets a global flag. FlagXDS takes "on" or "off".
+func SetFlag(name, value string) Op { return Op{kind: opSetFlag, id: name, value: value} }
 
 // Apply performs ops atomically: either all apply and are published as one
 // new version, or none does and the error says which failed. A batch that
@@ -223,6 +250,8 @@ type builder struct {
 	changed   []string
 	services  int
 	endpoints int
+	names     bool // a service was added or forgotten
+	flags     map[string]string
 	started   bool
 }
 
@@ -280,6 +309,7 @@ func (b *builder) writable(name string, create bool) (*Service, bool) {
 		w.Endpoints = slices.Clone(old.Endpoints)
 	} else {
 		b.services++
+		b.names = true
 	}
 	m[name] = w
 	b.work[name] = w
@@ -294,6 +324,9 @@ func (b *builder) markChanged(name string) {
 }
 
 func (b *builder) apply(op *Op) error {
+	if op.kind == opSetFlag {
+		return b.setFlag(op.id, op.value)
+	}
 	if err := ValidateService("service", op.service); err != nil {
 		return err
 	}
@@ -355,6 +388,7 @@ func (b *builder) apply(op *Op) error {
 		delete(b.shard(op.service), op.service)
 		b.work[op.service] = nil
 		b.services--
+		b.names = true
 		b.markChanged(op.service)
 	default:
 		return fmt.Errorf("op on %s: unknown kind %d", op.service, op.kind)
@@ -362,6 +396,41 @@ func (b *builder) apply(op *Op) error {
 	return nil
 }
 
+func (b *builder) setFlag(name, value string) error {
+	switch name {
+	case FlagXDS:
+		if value != "on" && value != "off" {
+			return fieldErr("flag."+name, "%q, want on or off", value)
+		}
+	default:
+		return fieldErr("flag", "unknown flag %q", name)
+	}
+	cur := b.old.flags
+	if b.flags != nil {
+		cur = b.flags
+	}
+	if v, ok := cur[name]; ok && v == value {
+		return nil
+	}
+	b.start()
+	m := make(map[string]string, len(cur)+1)
+	for k, v := range cur {
+		m[k] = v
+	}
+	m[name] = value
+	b.flags = m
+	b.markChanged(FlagsChanged)
+	return nil
+}
+
 func (b *builder) build() *Snapshot {
-	return &Snapshot{version: b.next, shards: b.sh, services: b.services, endpoints: b.endpoints}
+	snap := &Snapshot{version: b.next, namesVersion: b.old.namesVersion, shards: b.sh,
+		services: b.services, endpoints: b.endpoints, flags: b.old.flags}
+	if b.names {
+		snap.namesVersion = b.next
+	}
+	if b.flags != nil {
+		snap.flags = b.flags
+	}
+	return snap
 }

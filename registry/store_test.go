@@ -309,3 +309,48 @@ func TestConcurrentWritersReaders(t *testing.T) {
 	}
 	t.Logf("store version %d, %d writes, slow subscriber max pending %d", final.Version(), s.Writes(), maxPending)
 }
+
+func TestFlagsAndNamesVersion(t *testing.T) {
+	s := NewStore()
+	if _, ok := s.Snapshot().Flag(FlagXDS); ok {
+		t.Error("xds flag set on a new store")
+	}
+	sub := s.Subscribe("")
+	defer sub.Close()
+	sub.Changed()
+	mustApply(t, s, SetFlag(FlagXDS, "off"))
+	if v, _ := s.Snapshot().Flag(FlagXDS); v != "off" {
+		t.Errorf("xds flag = %q, want off", v)
+	}
+	if got := sub.Changed(); !cmp.Equal(got, []string{FlagsChanged}) {
+		t.Errorf("subscription saw %v, want [%s]", got, FlagsChanged)
+	}
+	v := s.Snapshot().Version()
+	if got := mustApply(t, s, SetFlag(FlagXDS, "off")); got != v {
+		t.Error("setting a flag to its value bumped the version")
+	}
+	if _, err := s.Apply(SetFlag(FlagXDS, "maybe")); !errors.Is(err, ErrInvalid) {
+		t.Errorf("bad flag value: %v, want ErrInvalid", err)
+	}
+	if _, err := s.Apply(SetFlag("color", "red")); !errors.Is(err, ErrInvalid) {
+		t.Errorf("unknown flag: %v, want ErrInvalid", err)
+	}
+
+	n0 := s.Snapshot().NamesVersion()
+	mustApply(t, s, Upsert("web", ep("a", 1, "z1")))
+	n1 := s.Snapshot().NamesVersion()
+	if n1 == n0 {
+		t.Error("adding a service did not change NamesVersion")
+	}
+	mustApply(t, s, Upsert("web", ep("b", 2, "z1")))
+	if s.Snapshot().NamesVersion() != n1 {
+		t.Error("adding an endpoint changed NamesVersion")
+	}
+	mustApply(t, s, Remove("web", "a", SourceVM), Remove("web", "b", SourceVM), Forget("web"))
+	if s.Snapshot().NamesVersion() == n1 {
+		t.Error("forgetting a service did not change NamesVersion")
+	}
+	if v, _ := s.Snapshot().Flag(FlagXDS); v != "off" {
+		t.Error("flag lost by later writes")
+	}
+}

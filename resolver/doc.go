@@ -1,4 +1,56 @@
-// Package resolver will be spillway's authoritative DNS server (SRV, A/AAAA,
-// TXT, SOA/NS) on miekg/dns, answering from registry snapshots. It is empty
-// until the DNS issue lands; the server's --dns-addr flag is reserved for it.
+// Package resolver is spillway's authoritative DNS server: it answers one
+// domain (spillway.internal. by default) from the registry store over UDP
+// and TCP, on github.com/miekg/dns.
+//
+// # Names
+//
+//	_<port>._<proto>.<service>.<domain>  SRV: one record per healthy endpoint
+//	                                     with that port, target
+//	                                     <id>.<service>.<domain>, addresses in
+//	                                     the additional section
+//	<service>.<domain>                   A / AAAA of the healthy endpoints
+//	<id>.<service>.<domain>              A or AAAA of one endpoint (any health,
+//	                                     so a draining target still resolves)
+//	_xds.<domain>                        TXT "xds=on" or "xds=off": the panic flag
+//	<domain>                             SOA, NS (ns.<domain>)
+//
+// A service name shadows an endpoint name spelled the same ("a.b" as a
+// service wins over endpoint "a" of service "b").
+//
+// # Answers
+//
+// The server is authoritative (AA set) and does not recurse: names outside
+// the domain get REFUSED. An unknown name gets NXDOMAIN and a known name
+// without records of the asked type gets NODATA (NOERROR, empty answer),
+// both with the SOA in the authority section, whose minimum is the negative
+// TTL. Empty non-terminals ("prod" when "web.prod" exists, "_tcp.web") are
+// NODATA. ANY gets one synthesized HINFO (RFC 8482). A query whose EDNS
+// version is not 0 gets BADVERS. Until the store is synced (every source has
+// delivered its initial state) every name in the domain gets SERVFAIL: a
+// restarting server must never tell the fleet that services do not exist.
+//
+// SRV priorities are all 0 and weights carry the endpoint weights scaled to
+// 1..65535: strict priorities would send a whole zone's traffic to one
+// place.
+//
+// # Size
+//
+// Over UDP the limit is 512 bytes, or the client's EDNS0 size capped at
+// Config.UDPSizeCap (1232). An answer that does not fit is sent with TC set
+// and no records, never a partial record set. Over TCP a message never
+// passes 65,535 bytes: a service whose whole answer would not fit gets a
+// subset that fits, taking from every zone in proportion to its endpoints,
+// and successive queries rotate through subsets that together cover every
+// endpoint. Unhealthy and draining endpoints are never in SRV or service
+// A/AAAA answers.
+//
+// # Concurrency and cost
+//
+// ServeDNS is safe for concurrent use and takes no lock on the common path:
+// it reads the store's current snapshot and, per service version, answers
+// pre-built as wire bytes whose owner names are compression pointers into
+// the echoed question. A response is the header, the client's question (so
+// its case is echoed), those bytes and an OPT record, written from a pooled
+// buffer. Answers are rebuilt the first time a service is queried after it
+// changed, so a query that follows a registry write sees that write.
 package resolver

@@ -31,6 +31,20 @@ type Config struct {
 	// ShutdownGrace bounds the graceful drain on SIGTERM.
 	ShutdownGrace time.Duration `yaml:"shutdown_grace"`
 	Leases        LeaseConfig   `yaml:"leases"`
+	DNS           DNSConfig     `yaml:"dns"`
+}
+
+// DNSConfig tunes the DNS server; zero values take the resolver's defaults.
+type DNSConfig struct {
+	// UDPSizeCap caps the EDNS0 UDP size a client may ask for (default 1232).
+	UDPSizeCap int `yaml:"udp_size_cap"`
+	TTL        struct {
+		SRV      time.Duration `yaml:"srv"`
+		A        time.Duration `yaml:"a"`
+		TXT      time.Duration `yaml:"txt"`
+		SOA      time.Duration `yaml:"soa"`
+		Negative time.Duration `yaml:"negative"`
+	} `yaml:"ttl"`
 }
 
 // LeaseConfig configures VM leases and the mass-expiry guard.

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/spillway/spillway/registry/lease"
 	"github.com/spillway/spillway/registry/registryapi"
 	"github.com/spillway/spillway/registry/static"
+	"github.com/spillway/spillway/resolver"
 )
 
 // storage is what the server needs of durable registrations.
@@ -72,7 +74,33 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 
+	dnsSrv, err := resolver.New(resolver.Config{
+		Store:      store,
+		Domain:     cfg.Domain,
+		UDPSizeCap: cfg.DNS.UDPSizeCap,
+		TTL: resolver.TTLs{
+			SRV: cfg.DNS.TTL.SRV, A: cfg.DNS.TTL.A, TXT: cfg.DNS.TTL.TXT,
+			SOA: cfg.DNS.TTL.SOA, Negative: cfg.DNS.TTL.Negative,
+		},
+		NSAddr:     nsAddr(cfg.DNSAddr),
+		Logger:     log.With("component", "dns"),
+		Registerer: metrics,
+	})
+	if err != nil {
+		return fmt.Errorf("dns config: %w", err)
+	}
+
 	// Bind first so a taken port fails the start before any work.
+	dnsUDP, err := net.ListenPacket("udp", cfg.DNSAddr)
+	if err != nil {
+		return fmt.Errorf("--dns-addr (udp): %w", err)
+	}
+	defer dnsUDP.Close()
+	dnsTCP, err := net.Listen("tcp", cfg.DNSAddr)
+	if err != nil {
+		return fmt.Errorf("--dns-addr (tcp): %w", err)
+	}
+	defer dnsTCP.Close()
 	grpcLis, err := net.Listen("tcp", cfg.GRPCAddr)
 	if err != nil {
 		return fmt.Errorf("--grpc-addr: %w", err)
@@ -83,6 +111,22 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return fmt.Errorf("--http-addr: %w", err)
 	}
 	defer httpLis.Close()
+
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var wg sync.WaitGroup
+	fail := func(what string, err error) {
+		if err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, grpc.ErrServerStopped) && ctx.Err() == nil {
+			cancel(fmt.Errorf("%s: %w", what, err))
+		}
+	}
+	defer func() {
+		cancel(nil) // an early return stops what already runs
+		wg.Wait()
+	}()
+	// DNS answers from the start: SERVFAIL until the store is synced, never
+	// a false NXDOMAIN while sources load.
+	wg.Go(func() { fail("dns server", dnsSrv.Serve(ctx, dnsUDP, dnsTCP)) })
 
 	// Initial state of every source, before anything is served as final.
 	if _, err := leases.Restore(ctx); err != nil {
@@ -122,14 +166,6 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	mux.Handle("/v1/", api.Handler())
 	httpSrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	var wg sync.WaitGroup
-	fail := func(what string, err error) {
-		if err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, grpc.ErrServerStopped) && ctx.Err() == nil {
-			cancel(fmt.Errorf("%s: %w", what, err))
-		}
-	}
 	wg.Go(func() { fail("lease expiry", leases.Run(ctx)) })
 	if src != nil {
 		wg.Go(func() { fail("static source", src.Run(ctx)) })
@@ -137,7 +173,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	wg.Go(func() { fail("grpc server", grpcSrv.Serve(grpcLis)) })
 	wg.Go(func() { fail("http server", httpSrv.Serve(httpLis)) })
 	log.Info("spillway serving",
-		"grpc", grpcLis.Addr().String(), "http", httpLis.Addr().String(),
+		"dns", dnsUDP.LocalAddr().String(), "grpc", grpcLis.Addr().String(), "http", httpLis.Addr().String(),
 		"data_dir", cfg.DataDir, "domain", cfg.Domain,
 		"services", store.Snapshot().Len(), "endpoints", store.Snapshot().EndpointCount())
 
@@ -152,6 +188,16 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	shutdown(cfg.ShutdownGrace, grpcSrv, httpSrv)
 	wg.Wait()
 	return cause
+}
+
+// nsAddr is the address published for ns.<domain>: the DNS listen IP,
+// unless it is a wildcard.
+func nsAddr(dnsAddr string) netip.Addr {
+	ap, err := netip.ParseAddrPort(dnsAddr)
+	if err != nil || ap.Addr().IsUnspecified() {
+		return netip.Addr{}
+	}
+	return ap.Addr().Unmap()
 }
 
 // shutdown drains both servers, cutting them off after grace.

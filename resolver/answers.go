@@ -1,0 +1,290 @@
+package resolver
+
+import (
+	"cmp"
+	"math"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/spillway/spillway/registry"
+)
+
+// section is pre-built answer and additional records, positioned for a
+// question of one fixed length (names of one service differ only in case,
+// which does not change their length).
+type section struct {
+	an, ar uint16
+	body   []byte
+}
+
+// answer is the positive answer to one (name, type). When the whole answer
+// would pass 65,535 bytes (tooBig), it is never sent whole: subsets hold
+// zone-balanced subsets that fit, rotated between queries so every endpoint
+// is served over time.
+type answer struct {
+	full    section
+	tooBig  bool
+	subsets []section
+	next    atomic.Uint32
+}
+
+// pick returns the section to send over TCP and whether it is a subset.
+func (a *answer) pick() (section, bool) {
+	if !a.tooBig {
+		return a.full, false
+	}
+	i := a.next.Add(1) % uint32(len(a.subsets))
+	return a.subsets[i], true
+}
+
+type srvKey struct {
+	port  string
+	proto registry.Protocol
+}
+
+// svcAnswers holds every positive answer of one service version. It is
+// built once, when first needed after the service changed, and then only
+// read.
+type svcAnswers struct {
+	svc  *registry.Service
+	a    *answer // A of <svc>.<domain>
+	aaaa *answer
+	srv  map[srvKey]*answer // SRV of _<port>._<proto>.<svc>.<domain>
+}
+
+// slot holds the current answers of one service name.
+type slot struct{ cur atomic.Pointer[svcAnswers] }
+
+// cache maps service names to their answers. Readers take no lock: the map
+// is immutable and replaced (copy-on-write) when a name is added, which
+// happens once per service; each slot is swapped when its service changes.
+type cache struct {
+	names atomic.Pointer[map[string]*slot]
+
+	// mu serialises adding names.
+	mu sync.Mutex
+}
+
+func (c *cache) slot(name string) *slot {
+	if m := c.names.Load(); m != nil {
+		if s := (*m)[name]; s != nil {
+			return s
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := c.names.Load()
+	if old != nil {
+		if s := (*old)[name]; s != nil {
+			return s
+		}
+	}
+	n := make(map[string]*slot, 1)
+	if old != nil {
+		n = make(map[string]*slot, len(*old)+1)
+		for k, v := range *old {
+			n[k] = v
+		}
+	}
+	s := &slot{}
+	n[name] = s
+	c.names.Store(&n)
+	return s
+}
+
+// answers returns the answers for svc, building them if svc is newer than
+// what is cached. Concurrent builders of the same version may both build;
+// one wins, and both results are correct.
+func (s *Server) answers(svc *registry.Service) *svcAnswers {
+	sl := s.cache.slot(svc.Name)
+	if a := sl.cur.Load(); a != nil && a.svc == svc {
+		return a
+	}
+	a := s.build(svc)
+	sl.cur.Store(a)
+	return a
+}
+
+// build makes every positive answer of svc.
+func (s *Server) build(svc *registry.Service) *svcAnswers {
+	out := &svcAnswers{svc: svc, srv: map[srvKey]*answer{}}
+	var v4, v6 []*registry.Endpoint
+	ports := map[srvKey][]*registry.Endpoint{}
+	for _, e := range svc.Endpoints {
+		if e.Health != registry.Healthy {
+			continue
+		}
+		if e.Address.Is4() {
+			v4 = append(v4, e)
+		} else {
+			v6 = append(v6, e)
+		}
+		for _, p := range e.Ports {
+			k := srvKey{p.Name, p.Protocol}
+			ports[k] = append(ports[k], e)
+		}
+	}
+	host := svc.Name + "." + s.domain
+	if len(v4) > 0 {
+		out.a = s.buildAddrs(v4, wireLen(host))
+	}
+	if len(v6) > 0 {
+		out.aaaa = s.buildAddrs(v6, wireLen(host))
+	}
+	for k, eps := range ports {
+		qname := "_" + k.port + "._" + string(k.proto) + "." + host
+		out.srv[k] = s.buildSRV(eps, k.port, svc.Name, wireLen(qname))
+	}
+	return out
+}
+
+// room is the space left for sections in a TCP message after the header, a
+// question of qlen wire bytes and our OPT record.
+func room(qlen int) int { return maxTCPSize - headerLen - qlen - 4 - optLen }
+
+func (s *Server) buildAddrs(eps []*registry.Endpoint, qlen int) *answer {
+	mk := func(eps []*registry.Endpoint) section {
+		var b []byte
+		for _, e := range eps {
+			b = appendAddr(b, ptrQName, s.ttl.a, e.Address)
+		}
+		return section{an: uint16(len(eps)), body: b}
+	}
+	a := &answer{}
+	per := addrLen(eps[0].Address)
+	if len(eps)*per <= room(qlen) {
+		a.full = mk(eps)
+		return a
+	}
+	a.tooBig = true
+	for _, sub := range zoneSubsets(eps, room(qlen)/per) {
+		a.subsets = append(a.subsets, mk(sub))
+	}
+	return a
+}
+
+// srvWeights maps endpoint weights onto SRV weights 1..65535, keeping
+// their ratios (the largest weight becomes 65535).
+func srvWeights(eps []*registry.Endpoint) []uint16 {
+	maxW := uint32(1)
+	for _, e := range eps {
+		maxW = max(maxW, e.Weight)
+	}
+	out := make([]uint16, len(eps))
+	for i, e := range eps {
+		w := math.Round(float64(e.Weight) * 65535 / float64(maxW))
+		out[i] = uint16(min(max(w, 1), 65535))
+	}
+	return out
+}
+
+// buildSRV makes the SRV answer: one SRV per endpoint with its target
+// <id>.<service>.<domain>, and the targets' addresses as additional
+// records, their owners compressed to point at the SRV targets.
+func (s *Server) buildSRV(eps []*registry.Endpoint, port, service string, qlen int) *answer {
+	suffix := "." + service + "." + s.domain
+	mk := func(eps []*registry.Endpoint) section {
+		base := headerLen + qlen + 4
+		weights := srvWeights(eps)
+		var b []byte
+		targets := make([]int, len(eps))
+		for i, e := range eps {
+			p, _ := e.Port(port)
+			target := e.ID + suffix
+			b = appendRRHeader(b, ptrQName, typeSRV, s.ttl.srv, 6+wireLen(target))
+			b = appendU16(b, 0) // priority: equal, see the package doc
+			b = appendU16(b, weights[i])
+			b = appendU16(b, p.Number)
+			targets[i] = base + len(b)
+			b = appendName(b, target)
+		}
+		for i, e := range eps {
+			if targets[i] <= maxPtr {
+				b = appendAddr(b, 0xC000|uint16(targets[i]), s.ttl.a, e.Address)
+				continue
+			}
+			// Past the reach of a pointer: the owner is written out.
+			b = appendName(b, e.ID+suffix)
+			b = appendAddrRest(b, s.ttl.a, e.Address)
+		}
+		return section{an: uint16(len(eps)), ar: uint16(len(eps)), body: b}
+	}
+	// Worst case per endpoint: SRV + address record with its owner written
+	// out.
+	per := 0
+	for _, e := range eps {
+		t := wireLen(e.ID + suffix)
+		per = max(per, 12+6+t+t+10+addrLen(e.Address)-2)
+	}
+	a := &answer{}
+	full := mk(eps)
+	if len(full.body) <= room(qlen) {
+		a.full = full
+		return a
+	}
+	a.tooBig = true
+	for _, sub := range zoneSubsets(eps, room(qlen)/per) {
+		a.subsets = append(a.subsets, mk(sub))
+	}
+	return a
+}
+
+// zoneSubsets splits eps into subsets of at most k endpoints, each taking
+// from every zone in proportion to the zone's share of eps, such that the
+// subsets together hold every endpoint. Subset v takes, from each zone, the
+// window of its quota starting at v*quota, wrapping around.
+func zoneSubsets(eps []*registry.Endpoint, k int) [][]*registry.Endpoint {
+	k = max(k, 1)
+	byZone := map[string][]*registry.Endpoint{}
+	for _, e := range eps {
+		byZone[e.Locality.Zone] = append(byZone[e.Locality.Zone], e)
+	}
+	zones := make([]string, 0, len(byZone))
+	for z := range byZone {
+		zones = append(zones, z)
+	}
+	slices.Sort(zones)
+	n := len(eps)
+	// Largest-remainder apportionment of k among zones, at least 1 each
+	// while k allows.
+	quota := make([]int, len(zones))
+	type rem struct {
+		i    int
+		frac float64
+	}
+	rems := make([]rem, len(zones))
+	used := 0
+	for i, z := range zones {
+		exact := float64(k) * float64(len(byZone[z])) / float64(n)
+		quota[i] = int(exact)
+		rems[i] = rem{i, exact - float64(quota[i])}
+		used += quota[i]
+	}
+	slices.SortStableFunc(rems, func(a, b rem) int { return cmp.Compare(b.frac, a.frac) })
+	for j := 0; used < k && j < len(rems); j++ {
+		quota[rems[j].i]++
+		used++
+	}
+	rounds := 1
+	for i, z := range zones {
+		nz := len(byZone[z])
+		quota[i] = min(quota[i], nz)
+		if quota[i] == 0 && used < k {
+			quota[i] = 1
+		}
+		if quota[i] > 0 {
+			rounds = max(rounds, (nz+quota[i]-1)/quota[i])
+		}
+	}
+	out := make([][]*registry.Endpoint, rounds)
+	for v := range rounds {
+		for i, z := range zones {
+			eps := byZone[z]
+			for j := range quota[i] {
+				out[v] = append(out[v], eps[(v*quota[i]+j)%len(eps)])
+			}
+		}
+	}
+	return out
+}

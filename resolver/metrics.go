@@ -1,0 +1,96 @@
+package resolver
+
+import (
+	"time"
+
+	"github.com/miekg/dns"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+var (
+	qtypeLabels = []string{"A", "AAAA", "SRV", "TXT", "SOA", "NS", "ANY", "other"}
+	rcodeLabels = []string{"NOERROR", "FORMERR", "SERVFAIL", "NXDOMAIN", "NOTIMP", "REFUSED", "BADVERS", "other"}
+)
+
+func qtypeIndex(t uint16) int {
+	switch t {
+	case dns.TypeA:
+		return 0
+	case dns.TypeAAAA:
+		return 1
+	case dns.TypeSRV:
+		return 2
+	case dns.TypeTXT:
+		return 3
+	case dns.TypeSOA:
+		return 4
+	case dns.TypeNS:
+		return 5
+	case dns.TypeANY:
+		return 6
+	}
+	return 7
+}
+
+func rcodeIndex(rc int) int {
+	switch {
+	case rc >= 0 && rc <= 3:
+		return rc
+	case rc == dns.RcodeNotImplemented:
+		return 4
+	case rc == dns.RcodeRefused:
+		return 5
+	case rc == dns.RcodeBadVers:
+		return 6
+	}
+	return 7
+}
+
+type metrics struct {
+	queries   *prometheus.CounterVec
+	byLabel   [8][8]prometheus.Counter // resolved once so the hot path does no label lookup
+	latency   prometheus.Histogram
+	truncated prometheus.Counter
+	subsets   prometheus.Counter
+}
+
+func newMetrics() *metrics {
+	m := &metrics{
+		queries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "spillway_dns_queries_total", Help: "DNS queries answered, by query type and response code.",
+		}, []string{"qtype", "rcode"}),
+		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "spillway_dns_request_duration_seconds", Help: "Time to answer a DNS query, from parsed request to response written.",
+			Buckets: []float64{5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 5e-3, 0.025},
+		}),
+		truncated: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "spillway_dns_truncated_total", Help: "UDP answers sent with TC set because the answer did not fit.",
+		}),
+		subsets: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "spillway_dns_subset_answers_total", Help: "TCP answers that carried a rotating subset because the whole answer would pass 65,535 bytes.",
+		}),
+	}
+	for i, q := range qtypeLabels {
+		for j, r := range rcodeLabels {
+			m.byLabel[i][j] = m.queries.WithLabelValues(q, r)
+		}
+	}
+	return m
+}
+
+func (m *metrics) observe(qtype uint16, rcode int, d time.Duration) {
+	if rcode < 0 {
+		return // nothing was sent
+	}
+	m.byLabel[qtypeIndex(qtype)][rcodeIndex(rcode)].Inc()
+	m.latency.Observe(d.Seconds())
+}
+
+func (m *metrics) register(r prometheus.Registerer) error {
+	for _, c := range []prometheus.Collector{m.queries, m.latency, m.truncated, m.subsets} {
+		if err := r.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
