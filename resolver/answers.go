@@ -224,10 +224,45 @@ func (s *Server) buildSRV(eps []*registry.Endpoint, port, service string, qlen i
 		return a
 	}
 	a.tooBig = true
-	for _, sub := range zoneSubsets(eps, room(qlen)/per) {
-		a.subsets = append(a.subsets, mk(sub))
-	}
+	a.subsets = fitSubsets(eps, room(qlen), room(qlen)/per, mk)
 	return a
+}
+
+// fitSubsets finds subsets as large as fit in room. k is a size that fits
+// in the worst case (every glue owner written out); the real size is
+// smaller, since glue owners are pointers while they are within reach, so
+// it searches between k and the number of endpoints for the largest size
+// whose every subset fits.
+func fitSubsets(eps []*registry.Endpoint, room, k int, mk func([]*registry.Endpoint) section) []section {
+	build := func(k int) ([]section, bool) {
+		var secs []section
+		for _, sub := range zoneSubsets(eps, k) {
+			sec := mk(sub)
+			if len(sec.body) > room {
+				return nil, false
+			}
+			secs = append(secs, sec)
+		}
+		return secs, true
+	}
+	lo, hi := max(k, 1), len(eps) // lo fits, hi does not
+	best, ok := build(lo)
+	for !ok && lo > 1 { // only if the worst case was not the worst
+		lo = lo * 9 / 10
+		best, ok = build(lo)
+	}
+	for range 8 {
+		if hi-lo <= max(lo/100, 1) {
+			break
+		}
+		mid := (lo + hi) / 2
+		if secs, ok := build(mid); ok {
+			lo, best = mid, secs
+		} else {
+			hi = mid
+		}
+	}
+	return best
 }
 
 // zoneSubsets splits eps into subsets of at most k endpoints, each taking

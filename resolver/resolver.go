@@ -167,7 +167,10 @@ func (s *Server) serve(w dns.ResponseWriter, r *dns.Msg) (rcode int, qtype uint1
 	}
 	h := rp.b[:headerLen]
 	h[0], h[1] = byte(r.Id>>8), byte(r.Id)
-	flags := uint16(0x8000 | 0x0400) // QR, AA
+	flags := uint16(0x8000) // QR
+	if rp.rcode != dns.RcodeRefused {
+		flags |= 0x0400 // AA: every name we answer is in our zone
+	}
 	if r.RecursionDesired {
 		flags |= 0x0100
 	}

@@ -1,0 +1,83 @@
+package resolver
+
+import (
+	"testing"
+
+	"github.com/miekg/dns"
+)
+
+// FuzzServeDNS feeds arbitrary bytes to the request path: what miekg/dns
+// parses goes to ServeDNS over UDP and TCP; the reply must parse, echo the
+// id and question, and stay within the transport's size limit.
+func FuzzServeDNS(f *testing.F) {
+	for _, q := range []struct {
+		name  string
+		qtype uint16
+		edns  uint16
+	}{
+		{"_grpc._tcp.web.spillway.internal.", dns.TypeSRV, 0},
+		{"_grpc._tcp.big.spillway.internal.", dns.TypeSRV, 1232},
+		{"web.spillway.internal.", dns.TypeA, 4096},
+		{"WEB.spillway.internal.", dns.TypeAAAA, 512},
+		{"_xds.spillway.internal.", dns.TypeTXT, 0},
+		{"spillway.internal.", dns.TypeNS, 0},
+		{"spillway.internal.", dns.TypeSOA, 1232},
+		{"nope.spillway.internal.", dns.TypeA, 0},
+		{"a.web.spillway.internal.", dns.TypeANY, 0},
+		{"example.com.", dns.TypeA, 0},
+	} {
+		m := newQuery(q.name, q.qtype)
+		if q.edns > 0 {
+			m.SetEdns0(q.edns, true)
+		}
+		b, err := m.Pack()
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	store, s := newTestServer(f)
+	mustApply(f, store,
+		upsert("web", endpointSpec{id: "a", addr: "10.0.0.1", zone: "z1"}),
+		upsert("web", endpointSpec{id: "b", addr: "2001:db8::2", zone: "z2"}))
+	bigService(f, store, "big", 2000)
+
+	f.Fuzz(func(t *testing.T, in []byte) {
+		req := new(dns.Msg)
+		if err := req.Unpack(in); err != nil {
+			return // miekg/dns answers FORMERR itself before any handler
+		}
+		for _, tcp := range []bool{false, true} {
+			w := &recorder{tcp: tcp}
+			s.ServeDNS(w, req)
+			if req.Response {
+				if len(w.out) != 0 {
+					t.Fatal("answered a response")
+				}
+				continue
+			}
+			if len(w.out) == 0 {
+				t.Fatalf("no reply to %v", req)
+			}
+			limit := 65535
+			if !tcp {
+				limit = 4096
+			}
+			if len(w.out) > limit {
+				t.Fatalf("tcp=%v reply of %d bytes, over %d", tcp, len(w.out), limit)
+			}
+			m := new(dns.Msg)
+			if err := m.Unpack(w.out); err != nil {
+				t.Fatalf("tcp=%v reply does not parse: %v\nrequest: %v", tcp, err, req)
+			}
+			if m.Id != req.Id || !m.Response {
+				t.Fatalf("reply id %d response %v, want id %d and QR", m.Id, m.Response, req.Id)
+			}
+			if len(req.Question) == 1 && m.Rcode != dns.RcodeFormatError && m.Rcode != dns.RcodeNotImplemented {
+				if len(m.Question) != 1 || m.Question[0] != req.Question[0] {
+					t.Fatalf("question %v echoed as %v", req.Question, m.Question)
+				}
+			}
+		}
+	})
+}
