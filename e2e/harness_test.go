@@ -106,6 +106,23 @@ func newServer(t *testing.T, extra ...string) *server {
 
 func (s *server) start() {
 	s.t.Helper()
+	s.startNoWait()
+	s.waitReady()
+}
+
+// flag returns the value given for a flag in the server's arguments.
+func (s *server) flag(name string) string {
+	for i, a := range s.args {
+		if a == name && i+1 < len(s.args) {
+			return s.args[i+1]
+		}
+	}
+	return ""
+}
+
+// startNoWait starts the process without waiting for it to be ready.
+func (s *server) startNoWait() {
+	s.t.Helper()
 	s.cmd = exec.Command(bin.spillway, s.args...)
 	s.cmd.Dir = s.dir
 	s.logs = &syncBuffer{}
@@ -119,7 +136,6 @@ func (s *server) start() {
 		close(s.done)
 	}()
 	s.t.Cleanup(func() { s.kill() })
-	s.waitReady()
 }
 
 // waitReady polls /readyz until it answers 200, for at most 30 s.
