@@ -24,7 +24,9 @@
 // without records of the asked type gets NODATA (NOERROR, empty answer),
 // both with the SOA in the authority section, whose minimum is the negative
 // TTL. Empty non-terminals ("prod" when "web.prod" exists, "_tcp.web") are
-// NODATA. ANY gets one synthesized HINFO (RFC 8482). A query whose EDNS
+// NODATA. ANY is answered minimally (RFC 8482): with the name's one
+// record where it has exactly one (the apex SOA, the _xds TXT, an endpoint's
+// address), else with one synthesized HINFO "RFC8482". A query whose EDNS
 // version is not 0 gets BADVERS. Until the store is synced (every source has
 // delivered its initial state) every name in the domain gets SERVFAIL: a
 // restarting server must never tell the fleet that services do not exist.

@@ -6,6 +6,8 @@ set -euo pipefail
 
 need=(
   "gcc:gcc"
+  "dig:bind9-dnsutils"
+  "kdig:knot-dnsutils"
 )
 
 missing=()
