@@ -1,7 +1,7 @@
 # The test command of the README and of CI: `make test`.
-# It installs the OS packages the tests need (none for the registry yet; the
-# DNS tests will add dig/kdig/dnsperf to scripts/test-deps.sh), then checks
-# formatting and vet, then runs every test with the race detector.
+# It installs the OS packages the tests need (scripts/test-deps.sh: dig and
+# kdig for the DNS tests), then checks formatting and vet, then runs every
+# test with the race detector.
 
 GO ?= go
 
@@ -19,9 +19,10 @@ check:
 unit:
 	$(GO) test -race -count=1 -timeout 20m ./...
 
-# Benchmarks behind docs/benchmarks.md.
+# Benchmarks behind docs/benchmarks.md (the dnsperf comparison is
+# e2e/bench/dnsperf.sh).
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2s ./registry/...
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2s ./registry/... ./resolver/...
 
 run:
 	$(GO) run ./cmd/spillway
