@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/spillway/spillway/registry"
 )
 
 // Config is the server configuration: YAML file first, then flags that were
@@ -32,6 +34,16 @@ type Config struct {
 	ShutdownGrace time.Duration `yaml:"shutdown_grace"`
 	Leases        LeaseConfig   `yaml:"leases"`
 	DNS           DNSConfig     `yaml:"dns"`
+	XDS           XDSConfig     `yaml:"xds"`
+}
+
+// XDSConfig tunes the ADS and LRS server.
+type XDSConfig struct {
+	// PortName is the endpoint port xDS clients dial (default "grpc").
+	PortName    string        `yaml:"port_name"`
+	Debounce    time.Duration `yaml:"debounce"`
+	Resync      time.Duration `yaml:"resync"`
+	LRSInterval time.Duration `yaml:"lrs_interval"`
 }
 
 // DNSConfig tunes the DNS server; zero values take the resolver's defaults.
@@ -67,6 +79,12 @@ func defaultConfig() Config {
 		LogLevel:      "info",
 		LogFormat:     "text",
 		ShutdownGrace: 10 * time.Second,
+		XDS: XDSConfig{
+			PortName:    "grpc",
+			Debounce:    100 * time.Millisecond,
+			Resync:      10 * time.Second,
+			LRSInterval: 10 * time.Second,
+		},
 		Leases: LeaseConfig{
 			DefaultTTL:    30 * time.Second,
 			MinTTL:        time.Second,
@@ -100,6 +118,10 @@ func parseConfig(args []string, stderr io.Writer) (Config, error) {
 	fs.DurationVar(&f.Leases.Tick, "lease-tick", cfg.Leases.Tick, "how often leases are checked for expiry")
 	fs.Float64Var(&f.Leases.GuardShare, "guard-share", cfg.Leases.GuardShare, "share of VM leases at risk above which expiry pauses (1 disables)")
 	fs.IntVar(&f.Leases.GuardMinCount, "guard-min-count", cfg.Leases.GuardMinCount, "least number of leases at risk that can pause expiry")
+	fs.StringVar(&f.XDS.PortName, "xds-port-name", cfg.XDS.PortName, "endpoint port that xDS clients dial")
+	fs.DurationVar(&f.XDS.Debounce, "xds-debounce", cfg.XDS.Debounce, "how long a burst of changes is gathered before xDS pushes")
+	fs.DurationVar(&f.XDS.Resync, "xds-resync", cfg.XDS.Resync, "period of a full xDS re-evaluation")
+	fs.DurationVar(&f.XDS.LRSInterval, "lrs-interval", cfg.XDS.LRSInterval, "load reporting interval asked of xDS clients")
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
 	}
@@ -134,6 +156,10 @@ func parseConfig(args []string, stderr io.Writer) (Config, error) {
 		"lease-tick":      func() { cfg.Leases.Tick = f.Leases.Tick },
 		"guard-share":     func() { cfg.Leases.GuardShare = f.Leases.GuardShare },
 		"guard-min-count": func() { cfg.Leases.GuardMinCount = f.Leases.GuardMinCount },
+		"xds-port-name":   func() { cfg.XDS.PortName = f.XDS.PortName },
+		"xds-debounce":    func() { cfg.XDS.Debounce = f.XDS.Debounce },
+		"xds-resync":      func() { cfg.XDS.Resync = f.XDS.Resync },
+		"lrs-interval":    func() { cfg.XDS.LRSInterval = f.XDS.LRSInterval },
 	}
 	fs.Visit(func(fl *flag.Flag) {
 		if apply := set[fl.Name]; apply != nil {
@@ -166,6 +192,16 @@ func (c *Config) validate() error {
 	}
 	if c.ShutdownGrace <= 0 {
 		return fmt.Errorf("--shutdown-grace (shutdown_grace): %v, want > 0", c.ShutdownGrace)
+	}
+	switch x := c.XDS; {
+	case registry.ValidateLabel("port", x.PortName) != nil:
+		return fmt.Errorf("--xds-port-name (xds.port_name): %q is not a port name (a DNS label)", x.PortName)
+	case x.Debounce < 0 || x.Debounce > time.Minute:
+		return fmt.Errorf("--xds-debounce (xds.debounce): %v, want 0..1m", x.Debounce)
+	case x.Resync < time.Second:
+		return fmt.Errorf("--xds-resync (xds.resync): %v, want at least 1s", x.Resync)
+	case x.LRSInterval < time.Second:
+		return fmt.Errorf("--lrs-interval (xds.lrs_interval): %v, want at least 1s", x.LRSInterval)
 	}
 	l := c.Leases
 	switch {

@@ -23,6 +23,7 @@ import (
 	"github.com/spillway/spillway/registry/registryapi"
 	"github.com/spillway/spillway/registry/static"
 	"github.com/spillway/spillway/resolver"
+	"github.com/spillway/spillway/xds"
 )
 
 // storage is what the server needs of durable registrations.
@@ -90,6 +91,19 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return fmt.Errorf("dns config: %w", err)
 	}
 
+	xdsSrv, err := xds.New(xds.Config{
+		Store:       store,
+		PortName:    cfg.XDS.PortName,
+		Debounce:    cfg.XDS.Debounce,
+		Resync:      cfg.XDS.Resync,
+		LRSInterval: cfg.XDS.LRSInterval,
+		Logger:      log.With("component", "xds"),
+		Registerer:  metrics,
+	})
+	if err != nil {
+		return fmt.Errorf("xds config: %w", err)
+	}
+
 	// Bind first so a taken port fails the start before any work.
 	dnsUDP, err := net.ListenPacket("udp", cfg.DNSAddr)
 	if err != nil {
@@ -149,9 +163,11 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	store.MarkSynced()
 
 	grpcSrv := grpc.NewServer(
+		grpc.ForceServerCodecV2(xds.Codec()), // shared, pre-marshaled xDS responses
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 	)
 	api.RegisterGRPC(grpcSrv)
+	xdsSrv.Register(grpcSrv)
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
@@ -167,6 +183,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	httpSrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 
 	wg.Go(func() { fail("lease expiry", leases.Run(ctx)) })
+	wg.Go(func() { fail("xds pushes", xdsSrv.Run(ctx)) })
 	if src != nil {
 		wg.Go(func() { fail("static source", src.Run(ctx)) })
 	}

@@ -1,0 +1,128 @@
+package xds
+
+import (
+	"sync"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/spillway/spillway/registry"
+)
+
+// entry caches the encoded resources of one service name. Listener, route
+// and cluster depend on the name alone and are built once; the endpoints
+// depend on the service version and on the client's zone variant.
+type entry struct {
+	// mu guards the fields below.
+	mu     sync.Mutex
+	static [3]*resource // LDS, RDS, CDS
+	svc    *registry.Service
+	eds    map[string]*resource // by zone variant, for svc
+	good   map[string]*resource // last valid, by zone variant, any version
+}
+
+// cache maps service names to entries. It grows with the names ever
+// served; an entry is small.
+type cache struct {
+	// mu guards entries.
+	mu      sync.RWMutex
+	entries map[string]*entry
+}
+
+func (c *cache) entry(name string) *entry {
+	c.mu.RLock()
+	e := c.entries[name]
+	c.mu.RUnlock()
+	if e != nil {
+		return e
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e = c.entries[name]; e == nil {
+		e = &entry{}
+		c.entries[name] = e
+	}
+	return e
+}
+
+// lookup returns resource name of type t as a client in zone sees it, and
+// false if the service does not exist. A resource that fails validation is
+// never returned: the last valid one is, or none.
+func (s *Server) lookup(t int, name, zone string, snap *registry.Snapshot) (*resource, bool) {
+	svc, ok := snap.Service(name)
+	if !ok {
+		return nil, false
+	}
+	e := s.cache.entry(name)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if t < 3 {
+		if e.static[t] == nil {
+			r, err := s.buildStatic(t, name)
+			if err != nil {
+				s.metrics.invalid.WithLabelValues(shortType(typeURLs[t])).Inc()
+				s.log.Error("resource not built", "type", shortType(typeURLs[t]), "service", name, "err", err)
+				return nil, true
+			}
+			e.static[t] = r
+		}
+		return e.static[t], true
+	}
+	variant := s.variant(svc, zone)
+	if e.svc != svc {
+		e.svc = svc
+		clear(e.eds)
+	}
+	if r := e.eds[variant]; r != nil {
+		return r, true
+	}
+	if e.eds == nil {
+		e.eds, e.good = map[string]*resource{}, map[string]*resource{}
+	}
+	r, err := s.buildEDS(svc, zone)
+	if err != nil {
+		s.metrics.invalid.WithLabelValues("EDS").Inc()
+		s.log.Error("endpoints not pushed: the new version is invalid, clients keep the last valid one", "service", name, "zone", zone, "err", err)
+		r = e.good[variant]
+		if r == nil {
+			return nil, true
+		}
+	} else {
+		e.good[variant] = r
+	}
+	e.eds[variant] = r
+	return r, true
+}
+
+// variant names the EDS content a client zone gets; clients with the same
+// variant share one encoded resource.
+func (s *Server) variant(svc *registry.Service, zone string) string {
+	if s.cfg.ZoneVariant == nil {
+		return ""
+	}
+	return s.cfg.ZoneVariant(svc, zone)
+}
+
+func (s *Server) buildStatic(t int, name string) (*resource, error) {
+	var m proto.Message
+	switch t {
+	case 0:
+		l, err := listener(name)
+		if err != nil {
+			return nil, err
+		}
+		m = l
+	case 1:
+		m = route(name)
+	case 2:
+		m = cluster(name)
+	}
+	return encode(name, m)
+}
+
+func (s *Server) buildEDS(svc *registry.Service, zone string) (*resource, error) {
+	cla, err := clusterLoadAssignment(svc, s.cfg.PortName, zone, s.cfg.Weights)
+	if err != nil {
+		return nil, err
+	}
+	return encode(svc.Name, cla)
+}

@@ -1,0 +1,247 @@
+package xds
+
+import (
+	"errors"
+	"io"
+	"slices"
+	"strconv"
+	"time"
+
+	v3discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	v3discoverypb "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+)
+
+// deltaType is a delta stream's state for one resource type.
+type deltaType struct {
+	requested bool
+	names     map[string]struct{} // explicit subscriptions
+	wildcard  bool
+	// known is what the client holds: name -> version. A name mapped to ""
+	// was told removed (or not existing) and is not told again.
+	known map[string]string
+	// sent and rejected: the versions of the last response, and those the
+	// client NACKed, which are not sent again.
+	sent     map[string]string
+	rejected map[string]string
+	nonce    string
+}
+
+type deltaStream struct {
+	s      *Server
+	stream v3discoverygrpc.AggregatedDiscoveryService_DeltaAggregatedResourcesServer
+	w      *watcher
+	node   nodeInfo
+	known  bool
+	types  [4]deltaType
+	nonce  uint64
+}
+
+// DeltaAggregatedResources implements incremental (delta) ADS.
+func (s *Server) DeltaAggregatedResources(stream v3discoverygrpc.AggregatedDiscoveryService_DeltaAggregatedResourcesServer) error {
+	ctx := stream.Context()
+	st := &deltaStream{s: s, stream: stream, w: newWatcher()}
+	defer st.close()
+	reqs := make(chan *v3discoverypb.DeltaDiscoveryRequest)
+	errc := make(chan error, 1)
+	go receive(ctx, stream.Recv, reqs, errc)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-errc:
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		case req := <-reqs:
+			if err := st.handle(req); err != nil {
+				return err
+			}
+		case <-st.w.kick:
+			if err := st.push(); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func (st *deltaStream) close() {
+	st.s.hub.remove(st.w)
+	if st.known {
+		st.s.metrics.streams.WithLabelValues("delta", zoneLabel(st.node.zone)).Dec()
+	}
+}
+
+func (st *deltaStream) handle(req *v3discoverypb.DeltaDiscoveryRequest) error {
+	if !st.known && req.GetNode() != nil {
+		st.known = true
+		st.node = nodeOf(req.GetNode())
+		st.s.metrics.streams.WithLabelValues("delta", zoneLabel(st.node.zone)).Inc()
+	}
+	t := typeIndex(req.GetTypeUrl())
+	if t < 0 {
+		st.s.log.Debug("request for an unknown type ignored", "type", req.GetTypeUrl(), "node", st.node.id)
+		return nil
+	}
+	ts := &st.types[t]
+	first := !ts.requested
+	if first {
+		ts.requested = true
+		ts.names, ts.known, ts.sent, ts.rejected = map[string]struct{}{}, map[string]string{}, map[string]string{}, map[string]string{}
+		// A reconnecting client says what it already holds; what is
+		// unchanged is not sent again.
+		for n, v := range req.GetInitialResourceVersions() {
+			ts.known[n] = v
+		}
+		// Legacy wildcard: a first LDS/CDS request naming nothing.
+		if len(req.GetResourceNamesSubscribe()) == 0 && (t == 0 || t == 2) {
+			ts.wildcard = true
+		}
+	}
+	if n := req.GetResponseNonce(); n != "" && n == ts.nonce {
+		if d := req.GetErrorDetail(); d != nil {
+			for name, v := range ts.sent {
+				ts.rejected[name] = v
+			}
+			st.s.nack(t, ts.names, st.node, "", d.GetMessage())
+		}
+	} else if n != "" {
+		st.s.metrics.stale.WithLabelValues(shortType(typeURLs[t])).Inc()
+	}
+	changed := first
+	for _, n := range req.GetResourceNamesSubscribe() {
+		if n == "*" {
+			changed = changed || !ts.wildcard
+			ts.wildcard = true
+			continue
+		}
+		if _, ok := ts.names[n]; !ok {
+			ts.names[n] = struct{}{}
+			changed = true
+		}
+	}
+	for _, n := range req.GetResourceNamesUnsubscribe() {
+		if n == "*" {
+			changed = changed || ts.wildcard
+			ts.wildcard = false
+			continue
+		}
+		if _, ok := ts.names[n]; ok {
+			delete(ts.names, n)
+			delete(ts.known, n)
+			changed = true
+		}
+	}
+	if !changed {
+		return nil
+	}
+	st.updateInterest()
+	return st.respond(t, time.Time{})
+}
+
+func (st *deltaStream) updateInterest() {
+	all := map[string]struct{}{}
+	wildcard := false
+	for i := range st.types {
+		for n := range st.types[i].names {
+			all[n] = struct{}{}
+		}
+		wildcard = wildcard || st.types[i].wildcard
+	}
+	st.s.hub.setInterest(st.w, all, wildcard, st.node)
+}
+
+func (st *deltaStream) push() error {
+	names, all, since := st.w.take()
+	for t := range st.types {
+		ts := &st.types[t]
+		if !ts.requested {
+			continue
+		}
+		hit := all || ts.wildcard
+		for n := range names {
+			if _, ok := ts.names[n]; ok {
+				hit = true
+				break
+			}
+		}
+		if hit {
+			if err := st.respond(t, since); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// respond sends what changed for type t: resources whose version differs
+// from what the client holds, and removals for names it holds (or asked
+// for) that do not exist.
+func (st *deltaStream) respond(t int, since time.Time) error {
+	s, ts := st.s, &st.types[t]
+	snap := s.store.Snapshot()
+	want := map[string]struct{}{}
+	for n := range ts.names {
+		want[n] = struct{}{}
+	}
+	if ts.wildcard {
+		for _, n := range snap.Services() {
+			want[n] = struct{}{}
+		}
+		// Under a wildcard, what the client holds and is gone must be
+		// removed too.
+		for n := range ts.known {
+			want[n] = struct{}{}
+		}
+	}
+	names := make([]string, 0, len(want))
+	for n := range want {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	resp := &v3discoverypb.DeltaDiscoveryResponse{TypeUrl: typeURLs[t], SystemVersionInfo: strconv.FormatUint(snap.Version(), 10)}
+	sent := map[string]string{}
+	for _, n := range names {
+		r, exists := s.lookup(t, n, st.node.zone, snap)
+		have, holds := ts.known[n]
+		switch {
+		case r != nil:
+			if holds && have == r.version || ts.rejected[n] == r.version {
+				continue
+			}
+			resp.Resources = append(resp.Resources, &v3discoverypb.Resource{Name: n, Version: r.version, Resource: r.any})
+			sent[n] = r.version
+		case !exists:
+			if holds && have == "" {
+				continue // already told
+			}
+			if _, explicit := ts.names[n]; !explicit && !holds {
+				continue
+			}
+			resp.RemovedResources = append(resp.RemovedResources, n)
+			sent[n] = ""
+		}
+	}
+	if len(resp.Resources) == 0 && len(resp.RemovedResources) == 0 {
+		s.metrics.suppressed.WithLabelValues(shortType(typeURLs[t])).Inc()
+		return nil
+	}
+	st.nonce++
+	resp.Nonce = strconv.FormatUint(st.nonce, 10)
+	if err := st.stream.Send(resp); err != nil {
+		return err
+	}
+	ts.nonce, ts.sent = resp.Nonce, sent
+	for n, v := range sent {
+		if _, explicit := ts.names[n]; v == "" && !explicit {
+			delete(ts.known, n) // gone under a wildcard: forget it once told
+			continue
+		}
+		ts.known[n] = v
+	}
+	s.metrics.pushes.WithLabelValues(shortType(typeURLs[t])).Inc()
+	if !since.IsZero() {
+		s.metrics.pushLatency.Observe(time.Since(since).Seconds())
+	}
+	return nil
+}

@@ -1,0 +1,58 @@
+package xds
+
+import "github.com/prometheus/client_golang/prometheus"
+
+type metrics struct {
+	streams     *prometheus.GaugeVec
+	pushes      *prometheus.CounterVec
+	suppressed  *prometheus.CounterVec
+	stale       *prometheus.CounterVec
+	nacks       *prometheus.CounterVec
+	invalid     *prometheus.CounterVec
+	pushLatency prometheus.Histogram
+	lrsReports  prometheus.Counter
+	lrsRequests *prometheus.CounterVec
+}
+
+func newMetrics(*Server) *metrics {
+	return &metrics{
+		streams: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "spillway_xds_streams", Help: "Connected ADS streams by protocol (sotw, delta) and client zone.",
+		}, []string{"protocol", "zone"}),
+		pushes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "spillway_xds_pushes_total", Help: "xDS responses sent, by type.",
+		}, []string{"type"}),
+		suppressed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "spillway_xds_pushes_suppressed_total", Help: "Responses not sent because the stream already had that content (or rejected it).",
+		}, []string{"type"}),
+		stale: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "spillway_xds_stale_requests_total", Help: "Requests answering an older response nonce, ignored.",
+		}, []string{"type"}),
+		nacks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "spillway_xds_nacks_total", Help: "Responses rejected by clients, by type and service.",
+		}, []string{"type", "service"}),
+		invalid: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "spillway_xds_invalid_resources_total", Help: "Resources that failed validation and were not pushed.",
+		}, []string{"type"}),
+		pushLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "spillway_xds_push_latency_seconds",
+			Help:    "From a store change to the Send of a response carrying it (includes the debounce).",
+			Buckets: []float64{0.01, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 1, 2, 5, 10},
+		}),
+		lrsReports: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "spillway_lrs_cluster_reports_total", Help: "Per-cluster load reports received over LRS.",
+		}),
+		lrsRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "spillway_lrs_requests_total", Help: "Requests reported over LRS, by client zone, upstream zone and result.",
+		}, []string{"client_zone", "upstream_zone", "result"}),
+	}
+}
+
+func (m *metrics) register(r prometheus.Registerer) error {
+	for _, c := range []prometheus.Collector{m.streams, m.pushes, m.suppressed, m.stale, m.nacks, m.invalid, m.pushLatency, m.lrsReports, m.lrsRequests} {
+		if err := r.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,268 @@
+package xds
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	v3clusterpb "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	v3corepb "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	v3endpointpb "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	v3listenerpb "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	v3routepb "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	v3routerpb "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
+	v3hcmpb "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/spillway/spillway/registry"
+)
+
+// Type URLs of the resources served.
+const (
+	ListenerType = "type.googleapis.com/envoy.config.listener.v3.Listener"
+	RouteType    = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
+	ClusterType  = "type.googleapis.com/envoy.config.cluster.v3.Cluster"
+	EndpointType = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"
+)
+
+// typeIndex numbers the four types for per-type arrays.
+func typeIndex(typeURL string) int {
+	switch typeURL {
+	case ListenerType:
+		return 0
+	case RouteType:
+		return 1
+	case ClusterType:
+		return 2
+	case EndpointType:
+		return 3
+	}
+	return -1
+}
+
+var typeURLs = [4]string{ListenerType, RouteType, ClusterType, EndpointType}
+
+// shortType names a type URL in logs and metrics.
+func shortType(typeURL string) string {
+	switch typeURL {
+	case ListenerType:
+		return "LDS"
+	case RouteType:
+		return "RDS"
+	case ClusterType:
+		return "CDS"
+	case EndpointType:
+		return "EDS"
+	}
+	return "unknown"
+}
+
+var adsSource = &v3corepb.ConfigSource{
+	ConfigSourceSpecifier: &v3corepb.ConfigSource_Ads{Ads: &v3corepb.AggregatedConfigSource{}},
+	ResourceApiVersion:    v3corepb.ApiVersion_V3,
+}
+
+// listener builds Listener S: an API listener whose HttpConnectionManager
+// fetches RouteConfiguration S over ADS, with the router filter that gRPC
+// requires last.
+func listener(service string) (*v3listenerpb.Listener, error) {
+	router, err := anypb.New(&v3routerpb.Router{})
+	if err != nil {
+		return nil, err
+	}
+	hcm, err := anypb.New(&v3hcmpb.HttpConnectionManager{
+		StatPrefix: service,
+		RouteSpecifier: &v3hcmpb.HttpConnectionManager_Rds{Rds: &v3hcmpb.Rds{
+			ConfigSource:    adsSource,
+			RouteConfigName: service,
+		}},
+		HttpFilters: []*v3hcmpb.HttpFilter{{
+			Name:       "envoy.filters.http.router",
+			ConfigType: &v3hcmpb.HttpFilter_TypedConfig{TypedConfig: router},
+		}},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &v3listenerpb.Listener{
+		Name:        service,
+		ApiListener: &v3listenerpb.ApiListener{ApiListener: hcm},
+	}, nil
+}
+
+// route builds RouteConfiguration S: one virtual host sending everything to
+// cluster S.
+func route(service string) *v3routepb.RouteConfiguration {
+	return &v3routepb.RouteConfiguration{
+		Name: service,
+		VirtualHosts: []*v3routepb.VirtualHost{{
+			Name:    service,
+			Domains: []string{"*"},
+			Routes: []*v3routepb.Route{{
+				Match: &v3routepb.RouteMatch{PathSpecifier: &v3routepb.RouteMatch_Prefix{Prefix: ""}},
+				Action: &v3routepb.Route_Route{Route: &v3routepb.RouteAction{
+					ClusterSpecifier: &v3routepb.RouteAction_Cluster{Cluster: service},
+				}},
+			}},
+		}},
+	}
+}
+
+// cluster builds Cluster S: EDS over ADS, round robin, load reports to this
+// server.
+func cluster(service string) *v3clusterpb.Cluster {
+	return &v3clusterpb.Cluster{
+		Name:                 service,
+		ClusterDiscoveryType: &v3clusterpb.Cluster_Type{Type: v3clusterpb.Cluster_EDS},
+		EdsClusterConfig:     &v3clusterpb.Cluster_EdsClusterConfig{EdsConfig: adsSource, ServiceName: service},
+		LbPolicy:             v3clusterpb.Cluster_ROUND_ROBIN,
+		LrsServer:            &v3corepb.ConfigSource{ConfigSourceSpecifier: &v3corepb.ConfigSource_Self{Self: &v3corepb.SelfConfigSource{}}},
+	}
+}
+
+var healthStatus = map[registry.Health]v3corepb.HealthStatus{
+	registry.Healthy:   v3corepb.HealthStatus_HEALTHY,
+	registry.Draining:  v3corepb.HealthStatus_DRAINING,
+	registry.Unhealthy: v3corepb.HealthStatus_UNHEALTHY,
+}
+
+// LocalityWeights gives the load_balancing_weight of each locality of a
+// service for clients in one zone. Weights must be >= 1.
+type LocalityWeights func(svc *registry.Service, clientZone string, localities []Locality) []uint32
+
+// Locality is one (region, zone, sub-zone) of a service with its endpoint
+// counts.
+type Locality struct {
+	registry.Locality
+	Healthy, Total int
+}
+
+// healthyCountWeights is the default: a locality weighs its number of
+// healthy endpoints, whatever the client's zone.
+func healthyCountWeights(_ *registry.Service, _ string, locs []Locality) []uint32 {
+	out := make([]uint32, len(locs))
+	for i, l := range locs {
+		out[i] = uint32(l.Healthy)
+	}
+	return out
+}
+
+// groupLocalities returns the service's endpoints grouped by locality,
+// localities sorted, keeping only those with at least one healthy
+// endpoint: a locality of weight 0 is dropped by gRPC anyway, and its
+// endpoints could not take traffic.
+func groupLocalities(svc *registry.Service, port string) ([]Locality, [][]*registry.Endpoint) {
+	idx := map[registry.Locality]int{}
+	var locs []Locality
+	var eps [][]*registry.Endpoint
+	for _, e := range svc.Endpoints {
+		if _, ok := endpointPort(e, port); !ok {
+			continue
+		}
+		i, ok := idx[e.Locality]
+		if !ok {
+			i = len(locs)
+			idx[e.Locality] = i
+			locs = append(locs, Locality{Locality: e.Locality})
+			eps = append(eps, nil)
+		}
+		locs[i].Total++
+		if e.Health == registry.Healthy {
+			locs[i].Healthy++
+		}
+		eps[i] = append(eps[i], e)
+	}
+	order := make([]int, len(locs))
+	for i := range order {
+		order[i] = i
+	}
+	key := func(l registry.Locality) string { return l.Region + "\x00" + l.Zone + "\x00" + l.SubZone }
+	slices.SortFunc(order, func(a, b int) int { return strings.Compare(key(locs[a].Locality), key(locs[b].Locality)) })
+	var outL []Locality
+	var outE [][]*registry.Endpoint
+	for _, i := range order {
+		if locs[i].Healthy == 0 {
+			continue
+		}
+		outL = append(outL, locs[i])
+		outE = append(outE, eps[i])
+	}
+	return outL, outE
+}
+
+// endpointPort is the port xDS clients dial: the named one, else the first.
+func endpointPort(e *registry.Endpoint, name string) (registry.Port, bool) {
+	if p, ok := e.Port(name); ok {
+		return p, true
+	}
+	for _, p := range e.Ports {
+		if p.Protocol == registry.TCP {
+			return p, true
+		}
+	}
+	return registry.Port{}, false
+}
+
+// clusterLoadAssignment builds ClusterLoadAssignment S for clients in zone.
+func clusterLoadAssignment(svc *registry.Service, port, zone string, weights LocalityWeights) (*v3endpointpb.ClusterLoadAssignment, error) {
+	locs, eps := groupLocalities(svc, port)
+	cla := &v3endpointpb.ClusterLoadAssignment{ClusterName: svc.Name}
+	if len(locs) == 0 {
+		return cla, nil
+	}
+	w := weights(svc, zone, locs)
+	if len(w) != len(locs) {
+		return nil, fmt.Errorf("cluster load assignment %s: %d locality weights for %d localities", svc.Name, len(w), len(locs))
+	}
+	for i, l := range locs {
+		if w[i] < 1 {
+			return nil, fmt.Errorf("cluster load assignment %s: locality %s/%s/%s has weight 0; gRPC would drop it", svc.Name, l.Region, l.Zone, l.SubZone)
+		}
+		lle := &v3endpointpb.LocalityLbEndpoints{
+			Locality:            &v3corepb.Locality{Region: l.Region, Zone: l.Zone, SubZone: l.SubZone},
+			LoadBalancingWeight: wrapperspb.UInt32(w[i]),
+		}
+		for _, e := range eps[i] {
+			p, _ := endpointPort(e, port)
+			weight := max(e.Weight, 1) // gRPC rejects the whole resource for a 0
+			lle.LbEndpoints = append(lle.LbEndpoints, &v3endpointpb.LbEndpoint{
+				HostIdentifier: &v3endpointpb.LbEndpoint_Endpoint{Endpoint: &v3endpointpb.Endpoint{
+					Address: &v3corepb.Address{Address: &v3corepb.Address_SocketAddress{SocketAddress: &v3corepb.SocketAddress{
+						Address:       e.Address.String(),
+						PortSpecifier: &v3corepb.SocketAddress_PortValue{PortValue: uint32(p.Number)},
+					}}},
+					Hostname: e.ID,
+				}},
+				HealthStatus:        healthStatus[e.Health],
+				LoadBalancingWeight: wrapperspb.UInt32(weight),
+			})
+		}
+		cla.Endpoints = append(cla.Endpoints, lle)
+	}
+	return cla, nil
+}
+
+// validator is what go-control-plane's generated validation gives every
+// resource.
+type validator interface{ ValidateAll() error }
+
+// encode validates m and marshals it as an Any, deterministically, so that
+// equal content gives equal bytes and an equal version.
+func encode(name string, m proto.Message) (*resource, error) {
+	if v, ok := m.(validator); ok {
+		if err := v.ValidateAll(); err != nil {
+			return nil, fmt.Errorf("resource %s is invalid: %w", name, err)
+		}
+	}
+	a, err := anypb.New(m)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := proto.MarshalOptions{Deterministic: true}.Marshal(a)
+	if err != nil {
+		return nil, err
+	}
+	return &resource{name: name, any: a, raw: raw, version: hashHex(raw)}, nil
+}

@@ -1,0 +1,306 @@
+package xds
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	v3discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	v3lrsgrpc "github.com/envoyproxy/go-control-plane/envoy/service/load_stats/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+
+	"github.com/spillway/spillway/registry"
+)
+
+// Config configures a Server.
+type Config struct {
+	// Store is the registry the resources come from; non-nil.
+	Store *registry.Store
+	// PortName is the endpoint port xDS clients dial; zero means "grpc".
+	// Endpoints without it use their first TCP port.
+	PortName string
+	// Debounce is how long a burst of store changes is gathered before
+	// streams are told; zero means 100 ms.
+	Debounce time.Duration
+	// Resync is the period of a full re-evaluation of every stream; zero
+	// means 10 s. Unchanged content is not re-sent.
+	Resync time.Duration
+	// LRSInterval is the load reporting interval asked of clients; zero
+	// means 10 s.
+	LRSInterval time.Duration
+	// Weights computes locality weights per client zone; nil weighs a
+	// locality by its healthy endpoints.
+	Weights LocalityWeights
+	// ZoneVariant names the EDS variant a client zone gets, so that zones
+	// that get the same weights share one encoded resource; nil means one
+	// variant for all zones. It must agree with Weights.
+	ZoneVariant func(svc *registry.Service, zone string) string
+	// Logger; nil discards.
+	Logger *slog.Logger
+	// Registerer receives the metrics; nil registers nothing.
+	Registerer prometheus.Registerer
+}
+
+func (c *Config) validate() error {
+	if c.Store == nil {
+		return errors.New("xds config: Store is nil")
+	}
+	if c.PortName == "" {
+		c.PortName = "grpc"
+	}
+	if err := registry.ValidateLabel("xds config: PortName", c.PortName); err != nil {
+		return err
+	}
+	for _, d := range []struct {
+		name string
+		v    *time.Duration
+		def  time.Duration
+	}{
+		{"Debounce", &c.Debounce, 100 * time.Millisecond},
+		{"Resync", &c.Resync, 10 * time.Second},
+		{"LRSInterval", &c.LRSInterval, 10 * time.Second},
+	} {
+		if *d.v == 0 {
+			*d.v = d.def
+		}
+		if *d.v < 0 {
+			return fmt.Errorf("xds config: %s %v is negative", d.name, *d.v)
+		}
+	}
+	if c.LRSInterval < time.Second {
+		return fmt.Errorf("xds config: LRSInterval %v: want at least 1s", c.LRSInterval)
+	}
+	if c.Weights == nil {
+		c.Weights = healthyCountWeights
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+// Server is the ADS (state of the world and delta) and LRS server.
+type Server struct {
+	v3discoverygrpc.UnimplementedAggregatedDiscoveryServiceServer
+	v3lrsgrpc.UnimplementedLoadReportingServiceServer
+
+	// Read-only after New.
+	cfg     Config
+	store   *registry.Store
+	log     *slog.Logger
+	metrics *metrics
+
+	cache cache
+	hub   hub
+	loads *LoadTable
+}
+
+// New validates cfg and returns a Server. Register it on a grpc.Server made
+// with grpc.ForceServerCodecV2(Codec()), and Run it.
+func New(cfg Config) (*Server, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	s := &Server{
+		cfg:   cfg,
+		store: cfg.Store,
+		log:   cfg.Logger,
+		cache: cache{entries: map[string]*entry{}},
+		hub:   hub{by: map[string]map[*watcher]struct{}{}, wild: map[*watcher]struct{}{}, nodes: map[*watcher]nodeInfo{}},
+		loads: newLoadTable(),
+	}
+	s.metrics = newMetrics(s)
+	if cfg.Registerer != nil {
+		if err := s.metrics.register(cfg.Registerer); err != nil {
+			return nil, fmt.Errorf("xds metrics: %w", err)
+		}
+	}
+	return s, nil
+}
+
+// Register adds the ADS and LRS services to g.
+func (s *Server) Register(g grpc.ServiceRegistrar) {
+	v3discoverygrpc.RegisterAggregatedDiscoveryServiceServer(g, s)
+	v3lrsgrpc.RegisterLoadReportingServiceServer(g, s)
+}
+
+// Loads is the load table fed by LRS.
+func (s *Server) Loads() *LoadTable { return s.loads }
+
+// Run tells streams about store changes until ctx ends: bursts are
+// gathered for Debounce, and every Resync every stream re-evaluates
+// everything it subscribes to. It returns nil when ctx ends.
+func (s *Server) Run(ctx context.Context) error {
+	sub := s.store.Subscribe("")
+	defer sub.Close()
+	resync := time.NewTicker(s.cfg.Resync)
+	defer resync.Stop()
+	debounce := time.NewTimer(0)
+	<-debounce.C
+	var first time.Time // earliest change not yet dispatched
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-sub.C():
+			if first.IsZero() {
+				first = time.Now()
+				debounce.Reset(s.cfg.Debounce)
+			}
+		case <-debounce.C:
+			names := sub.Changed()
+			s.hub.dispatch(names, first)
+			first = time.Time{}
+		case now := <-resync.C:
+			s.hub.dispatchAll(now)
+		}
+	}
+}
+
+// nodeInfo is what a stream's node says about its client.
+type nodeInfo struct {
+	id, zone, cluster string
+}
+
+// hub knows which streams want which services. Dispatch never blocks: it
+// marks names on each interested watcher and fills its one-slot channel.
+type hub struct {
+	// mu guards the maps and every watcher's interest fields.
+	mu    sync.Mutex
+	by    map[string]map[*watcher]struct{}
+	wild  map[*watcher]struct{}
+	nodes map[*watcher]nodeInfo
+}
+
+// watcher is a stream's side of the hub: the names it wants and the
+// changes it has not yet handled.
+type watcher struct {
+	kick chan struct{}
+
+	// Guarded by hub.mu.
+	names    map[string]struct{}
+	wildcard bool
+
+	// mu guards the pending changes.
+	mu    sync.Mutex
+	dirty map[string]struct{}
+	all   bool
+	since time.Time // earliest pending change, for push latency
+}
+
+func newWatcher() *watcher {
+	return &watcher{kick: make(chan struct{}, 1), dirty: map[string]struct{}{}}
+}
+
+func (w *watcher) mark(name string, all bool, at time.Time) {
+	w.mu.Lock()
+	if all {
+		w.all = true
+	} else {
+		w.dirty[name] = struct{}{}
+	}
+	if w.since.IsZero() || at.Before(w.since) {
+		w.since = at
+	}
+	w.mu.Unlock()
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+}
+
+// take returns and clears the pending changes.
+func (w *watcher) take() (names map[string]struct{}, all bool, since time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	names, all, since = w.dirty, w.all, w.since
+	w.dirty, w.all, w.since = map[string]struct{}{}, false, time.Time{}
+	return names, all, since
+}
+
+// setInterest replaces what w wants.
+func (h *hub) setInterest(w *watcher, names map[string]struct{}, wildcard bool, node nodeInfo) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for n := range w.names {
+		if _, keep := names[n]; !keep {
+			delete(h.by[n], w)
+			if len(h.by[n]) == 0 {
+				delete(h.by, n)
+			}
+		}
+	}
+	for n := range names {
+		m := h.by[n]
+		if m == nil {
+			m = map[*watcher]struct{}{}
+			h.by[n] = m
+		}
+		m[w] = struct{}{}
+	}
+	w.names = names
+	w.wildcard = wildcard
+	if wildcard {
+		h.wild[w] = struct{}{}
+	} else {
+		delete(h.wild, w)
+	}
+	h.nodes[w] = node
+}
+
+func (h *hub) remove(w *watcher) {
+	h.setInterest(w, nil, false, nodeInfo{})
+	h.mu.Lock()
+	delete(h.nodes, w)
+	h.mu.Unlock()
+}
+
+func (h *hub) dispatch(names []string, at time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, n := range names {
+		if n == registry.FlagsChanged {
+			continue
+		}
+		for w := range h.by[n] {
+			w.mark(n, false, at)
+		}
+		for w := range h.wild {
+			w.mark(n, false, at)
+		}
+	}
+}
+
+func (h *hub) dispatchAll(at time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for w := range h.nodes {
+		w.mark("", true, at)
+	}
+}
+
+// Subscription is one client's interest, for the graph of who calls whom.
+type Subscription struct {
+	NodeID, Zone, ClientService string
+	Services                    []string
+	Wildcard                    bool
+}
+
+// Subscriptions lists what every connected stream subscribes to.
+func (s *Server) Subscriptions() []Subscription {
+	s.hub.mu.Lock()
+	defer s.hub.mu.Unlock()
+	out := make([]Subscription, 0, len(s.hub.nodes))
+	for w, n := range s.hub.nodes {
+		sub := Subscription{NodeID: n.id, Zone: n.zone, ClientService: n.cluster, Wildcard: w.wildcard}
+		for name := range w.names {
+			sub.Services = append(sub.Services, name)
+		}
+		out = append(out, sub)
+	}
+	return out
+}

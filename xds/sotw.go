@@ -1,0 +1,254 @@
+package xds
+
+import (
+	"context"
+	"errors"
+	"hash/fnv"
+	"io"
+	"slices"
+	"strconv"
+	"time"
+
+	v3corepb "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	v3discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	v3discoverypb "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/grpc"
+
+	"github.com/spillway/spillway/registry"
+)
+
+// sotwType is a state-of-the-world stream's state for one resource type.
+type sotwType struct {
+	requested bool
+	names     map[string]struct{}
+	wildcard  bool
+	version   string // last sent
+	nonce     string // last sent
+	nacked    string // last version the client rejected
+}
+
+// sotwStream is the send loop's state; only the stream's own goroutine
+// touches it.
+type sotwStream struct {
+	s      *Server
+	stream grpc.ServerStream
+	w      *watcher
+	node   nodeInfo
+	known  bool // node seen
+	types  [4]sotwType
+	nonce  uint64
+}
+
+// StreamAggregatedResources implements state-of-the-world ADS. One
+// goroutine receives requests; this one owns the state and every Send.
+func (s *Server) StreamAggregatedResources(stream v3discoverygrpc.AggregatedDiscoveryService_StreamAggregatedResourcesServer) error {
+	ctx := stream.Context()
+	st := &sotwStream{s: s, stream: stream, w: newWatcher()}
+	defer st.close()
+	reqs := make(chan *v3discoverypb.DiscoveryRequest)
+	errc := make(chan error, 1)
+	go receive(ctx, stream.Recv, reqs, errc)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-errc:
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		case req := <-reqs:
+			if err := st.handle(req); err != nil {
+				return err
+			}
+		case <-st.w.kick:
+			if err := st.push(); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// receive forwards requests from recv to reqs until an error, which it
+// reports on errc, or until ctx ends.
+func receive[T any](ctx context.Context, recv func() (T, error), reqs chan<- T, errc chan<- error) {
+	for {
+		req, err := recv()
+		if err != nil {
+			errc <- err
+			return
+		}
+		select {
+		case reqs <- req:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+func (st *sotwStream) close() {
+	st.s.hub.remove(st.w)
+	if st.known {
+		st.s.metrics.streams.WithLabelValues("sotw", zoneLabel(st.node.zone)).Dec()
+	}
+}
+
+func nodeOf(n *v3corepb.Node) nodeInfo {
+	return nodeInfo{id: n.GetId(), zone: n.GetLocality().GetZone(), cluster: n.GetCluster()}
+}
+
+func (st *sotwStream) handle(req *v3discoverypb.DiscoveryRequest) error {
+	if !st.known && req.GetNode() != nil {
+		st.known = true
+		st.node = nodeOf(req.GetNode())
+		st.s.metrics.streams.WithLabelValues("sotw", zoneLabel(st.node.zone)).Inc()
+	}
+	t := typeIndex(req.GetTypeUrl())
+	if t < 0 {
+		st.s.log.Debug("request for an unknown type ignored", "type", req.GetTypeUrl(), "node", st.node.id)
+		return nil
+	}
+	ts := &st.types[t]
+	if n := req.GetResponseNonce(); n != "" && n != ts.nonce {
+		st.s.metrics.stale.WithLabelValues(shortType(typeURLs[t])).Inc()
+		return nil // answers an older response; a newer one is on its way
+	}
+	if d := req.GetErrorDetail(); d != nil {
+		ts.nacked = ts.version
+		st.s.nack(t, ts.names, st.node, ts.version, d.GetMessage())
+	}
+	names := make(map[string]struct{}, len(req.GetResourceNames()))
+	for _, n := range req.GetResourceNames() {
+		names[n] = struct{}{}
+	}
+	_, star := names["*"]
+	delete(names, "*")
+	wildcard := star || (len(names) == 0 && (t == 0 || t == 2) && (!ts.requested || ts.wildcard))
+	if ts.requested && wildcard == ts.wildcard && sameSet(names, ts.names) {
+		return nil // an ACK or a NACK: nothing new to send
+	}
+	ts.requested, ts.names, ts.wildcard = true, names, wildcard
+	st.updateInterest()
+	return st.respond(t, time.Time{})
+}
+
+func sameSet(a, b map[string]struct{}) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k := range a {
+		if _, ok := b[k]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+func (st *sotwStream) updateInterest() {
+	all := map[string]struct{}{}
+	wildcard := false
+	for i := range st.types {
+		for n := range st.types[i].names {
+			all[n] = struct{}{}
+		}
+		wildcard = wildcard || st.types[i].wildcard
+	}
+	st.s.hub.setInterest(st.w, all, wildcard, st.node)
+}
+
+// push handles the changes the hub marked.
+func (st *sotwStream) push() error {
+	names, all, since := st.w.take()
+	for t := range st.types {
+		ts := &st.types[t]
+		if !ts.requested {
+			continue
+		}
+		hit := all || ts.wildcard
+		for n := range names {
+			if _, ok := ts.names[n]; ok {
+				hit = true
+				break
+			}
+		}
+		if hit {
+			if err := st.respond(t, since); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// respond sends type t's subscribed resources, unless they are what was
+// last sent or what the client last rejected.
+func (st *sotwStream) respond(t int, since time.Time) error {
+	s, ts := st.s, &st.types[t]
+	snap := s.store.Snapshot()
+	var names []string
+	if ts.wildcard {
+		names = snap.Services()
+	} else {
+		names = make([]string, 0, len(ts.names))
+		for n := range ts.names {
+			names = append(names, n)
+		}
+		slices.Sort(names)
+	}
+	res := make([]*resource, 0, len(names))
+	h := fnv.New64a()
+	for _, n := range names {
+		h.Write([]byte(n))
+		h.Write([]byte{0})
+		if r, _ := s.lookup(t, n, st.node.zone, snap); r != nil {
+			res = append(res, r)
+			h.Write([]byte(r.version))
+		}
+		h.Write([]byte{1})
+	}
+	version := strconv.FormatUint(h.Sum64(), 16)
+	if version == ts.version || version == ts.nacked {
+		s.metrics.suppressed.WithLabelValues(shortType(typeURLs[t])).Inc()
+		return nil
+	}
+	st.nonce++
+	nonce := strconv.FormatUint(st.nonce, 10)
+	if err := st.stream.SendMsg(newRawResponse(version, typeURLs[t], nonce, res)); err != nil {
+		return err
+	}
+	ts.version, ts.nonce = version, nonce
+	s.metrics.pushes.WithLabelValues(shortType(typeURLs[t])).Inc()
+	if !since.IsZero() {
+		s.metrics.pushLatency.Observe(time.Since(since).Seconds())
+	}
+	return nil
+}
+
+// nack records a client's rejection: a log line with its reason and a
+// count per type and service.
+func (s *Server) nack(t int, names map[string]struct{}, node nodeInfo, version, detail string) {
+	typ := shortType(typeURLs[t])
+	if len(names) == 0 {
+		s.metrics.nacks.WithLabelValues(typ, "*").Inc()
+	}
+	for n := range names {
+		if _, ok := s.store.Snapshot().Service(n); ok {
+			s.metrics.nacks.WithLabelValues(typ, n).Inc()
+		} else {
+			s.metrics.nacks.WithLabelValues(typ, "unknown").Inc()
+		}
+	}
+	s.log.Warn("client rejected a response (NACK)", "type", typ, "node", node.id, "zone", node.zone,
+		"version", version, "error_detail", detail)
+}
+
+// zoneLabel bounds the zone label of metrics to valid zone names.
+func zoneLabel(z string) string {
+	if z == "" {
+		return "none"
+	}
+	if registry.ValidateLabel("zone", z) != nil {
+		return "invalid"
+	}
+	return z
+}
