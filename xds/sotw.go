@@ -109,7 +109,9 @@ func (st *sotwStream) handle(req *v3discoverypb.DiscoveryRequest) error {
 		return nil
 	}
 	ts := &st.types[t]
-	if n := req.GetResponseNonce(); n != "" && n != ts.nonce {
+	// A nonce is stale only once this stream has sent the type a newer
+	// one: a reconnecting client may carry its old stream's nonce.
+	if n := req.GetResponseNonce(); n != "" && ts.nonce != "" && n != ts.nonce {
 		st.s.metrics.stale.WithLabelValues(shortType(typeURLs[t])).Inc()
 		return nil // answers an older response; a newer one is on its way
 	}

@@ -1,0 +1,208 @@
+package admin
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"log/slog"
+	"maps"
+	"slices"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/spillway/spillway/registry"
+	"github.com/spillway/spillway/xds"
+	pb "github.com/spillway/spillway/xds/admin/adminv1"
+)
+
+// LoadReader reads the LRS load table. It is called from many goroutines at
+// once and must be safe for that. *xds.LoadTable implements it.
+type LoadReader interface {
+	// Loads returns the flows to service ("" for every service), sorted,
+	// with rates as of now.
+	Loads(service string, now time.Time) []xds.Load
+}
+
+// SubscriptionLister lists what the connected ADS streams subscribe to. It
+// is called from many goroutines at once and must be safe for that.
+// *xds.Server implements it.
+type SubscriptionLister interface {
+	Subscriptions() []xds.Subscription
+}
+
+var (
+	_ LoadReader         = (*xds.LoadTable)(nil)
+	_ SubscriptionLister = (*xds.Server)(nil)
+)
+
+// Config configures an API.
+type Config struct {
+	// Loads is the LRS load table; non-nil.
+	Loads LoadReader
+	// Subscriptions lists the ADS streams' interests; non-nil.
+	Subscriptions SubscriptionLister
+	// Logger; nil discards.
+	Logger *slog.Logger
+	// Now is the clock that decides which reports are fresh; nil means
+	// time.Now.
+	Now func() time.Time
+}
+
+// API implements pb.AdminServer and the HTTP handler.
+type API struct {
+	pb.UnimplementedAdminServer
+
+	// Read-only after New.
+	loads LoadReader
+	subs  SubscriptionLister
+	log   *slog.Logger
+	now   func() time.Time
+}
+
+var _ pb.AdminServer = (*API)(nil)
+
+// New validates cfg and returns an API.
+func New(cfg Config) (*API, error) {
+	if cfg.Loads == nil {
+		return nil, errors.New("admin config: Loads is nil")
+	}
+	if cfg.Subscriptions == nil {
+		return nil, errors.New("admin config: Subscriptions is nil")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &API{loads: cfg.Loads, subs: cfg.Subscriptions, log: cfg.Logger, now: cfg.Now}, nil
+}
+
+// RegisterGRPC adds the Admin service to s.
+func (a *API) RegisterGRPC(s grpc.ServiceRegistrar) { pb.RegisterAdminServer(s, a) }
+
+// toStatus maps domain errors to gRPC codes at the edge.
+func toStatus(err error) error {
+	if errors.Is(err, registry.ErrInvalid) {
+		return status.Error(codes.InvalidArgument, err.Error())
+	}
+	return status.Error(codes.Internal, err.Error())
+}
+
+// Load implements pb.AdminServer.
+func (a *API) Load(_ context.Context, req *pb.LoadRequest) (*pb.LoadResponse, error) {
+	resp, err := a.load(req)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return resp, nil
+}
+
+func (a *API) load(req *pb.LoadRequest) (*pb.LoadResponse, error) {
+	service := registry.NormalizeService(req.GetService())
+	if err := registry.ValidateService("service", service); err != nil {
+		return nil, err
+	}
+	now := a.now()
+	loads := a.loads.Loads(service, now)
+	resp := &pb.LoadResponse{Service: service, Rows: make([]*pb.LoadRow, 0, len(loads)), Time: timestamppb.New(now)}
+	for _, l := range loads {
+		resp.Rows = append(resp.Rows, loadRow(l))
+	}
+	return resp, nil
+}
+
+func loadRow(l xds.Load) *pb.LoadRow {
+	r := &pb.LoadRow{
+		ClientZone:     l.ClientZone,
+		ClientService:  l.ClientService,
+		Service:        l.Service,
+		Locality:       &pb.Locality{Region: l.Locality.Region, Zone: l.Locality.Zone, SubZone: l.Locality.SubZone},
+		IssuedRps:      l.Issued,
+		SucceededRps:   l.Succeeded,
+		ErroredRps:     l.Errored,
+		InProgress:     l.InProgress,
+		TotalIssued:    l.TotalIssued,
+		TotalSucceeded: l.TotalSucceeded,
+		TotalErrored:   l.TotalErrored,
+		Reporters:      uint32(max(l.Reporters, 0)),
+	}
+	if !l.Updated.IsZero() {
+		r.Updated = timestamppb.New(l.Updated)
+	}
+	return r
+}
+
+// Wildcard is the service of an edge from streams that subscribe to every
+// service.
+const Wildcard = "*"
+
+type edgeKey struct{ client, service string }
+
+type edgeAcc struct {
+	streams     int
+	nodes       map[string]struct{}
+	zones       map[string]struct{}
+	rps, errRPS float64
+}
+
+// Graph implements pb.AdminServer.
+func (a *API) Graph(context.Context, *pb.GraphRequest) (*pb.GraphResponse, error) {
+	return a.graph(), nil
+}
+
+func (a *API) graph() *pb.GraphResponse {
+	now := a.now()
+	acc := map[edgeKey]*edgeAcc{}
+	get := func(k edgeKey) *edgeAcc {
+		e := acc[k]
+		if e == nil {
+			e = &edgeAcc{nodes: map[string]struct{}{}, zones: map[string]struct{}{}}
+			acc[k] = e
+		}
+		return e
+	}
+	for _, sub := range a.subs.Subscriptions() {
+		names := map[string]struct{}{}
+		for _, s := range sub.Services {
+			names[s] = struct{}{}
+		}
+		if sub.Wildcard {
+			names[Wildcard] = struct{}{}
+		}
+		for s := range names {
+			e := get(edgeKey{sub.ClientService, s})
+			e.streams++
+			e.nodes[sub.NodeID] = struct{}{}
+			e.zones[sub.Zone] = struct{}{}
+		}
+	}
+	for _, l := range a.loads.Loads("", now) {
+		if l.Reporters == 0 {
+			continue // only stale reports: no current traffic to show
+		}
+		e := get(edgeKey{l.ClientService, l.Service})
+		e.rps += l.Issued
+		e.errRPS += l.Errored
+	}
+	resp := &pb.GraphResponse{Edges: make([]*pb.Edge, 0, len(acc)), Time: timestamppb.New(now)}
+	for k, e := range acc {
+		resp.Edges = append(resp.Edges, &pb.Edge{
+			ClientService: k.client,
+			Service:       k.service,
+			Streams:       uint32(e.streams),
+			Nodes:         uint32(len(e.nodes)),
+			Zones:         slices.Sorted(maps.Keys(e.zones)),
+			Rps:           e.rps,
+			ErroredRps:    e.errRPS,
+		})
+	}
+	slices.SortFunc(resp.Edges, func(x, y *pb.Edge) int {
+		return cmp.Or(cmp.Compare(x.ClientService, y.ClientService), cmp.Compare(x.Service, y.Service))
+	})
+	return resp
+}

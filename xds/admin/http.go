@@ -1,0 +1,108 @@
+package admin
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/spillway/spillway/registry"
+	pb "github.com/spillway/spillway/xds/admin/adminv1"
+)
+
+var marshal = protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true}
+
+// Handler returns the HTTP/JSON API. Its paths are /v1/load and /v1/graph;
+// mount it on both (other methods than GET get 405 in JSON).
+func (a *API) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/load", func(w http.ResponseWriter, r *http.Request) {
+		q, ok := query(w, r, "service")
+		if !ok {
+			return
+		}
+		resp, err := a.load(&pb.LoadRequest{Service: q.Get("service")})
+		if err != nil {
+			a.fail(w, err)
+			return
+		}
+		a.reply(w, resp)
+	})
+	mux.HandleFunc("GET /v1/graph", func(w http.ResponseWriter, r *http.Request) {
+		if _, ok := query(w, r); !ok {
+			return
+		}
+		a.reply(w, a.graph())
+	})
+	for _, p := range []string{"/v1/load", "/v1/graph"} {
+		mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Allow", "GET, HEAD")
+			writeError(w, http.StatusMethodNotAllowed, "", fmt.Sprintf("method %s not allowed on %s, use GET", r.Method, p))
+		})
+	}
+	return mux
+}
+
+// query parses r's query string: each parameter at most once, and only the
+// allowed ones, so that a typo (?servce=) is an error rather than a
+// silently different question.
+func query(w http.ResponseWriter, r *http.Request, allowed ...string) (url.Values, bool) {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "query", fmt.Sprintf("malformed query string: %v", err))
+		return nil, false
+	}
+	for k, vs := range q {
+		switch {
+		case !slices.Contains(allowed, k):
+			writeError(w, http.StatusBadRequest, k, fmt.Sprintf("%s: unknown query parameter (allowed: %v)", k, allowed))
+			return nil, false
+		case len(vs) > 1:
+			writeError(w, http.StatusBadRequest, k, fmt.Sprintf("%s: given %d times, want once", k, len(vs)))
+			return nil, false
+		}
+	}
+	return q, true
+}
+
+// fail maps a domain error to an HTTP status at the edge.
+func (a *API) fail(w http.ResponseWriter, err error) {
+	var fe *registry.FieldError
+	switch {
+	case errors.As(err, &fe):
+		writeError(w, http.StatusBadRequest, fe.Field, fe.Error())
+	case errors.Is(err, registry.ErrInvalid):
+		writeError(w, http.StatusBadRequest, "", err.Error())
+	default:
+		a.log.Error("admin request failed", "err", err)
+		writeError(w, http.StatusInternalServerError, "", err.Error())
+	}
+}
+
+func (a *API) reply(w http.ResponseWriter, resp proto.Message) {
+	b, err := marshal.Marshal(resp)
+	if err != nil {
+		a.fail(w, fmt.Errorf("encoding the response: %w", err))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(b)
+	w.Write([]byte("\n"))
+}
+
+type errorBody struct {
+	Error string `json:"error"`
+	Field string `json:"field,omitempty"`
+	Code  int    `json:"code"`
+}
+
+func writeError(w http.ResponseWriter, code int, field, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(errorBody{Error: msg, Field: field, Code: code})
+}

@@ -1,0 +1,2 @@
+// Package zoneaware computes zone-aware locality weights for one service.
+package zoneaware
