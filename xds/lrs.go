@@ -63,6 +63,7 @@ type LoadTable struct {
 	mu      sync.Mutex
 	latest  map[reporterKey]sample
 	totals  map[LoadKey]totals
+	records int // since the last prune
 	streams atomic.Uint64
 }
 
@@ -78,6 +79,7 @@ func (t *LoadTable) record(stream uint64, node nodeInfo, cs *v3endpointpb.Cluste
 	if svc == "" {
 		svc = cs.GetClusterName()
 	}
+	svc = registry.NormalizeService(svc)
 	interval := cs.GetLoadReportInterval().AsDuration()
 	if interval <= 0 {
 		return
@@ -85,6 +87,17 @@ func (t *LoadTable) record(stream uint64, node nodeInfo, cs *v3endpointpb.Cluste
 	secs := interval.Seconds()
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	// Reporters come and go (every reconnect is a new stream): drop their
+	// stale samples now and then, so the table does not grow without bound
+	// when nobody reads it.
+	if t.records++; t.records >= 1024 {
+		t.records = 0
+		for rk, s := range t.latest {
+			if now.Sub(s.at) > staleAfter*s.interval {
+				delete(t.latest, rk)
+			}
+		}
+	}
 	for _, ul := range cs.GetUpstreamLocalityStats() {
 		k := LoadKey{ClientZone: node.zone, ClientService: node.cluster, Service: svc, Locality: registry.Locality{
 			Region: ul.GetLocality().GetRegion(), Zone: ul.GetLocality().GetZone(), SubZone: ul.GetLocality().GetSubZone(),

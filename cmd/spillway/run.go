@@ -24,6 +24,7 @@ import (
 	"github.com/spillway/spillway/registry/static"
 	"github.com/spillway/spillway/resolver"
 	"github.com/spillway/spillway/xds"
+	"github.com/spillway/spillway/xds/admin"
 )
 
 // storage is what the server needs of durable registrations.
@@ -104,6 +105,11 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return fmt.Errorf("xds config: %w", err)
 	}
 
+	adminAPI, err := admin.New(admin.Config{Loads: xdsSrv.Loads(), Subscriptions: xdsSrv, Logger: log.With("component", "admin")})
+	if err != nil {
+		return fmt.Errorf("admin config: %w", err)
+	}
+
 	// Bind first so a taken port fails the start before any work.
 	dnsUDP, err := net.ListenPacket("udp", cfg.DNSAddr)
 	if err != nil {
@@ -168,6 +174,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	)
 	api.RegisterGRPC(grpcSrv)
 	xdsSrv.Register(grpcSrv)
+	adminAPI.RegisterGRPC(grpcSrv)
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
@@ -180,6 +187,8 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(metrics, promhttp.HandlerOpts{Registry: metrics}))
 	mux.Handle("/v1/", api.Handler())
+	mux.Handle("/v1/load", adminAPI.Handler()) // more specific than "/v1/": wins
+	mux.Handle("/v1/graph", adminAPI.Handler())
 	httpSrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 
 	wg.Go(func() { fail("lease expiry", leases.Run(ctx)) })

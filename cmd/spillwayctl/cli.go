@@ -76,6 +76,8 @@ var commands = []*command{
 	servicesCommand,
 	endpointsCommand,
 	agentCommand,
+	loadCommand,
+	graphCommand,
 }
 
 func lookup(name string) *command {

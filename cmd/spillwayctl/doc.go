@@ -33,6 +33,12 @@
 //	    Register, heartbeat every --interval (default a third of the TTL)
 //	    and stay in the foreground; on SIGINT or SIGTERM deregister and exit
 //	    0. Logs go to stderr.
+//	load SERVICE [-o text|json]
+//	    Show the load clients report over LRS for SERVICE: one row per client
+//	    service, client zone and upstream locality.
+//	graph [-o text|json|dot]
+//	    Show who calls whom (client service -> service) with rps and ADS
+//	    streams; -o dot prints a Graphviz digraph.
 //
 // Example:
 //
