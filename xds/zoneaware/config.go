@@ -19,7 +19,7 @@ const (
 	DefaultSlowStartRamp     = 60 * time.Second
 	DefaultSlowStartRequests = 1000
 	DefaultQueueSensitivity  = 1.0
-	DefaultErrorSensitivity  = 1.0
+	DefaultErrorSensitivity  = 2.0
 	DefaultCapacityFloor     = 0.05
 	DefaultRecoveryRamp      = 60 * time.Second
 	DefaultReportInterval    = 10 * time.Second
@@ -38,9 +38,10 @@ type Config struct {
 	// that sum to about Scale. Zero means 10000; at most 1<<20.
 	Scale uint32
 
-	// ProbeShare is the least share of a client zone's traffic that every
-	// other healthy zone gets (capped at that zone's capacity share, see
-	// the package doc), so that a zone no client prefers is still measured.
+	// ProbeShare is the least share of a client zone's traffic that goes to
+	// the other healthy zones together, split evenly among them (each capped
+	// at that zone's capacity share, see the package doc), so that a zone no
+	// client prefers is still measured.
 	// Nil means 0.01; non-nil 0 turns probing off; at most 0.2.
 	ProbeShare *float64
 
@@ -67,8 +68,9 @@ type Config struct {
 	// requests; at most 100.
 	QueueSensitivity *float64
 	// ErrorSensitivity s scales the error factor of a zone with error
-	// ratio r: 1 − s·r. Nil means 1 (capacity counts successes only);
-	// non-nil 0 ignores errors; at most 100.
+	// ratio r: max(0, 1 − s·r), before CapacityFloor. Nil means 2 (10%
+	// errors cost a fifth of the zone's capacity, 50% send it to the
+	// floor); non-nil 0 ignores errors; at most 100.
 	ErrorSensitivity *float64
 	// CapacityFloor is the least a zone's health factor (queue factor ×
 	// error factor) can fall to, so a zone is never written off. Zero means
@@ -80,7 +82,8 @@ type Config struct {
 	// 60 s.
 	RecoveryRamp time.Duration
 
-	// ReportInterval is the clients' load report interval. Zero means 10 s.
+	// ReportInterval is the clients' load report interval. Zero means 10 s;
+	// at most 1 h.
 	ReportInterval time.Duration
 	// StaleAfter is how many report intervals old load data may be before
 	// it is refused. Zero means 3.
@@ -186,8 +189,8 @@ func (c Config) params() (params, error) {
 		return bad("CapacityFloor", p.floor, "want (0, 1]")
 	case p.recovery < 0:
 		return bad("RecoveryRamp", p.recovery, "want > 0")
-	case p.interval < 0:
-		return bad("ReportInterval", p.interval, "want > 0")
+	case p.interval < 0 || p.interval > time.Hour:
+		return bad("ReportInterval", p.interval, "want > 0, at most 1h")
 	case p.staleCount < 1 || p.staleCount > 1000:
 		return bad("StaleAfter", p.staleCount, "want 1..1000 intervals")
 	case !inRange(p.move, 0, 0.4999999):

@@ -1,2 +1,135 @@
-// Package zoneaware computes zone-aware locality weights for one service.
+// Package zoneaware computes zone-aware locality weights for one service:
+// fill the client's own zone up to its share of the service's capacity,
+// spill the rest to the zones with spare capacity. Demand is measured (load
+// reports per client zone) rather than assumed from client counts, and
+// capacity is a dynamic model (healthy endpoints, discounted for slow
+// start, queueing and errors) rather than a host count.
+//
+// The package is pure computation: no networking, no xDS types, no
+// goroutines, no clock. The caller (the xDS server) turns a zone's weight
+// into load_balancing_weight values spread over that zone's localities.
+//
+// # Usage
+//
+// One Calculator for the process, one State per service, kept between
+// cycles; one Result reused by the caller:
+//
+//	calc, err := zoneaware.New(zoneaware.Config{}) // defaults; errors name the field
+//	...
+//	// every report interval, for each service:
+//	calc.Compute(st, &zoneaware.Input{
+//		Now:       now,
+//		Endpoints: eps,     // ID, Zone, Healthy, Registered
+//		Loads:     loads,   // per upstream zone: issued, succeeded, errored, in progress
+//		Demand:    demand,  // per client zone: issued RPS (include ClientZone "")
+//		Clients:   clients, // connected xDS clients per zone, the demand when there are no reports
+//	}, &out)
+//	for _, rt := range out.Routes {
+//		if rt.Changed {
+//			push(service, rt.ClientZone, rt.Weights)
+//		}
+//	}
+//	// A client whose zone has no route (new zone, no zone) uses out.Route(zone),
+//	// which falls back to the capacity-proportional zoneless route.
+//
+// Loads and Demand are two sums of the same load reports (by upstream zone
+// and by client zone), so their totals must agree; Updated is the time of
+// the newest report summed. A Result's memory is reused by the next
+// Compute; Clone what must be kept. Each Route has an Explain (String gives
+// one line for spillwayctl) and Result.Zones the capacity model per zone.
+//
+// # Model
+//
+// Trust of a healthy endpoint e, with f0 = SlowStartFraction:
+//
+//	trust(e) = f0 + (1 − f0)·progress(e),  progress in [0, 1]
+//
+// An endpoint seen for the first time starts at progress = age/SlowStartRamp
+// (age from Registered; the zero time counts as long ago), so a restarted
+// control plane does not slow-start its fleet; one that comes back from
+// unhealthy starts again at 0 (as Envoy's slow start does); unhealthy
+// endpoints earn nothing. Each cycle, Δt after the previous one:
+//
+//	with load data for its zone:  progress += S_z·min(Δt, StaleAfter·ReportInterval)·trust(e)/Σ_z trust / SlowStartRequests
+//	without:                      progress += Δt / SlowStartRamp
+//
+// where S_z is the zone's successful rate, credited to the zone's endpoints
+// in proportion to their trust (Σ_z over those healthy at the previous
+// cycle). With load data, time alone earns nothing.
+//
+// Capacity of upstream zone z, from its healthy endpoints:
+//
+//	T_z = Σ trust(e)                         (Healthy counts them: the raw capacity)
+//	q_z = InProgress_z / T_z,  q̄ = Σ InProgress / Σ T   over zones with reports
+//	Q_z = 1 if q_z ≤ q̄, else 1 / (1 + QueueSensitivity·(q_z/q̄ − 1))
+//	r_z = Errored_z / max(Issued_z, Succeeded_z + Errored_z)
+//	E_z = max(0, 1 − ErrorSensitivity·r_z)
+//	H*_z = max(CapacityFloor, Q_z·E_z)
+//	H_z = H*_z if it is not above the previous H_z, else min(H*_z, H_prev + Δt/RecoveryRamp)
+//	c_z = T_z·H_z,   C_z = c_z / Σ c
+//
+// Falls apply at once (a degraded zone loses its traffic in one cycle);
+// rises are ramped (a recovered zone earns it back over RecoveryRamp), and
+// the floor keeps some traffic on every zone so it stays observed. Without
+// usable load data H_z = 1 and the stored H is left as it was.
+//
+// Demand of client zone z: d_z = Demand.RPS (Source lrs), or, when there
+// are no load reports or they show no traffic, the connected clients
+// (Source clients); D_z = d_z / Σ d over the client zones with a figure.
+// Clients without a zone, and a client zone with no figure while others
+// have one, get capacity-proportional weights and are left out of D.
+//
+// Fill local, spill the rest, with u = TargetUtilization:
+//
+//	L_z     = min(1, u·C_z / D_z)  (1 if D_z = 0; 0 if C_z = 0)
+//	spare_y = max(0, u·C_y − D_y·L_y)
+//	φ       = min(1, Σ spare / Σ_z D_z·(1 − L_z))
+//	share_z→z = L_z
+//	share_z→y = (1 − L_z)·(φ·spare_y / Σ_{y'≠z} spare_y' + (1 − φ)·C_y / Σ_{y'≠z} C_y')
+//
+// With u = 1 the spare exactly absorbs the spill (φ = 1): this is Envoy's
+// heuristic on measured demand and modelled capacity, every zone gets at
+// most its capacity share, and the same-zone share Σ_z D_z·L_z reaches the
+// optimum Σ_z min(D_z, C_z) (Optimum). Capacity here is relative (shares),
+// so total demand is always treated as feasible. With u < 1 a spilling
+// zone keeps (1 − u) of its share as headroom, but since shares sum to one
+// the traffic it refuses lands on other zones, which then carry more than
+// their share (TestTargetUtilization); φ < 1 then spreads what the spare
+// cannot take by capacity instead of piling it on the few zones with
+// spare. Keep u = 1 until capacity is known in absolute terms.
+//
+// Then the probe floor: every healthy zone other than the client's gets at
+// least min(ProbeShare/(n-1), 1/n, C_y) for n healthy zones (ProbeShare is
+// one client zone's probe budget, shared by the others), taken from the
+// zones above their floor in proportion to their surplus. Capping at C_y
+// keeps probes from flooding a zone whose only endpoints are slow-starting.
+// Weights are max(1, round(share·Scale)) for every zone with a healthy
+// endpoint (gRPC refuses a zero weight); a zone without one is absent.
+//
+// Hysteresis: a client zone's new vector replaces the previous one only if
+// some share moved by more than MoveThreshold, the set of zones changed, or
+// its fallback changed; otherwise the previous weights are returned and
+// Route.Changed is false. The comparison is always against the vector
+// returned, so slow drifts add up and are pushed.
+//
+// # Fallbacks
+//
+// Load data that is stale (some row older than StaleAfter report
+// intervals) or inconsistent (negative or non-finite values, a zone twice,
+// a timestamp in the future, client demand and upstream totals more than
+// 25% apart, e.g. demand with no upstream traffic at all) is never used:
+// every route fails open to capacity-proportional weights (trust counts,
+// no queue or error factor) and Result.Fallback, Reason and ReasonZone say
+// why. Without any load reports the connected client counts are the
+// demand (FallbackClientCounts); without those either, weights are
+// capacity-proportional (FallbackNoDemand). See Fallback for the list.
+//
+// # Concurrency
+//
+// A Calculator is immutable and safe for concurrent use. A State and a
+// Result belong to one Compute at a time: use one State per service (any
+// goroutine, not two at once). Compute starts no goroutine, does no I/O and
+// never reads the clock; the same Config, Input and State always give the
+// same Result and next State. In the steady state (same endpoints and
+// zones as the previous cycle) it allocates nothing.
 package zoneaware

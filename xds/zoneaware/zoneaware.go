@@ -435,7 +435,9 @@ func (c *Calculator) updateTrust(st *State, in *Input, dt time.Duration, lrs boo
 		default:
 			s.progress += float64(dt) / float64(p.ramp)
 		}
-		s.progress = min(s.progress, 1)
+		if s.progress > 1-1e-9 { // absorb rounding of the sum of steps
+			s.progress = 1
+		}
 		s.healthy = true
 		z.healthy++
 		if s.progress < 1 {
@@ -819,7 +821,9 @@ func (c *Calculator) probeFloor(st *State, share []float64, iz, healthy int) {
 	if c.p.probe == 0 || healthy < 2 {
 		return
 	}
-	pEff := min(c.p.probe, 1/float64(healthy))
+	// ProbeShare is the budget of one client zone, shared by the other
+	// healthy zones: with 3 zones and 1%, each of the two others gets 0.5%.
+	pEff := min(c.p.probe/float64(healthy-1), 1/float64(healthy))
 	floor := func(y int) float64 {
 		if y == iz || st.zones[y].C == 0 {
 			return 0

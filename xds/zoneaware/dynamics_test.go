@@ -1,0 +1,309 @@
+package zoneaware
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+	"time"
+)
+
+// plant is a toy of the real system for closed-loop tests. Clients in each
+// zone issue a fixed rate, spread by the vectors of the last cycle. A zone
+// serves up to capRPS at a base latency and slows down beyond it; a
+// degraded zone also fails errRate of its requests and is slow× slower. At
+// the next cycle the load reports describe what happened.
+type plant struct {
+	zones     []string
+	clientRPS map[string]float64
+	capRPS    map[string]float64
+	errRate   map[string]float64
+	slow      map[string]float64
+}
+
+const baseLatency = 0.02 // seconds
+
+// serve applies the vectors in out for one report interval and returns the
+// load reports seen at now.
+func (p *plant) serve(out *Result, now time.Time) ([]ZoneLoad, []Demand) {
+	issued := map[string]float64{}
+	var demand []Demand
+	for _, z := range p.zones {
+		for _, w := range out.Route(z).Weights {
+			issued[w.Zone] += p.clientRPS[z] * w.Share
+		}
+		demand = append(demand, Demand{ClientZone: z, RPS: p.clientRPS[z], Updated: now})
+	}
+	var loads []ZoneLoad
+	for _, y := range p.zones {
+		r := issued[y]
+		rho := r / p.capRPS[y]
+		slow := p.slow[y]
+		if slow == 0 {
+			slow = 1
+		}
+		latency := baseLatency * slow * (1 + 3*max(0, rho-1))
+		e := r * p.errRate[y]
+		loads = append(loads, ZoneLoad{Zone: y, IssuedRPS: r, SucceededRPS: r - e, ErroredRPS: e, InProgress: r * latency, Updated: now})
+	}
+	return loads, demand
+}
+
+func zoneInfo(out *Result, zone string) ZoneInfo {
+	for _, z := range out.Zones {
+		if z.Zone == zone {
+			return z
+		}
+	}
+	return ZoneInfo{}
+}
+
+// TestDegradedZone: zone a degrades (fails 90% of its requests and slows
+// down 4×, or only slows down 4×). In the next cycle its capacity share
+// drops and its traffic moves away (bar probes); when it recovers, its
+// share comes back over cycles, its health factor climbing by at most
+// interval/RecoveryRamp a cycle, and never overshoots its healthy share by
+// more than MoveThreshold + 1 point.
+func TestDegradedZone(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		errRate   float64
+		slow      float64
+		maxCap    float64 // capacity share and traffic of a while degraded
+		maxErrors float64 // share of all requests failing while degraded
+	}{
+		// 90% errors: a's health goes to the floor (0.05). It keeps 4% of
+		// the traffic (its share is held up a little by b and c, now
+		// loaded 1.35× and slower), and errors fall from 30% to 3.6%.
+		{"errors-and-slow", 0.9, 4, 0.045, 0.04},
+		// Slow only: the queue factor settles where a's in-flight per
+		// endpoint meets the average (about 0.6 for 4× latency).
+		{"slow-only", 0, 4, 0.27, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const interval = 10 * time.Second
+			p := &plant{
+				zones:     []string{"a", "b", "c"},
+				clientRPS: map[string]float64{"a": 300, "b": 300, "c": 300},
+				capRPS:    map[string]float64{"a": 360, "b": 360, "c": 360},
+				errRate:   map[string]float64{},
+				slow:      map[string]float64{},
+			}
+			eps := fleet(map[string]int{"a": 3, "b": 3, "c": 3})
+			calc := mustNew(t, Config{})
+			var st State
+			var out Result
+			now := t0
+			calc.Compute(&st, &Input{Now: now, Endpoints: eps, Clients: []ClientCount{{"a", 1}, {"b", 1}, {"c", 1}}}, &out)
+
+			type sample struct {
+				phase        string
+				capA, loadA  float64
+				healthA      float64
+				localA, errs float64 // a's clients' local share; share of all requests failing
+			}
+			var series []sample
+			step := func(phase string) sample {
+				loads, demand := p.serve(&out, now.Add(interval))
+				now = now.Add(interval)
+				calc.Compute(&st, &Input{Now: now, Endpoints: eps, Loads: loads, Demand: demand}, &out)
+				var errs, total float64
+				for _, l := range loads {
+					errs += l.ErroredRPS
+					total += l.IssuedRPS
+				}
+				a := zoneInfo(&out, "a")
+				s := sample{phase, a.CapacityShare, a.Load, a.Health, out.Route("a").Explain.Local, errs / total}
+				series = append(series, s)
+				return s
+			}
+			defer func() {
+				var b strings.Builder
+				for i, s := range series {
+					fmt.Fprintf(&b, "\n%2d %-10s capacity share a %5.1f%%  health a %.2f  traffic on a %5.1f%%  a local %5.1f%%  errors %4.1f%%",
+						i, s.phase, 100*s.capA, s.healthA, 100*s.loadA, 100*s.localA, 100*s.errs)
+				}
+				t.Log(b.String())
+			}()
+
+			var healthy sample
+			for range 6 {
+				healthy = step("healthy")
+			}
+			if math.Abs(healthy.capA-1.0/3) > 1e-9 || healthy.localA < 0.97 {
+				t.Fatalf("healthy: capacity share of a %.4f, local %.4f; want 1/3 and >= 0.97", healthy.capA, healthy.localA)
+			}
+
+			p.errRate["a"], p.slow["a"] = tc.errRate, tc.slow
+			step("degrading") // reports of the healthy interval: nothing seen yet
+			for i := range 8 {
+				s := step("degraded")
+				if s.capA > tc.maxCap || s.loadA > tc.maxCap {
+					t.Errorf("degraded cycle %d: capacity share of a %.4f, traffic on a %.4f; want both <= %g", i, s.capA, s.loadA, tc.maxCap)
+				}
+				if s.errs > tc.maxErrors {
+					t.Errorf("degraded cycle %d: %.1f%% of requests fail, want <= %g%%", i, 100*s.errs, 100*tc.maxErrors)
+				}
+			}
+			degraded := series[len(series)-1]
+
+			p.errRate["a"], p.slow["a"] = 0, 1
+			// The first recovered cycle is the one whose reports (of the
+			// interval before) show the recovery.
+			rec := []sample{step("recovering")}
+			for range 12 {
+				rec = append(rec, step("recovered"))
+			}
+			// The health factor climbs by at most interval/RecoveryRamp per
+			// cycle, so the share does not come back at once.
+			prevHealth := degraded.healthA
+			for i, s := range rec {
+				if s.healthA > prevHealth+interval.Seconds()/DefaultRecoveryRamp.Seconds()+1e-9 {
+					t.Errorf("recovered cycle %d: health of a %.3f -> %.3f, faster than the recovery ramp", i, prevHealth, s.healthA)
+				}
+				prevHealth = s.healthA
+			}
+			if rec[0].capA > healthy.capA-0.02 {
+				t.Errorf("first recovered cycle: capacity share of a %.4f -> %.4f, want a gradual return", degraded.capA, rec[0].capA)
+			}
+			const bound = DefaultMoveThreshold + 0.01
+			for i, s := range rec {
+				if s.capA > healthy.capA+bound || s.loadA > healthy.loadA+bound {
+					t.Errorf("recovered cycle %d: capacity share %.4f, traffic %.4f; want <= healthy %.4f, %.4f + %g",
+						i, s.capA, s.loadA, healthy.capA, healthy.loadA, bound)
+				}
+			}
+			last := rec[len(rec)-1]
+			if math.Abs(last.capA-healthy.capA) > 0.01 || math.Abs(last.loadA-healthy.loadA) > DefaultMoveThreshold {
+				t.Errorf("after recovery: capacity share %.4f, traffic %.4f; want back to %.4f, %.4f", last.capA, last.loadA, healthy.capA, healthy.loadA)
+			}
+		})
+	}
+}
+
+// TestSlowStart: one new endpoint joins zone a, which had one endpoint. It
+// counts as 5% of a host, and zone a's capacity rises gradually, never
+// jumping to two hosts: over SlowStartRamp without load reports, after
+// SlowStartRequests successful requests with them.
+func TestSlowStart(t *testing.T) {
+	const interval = 10 * time.Second
+	base := fleet(map[string]int{"a": 1, "b": 1, "c": 1})
+	clients := []ClientCount{{"a", 1}, {"b", 1}, {"c", 1}}
+
+	t.Run("ramp-without-reports", func(t *testing.T) {
+		calc := mustNew(t, Config{})
+		var st State
+		var out Result
+		calc.Compute(&st, &Input{Now: t0, Endpoints: base, Clients: clients}, &out)
+		joined := t0.Add(interval)
+		eps := append(base[:1:1], Endpoint{ID: "a-new", Zone: "a", Healthy: true, Registered: joined})
+		eps = append(eps, base[1:]...)
+		var got []float64
+		for i := range 8 {
+			now := joined.Add(time.Duration(i) * interval)
+			calc.Compute(&st, &Input{Now: now, Endpoints: eps, Clients: clients}, &out)
+			a := zoneInfo(&out, "a")
+			got = append(got, a.Trusted)
+			// The documented ramp: 1 + 0.05 + 0.95 × age/60 s, capped at 2.
+			want := 1 + DefaultSlowStartFraction + (1-DefaultSlowStartFraction)*min(1, now.Sub(joined).Seconds()/60)
+			if math.Abs(a.Trusted-want) > 1e-9 {
+				t.Errorf("t+%v: zone a trust %.4f, want %.4f", now.Sub(joined), a.Trusted, want)
+			}
+			if wantSlow := btoi(now.Sub(joined) < time.Minute); a.SlowStarting != wantSlow {
+				t.Errorf("t+%v: SlowStarting = %d, want %d", now.Sub(joined), a.SlowStarting, wantSlow)
+			}
+		}
+		t.Logf("zone a trust every 10 s after the join: %.3f", got)
+	})
+
+	t.Run("requests-with-reports", func(t *testing.T) {
+		calc := mustNew(t, Config{})
+		var st State
+		var out Result
+		// Zone a's endpoints succeed 20 requests per second in total.
+		const succ = 20.0
+		input := func(now time.Time, eps []Endpoint) *Input {
+			in := lrsInput(now, eps, map[string]float64{"a": 60, "b": 60, "c": 60}, map[string]float64{"a": 60, "b": 60, "c": 60})
+			in.Loads[0].SucceededRPS = succ
+			in.Loads[0].ErroredRPS = 0
+			return in
+		}
+		calc.Compute(&st, input(t0, base), &out)
+		joined := t0.Add(interval)
+		eps := append(base[:1:1], Endpoint{ID: "a-new", Zone: "a", Healthy: true, Registered: joined})
+		eps = append(eps, base[1:]...)
+		// Independently of the package: the new endpoint is credited the
+		// zone's successes in proportion to its trust.
+		progress, served := 0.0, 0.0
+		var got []float64
+		for i := range 40 {
+			now := joined.Add(time.Duration(i) * interval)
+			if i > 0 && progress < 1 {
+				trust := 0.05 + 0.95*progress
+				s := succ * interval.Seconds() * trust / (1 + trust)
+				served += s
+				progress = min(1, progress+s/1000)
+			}
+			calc.Compute(&st, input(now, eps), &out)
+			a := zoneInfo(&out, "a")
+			got = append(got, a.Trusted)
+			if want := 1 + 0.05 + 0.95*progress; math.Abs(a.Trusted-want) > 1e-9 {
+				t.Fatalf("t+%v (%.0f requests served): zone a trust %.4f, want %.4f", now.Sub(joined), served, a.Trusted, want)
+			}
+			if i > 0 && a.Trusted-got[i-1] > 0.3 {
+				t.Errorf("t+%v: trust jumped %.3f -> %.3f", now.Sub(joined), got[i-1], a.Trusted)
+			}
+			if (a.SlowStarting == 0) != (served >= 1000-1e-9) {
+				t.Errorf("t+%v: %.0f requests served, SlowStarting = %d", now.Sub(joined), served, a.SlowStarting)
+			}
+		}
+		if got[len(got)-1] != 2 {
+			t.Errorf("zone a trust after 400 s = %.4f, want 2", got[len(got)-1])
+		}
+		t.Logf("zone a trust every 10 s after the join: %.3f", got)
+	})
+
+	t.Run("no-successes-no-trust", func(t *testing.T) {
+		// With load reports, time alone earns nothing: an endpoint whose
+		// zone serves no successful request stays at 5%.
+		calc := mustNew(t, Config{})
+		var st State
+		var out Result
+		eps := append(fleet(map[string]int{"b": 1, "c": 1}), Endpoint{ID: "a-new", Zone: "a", Healthy: true, Registered: t0})
+		for i := range 13 {
+			now := t0.Add(time.Duration(i) * interval)
+			in := lrsInput(now, eps, map[string]float64{"b": 60, "c": 60}, map[string]float64{"a": 0, "b": 60, "c": 60})
+			calc.Compute(&st, in, &out)
+		}
+		if a := zoneInfo(&out, "a"); a.Trusted != 0.05 {
+			t.Errorf("after 120 s without successes: trust %v, want 0.05", a.Trusted)
+		}
+	})
+
+	t.Run("back-from-unhealthy-starts-over", func(t *testing.T) {
+		calc := mustNew(t, Config{})
+		var st State
+		var out Result
+		eps := fleet(map[string]int{"a": 2, "b": 1})
+		var got []float64
+		for i, healthy := range []bool{true, false, false, true, true} {
+			eps[0].Healthy = healthy
+			calc.Compute(&st, &Input{Now: t0.Add(time.Duration(i) * interval), Endpoints: eps, Clients: clients}, &out)
+			got = append(got, zoneInfo(&out, "a").Trusted)
+		}
+		want := []float64{2, 1, 1, 1.05, 1.05 + 0.95/6}
+		for i := range want {
+			if math.Abs(got[i]-want[i]) > 1e-9 {
+				t.Errorf("zone a trust = %v, want %v", got, want)
+				break
+			}
+		}
+	})
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
