@@ -16,7 +16,8 @@ type entry struct {
 	mu     sync.Mutex
 	static [3]*resource // LDS, RDS, CDS
 	svc    *registry.Service
-	eds    map[string]*resource // by zone variant, for svc
+	gen    uint64               // plan generation the eds map is for
+	eds    map[string]*resource // by zone variant, for svc and gen
 	good   map[string]*resource // last valid, by zone variant, any version
 }
 
@@ -67,9 +68,9 @@ func (s *Server) lookup(t int, name, zone string, snap *registry.Snapshot) (*res
 		}
 		return e.static[t], true
 	}
-	variant := s.variant(svc, zone)
-	if e.svc != svc {
-		e.svc = svc
+	variant, gen, weights := s.variant(svc, zone)
+	if e.svc != svc || e.gen != gen {
+		e.svc, e.gen = svc, gen
 		clear(e.eds)
 	}
 	if r := e.eds[variant]; r != nil {
@@ -78,7 +79,7 @@ func (s *Server) lookup(t int, name, zone string, snap *registry.Snapshot) (*res
 	if e.eds == nil {
 		e.eds, e.good = map[string]*resource{}, map[string]*resource{}
 	}
-	r, err := s.buildEDS(svc, zone)
+	r, err := s.buildEDS(svc, zone, weights)
 	if err != nil {
 		s.metrics.invalid.WithLabelValues("EDS").Inc()
 		s.log.Error("endpoints not pushed: the new version is invalid, clients keep the last valid one", "service", name, "zone", zone, "err", err)
@@ -93,13 +94,17 @@ func (s *Server) lookup(t int, name, zone string, snap *registry.Snapshot) (*res
 	return r, true
 }
 
-// variant names the EDS content a client zone gets; clients with the same
-// variant share one encoded resource.
-func (s *Server) variant(svc *registry.Service, zone string) string {
-	if s.cfg.ZoneVariant == nil {
-		return ""
+// variant names the EDS content a client zone gets, so that zones that get
+// the same weights share one encoded resource, with the plan generation it
+// is valid for and the weights that build it.
+func (s *Server) variant(svc *registry.Service, zone string) (string, uint64, LocalityWeights) {
+	if p := s.planFor(svc.Name); p != nil {
+		return p.res.Route(zone).ClientZone, p.gen, planWeights(p)
 	}
-	return s.cfg.ZoneVariant(svc, zone)
+	if s.cfg.ZoneVariant != nil {
+		return s.cfg.ZoneVariant(svc, zone), 0, s.cfg.Weights
+	}
+	return "", 0, s.cfg.Weights
 }
 
 func (s *Server) buildStatic(t int, name string) (*resource, error) {
@@ -119,8 +124,8 @@ func (s *Server) buildStatic(t int, name string) (*resource, error) {
 	return encode(name, m)
 }
 
-func (s *Server) buildEDS(svc *registry.Service, zone string) (*resource, error) {
-	cla, err := clusterLoadAssignment(svc, s.cfg.PortName, zone, s.cfg.Weights)
+func (s *Server) buildEDS(svc *registry.Service, zone string, weights LocalityWeights) (*resource, error) {
+	cla, err := clusterLoadAssignment(svc, s.cfg.PortName, zone, weights)
 	if err != nil {
 		return nil, err
 	}

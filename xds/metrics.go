@@ -12,6 +12,10 @@ type metrics struct {
 	pushLatency prometheus.Histogram
 	lrsReports  prometheus.Counter
 	lrsRequests *prometheus.CounterVec
+
+	sameZone      *prometheus.GaugeVec
+	sameZoneFleet prometheus.Gauge
+	fallbacks     *prometheus.GaugeVec
 }
 
 func newMetrics(*Server) *metrics {
@@ -45,11 +49,20 @@ func newMetrics(*Server) *metrics {
 		lrsRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "spillway_lrs_requests_total", Help: "Requests reported over LRS, by client zone, upstream zone and result.",
 		}, []string{"client_zone", "upstream_zone", "result"}),
+		sameZone: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "spillway_zoneaware_same_zone_ratio", Help: "Estimated share of a service's traffic served in the client's own zone under the pushed weights.",
+		}, []string{"service"}),
+		sameZoneFleet: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "spillway_zoneaware_fleet_same_zone_ratio", Help: "Estimated same-zone share of all measured traffic, weighted by demand.",
+		}),
+		fallbacks: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "spillway_zoneaware_services", Help: "Services by the state of their zone-aware weights (none = computed from load reports; others are fallbacks).",
+		}, []string{"state"}),
 	}
 }
 
 func (m *metrics) register(r prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.streams, m.pushes, m.suppressed, m.stale, m.nacks, m.invalid, m.pushLatency, m.lrsReports, m.lrsRequests} {
+	for _, c := range []prometheus.Collector{m.streams, m.pushes, m.suppressed, m.stale, m.nacks, m.invalid, m.pushLatency, m.lrsReports, m.lrsRequests, m.sameZone, m.sameZoneFleet, m.fallbacks} {
 		if err := r.Register(c); err != nil {
 			return err
 		}

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/spillway/spillway/registry"
+	"github.com/spillway/spillway/xds/zoneaware"
 )
 
 // Config configures a Server.
@@ -32,8 +33,14 @@ type Config struct {
 	// LRSInterval is the load reporting interval asked of clients; zero
 	// means 10 s.
 	LRSInterval time.Duration
-	// Weights computes locality weights per client zone; nil weighs a
-	// locality by its healthy endpoints.
+	// ZoneAware turns on zone-aware, load-aware locality weights (package
+	// zoneaware) with this configuration; nil leaves Weights in charge.
+	ZoneAware *zoneaware.Config
+	// WeightsInterval is how often zone-aware weights are recomputed; zero
+	// means 10 s.
+	WeightsInterval time.Duration
+	// Weights computes locality weights per client zone when ZoneAware is
+	// nil; nil weighs a locality by its healthy endpoints.
 	Weights LocalityWeights
 	// ZoneVariant names the EDS variant a client zone gets, so that zones
 	// that get the same weights share one encoded resource; nil means one
@@ -63,6 +70,7 @@ func (c *Config) validate() error {
 		{"Debounce", &c.Debounce, 100 * time.Millisecond},
 		{"Resync", &c.Resync, 10 * time.Second},
 		{"LRSInterval", &c.LRSInterval, 10 * time.Second},
+		{"WeightsInterval", &c.WeightsInterval, 10 * time.Second},
 	} {
 		if *d.v == 0 {
 			*d.v = d.def
@@ -94,9 +102,10 @@ type Server struct {
 	log     *slog.Logger
 	metrics *metrics
 
-	cache cache
-	hub   hub
-	loads *LoadTable
+	cache   cache
+	hub     hub
+	loads   *LoadTable
+	planner *planner // nil when zone-aware weights are off
 }
 
 // New validates cfg and returns a Server. Register it on a grpc.Server made
@@ -112,6 +121,17 @@ func New(cfg Config) (*Server, error) {
 		cache: cache{entries: map[string]*entry{}},
 		hub:   hub{by: map[string]map[*watcher]struct{}{}, wild: map[*watcher]struct{}{}, nodes: map[*watcher]nodeInfo{}},
 		loads: newLoadTable(),
+	}
+	if cfg.ZoneAware != nil {
+		zc := *cfg.ZoneAware
+		if zc.ReportInterval == 0 {
+			zc.ReportInterval = cfg.LRSInterval
+		}
+		p, err := newPlanner(zc)
+		if err != nil {
+			return nil, fmt.Errorf("xds config: ZoneAware: %w", err)
+		}
+		s.planner = p
 	}
 	s.metrics = newMetrics(s)
 	if cfg.Registerer != nil {
@@ -135,6 +155,18 @@ func (s *Server) Loads() *LoadTable { return s.loads }
 // gathered for Debounce, and every Resync every stream re-evaluates
 // everything it subscribes to. It returns nil when ctx ends.
 func (s *Server) Run(ctx context.Context) error {
+	if s.planner != nil {
+		pctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			s.runPlanner(pctx)
+		}()
+		defer func() {
+			cancel()
+			<-done
+		}()
+	}
 	sub := s.store.Subscribe("")
 	defer sub.Close()
 	resync := time.NewTicker(s.cfg.Resync)

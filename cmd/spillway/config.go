@@ -44,6 +44,10 @@ type XDSConfig struct {
 	Debounce    time.Duration `yaml:"debounce"`
 	Resync      time.Duration `yaml:"resync"`
 	LRSInterval time.Duration `yaml:"lrs_interval"`
+	// ZoneAware turns on zone-aware, load-aware locality weights.
+	ZoneAware       bool          `yaml:"zone_aware"`
+	WeightsInterval time.Duration `yaml:"weights_interval"`
+	ProbeShare      float64       `yaml:"probe_share"`
 }
 
 // DNSConfig tunes the DNS server; zero values take the resolver's defaults.
@@ -80,10 +84,13 @@ func defaultConfig() Config {
 		LogFormat:     "text",
 		ShutdownGrace: 10 * time.Second,
 		XDS: XDSConfig{
-			PortName:    "grpc",
-			Debounce:    100 * time.Millisecond,
-			Resync:      10 * time.Second,
-			LRSInterval: 10 * time.Second,
+			PortName:        "grpc",
+			Debounce:        100 * time.Millisecond,
+			Resync:          10 * time.Second,
+			LRSInterval:     10 * time.Second,
+			ZoneAware:       true,
+			WeightsInterval: 10 * time.Second,
+			ProbeShare:      0.01,
 		},
 		Leases: LeaseConfig{
 			DefaultTTL:    30 * time.Second,
@@ -122,6 +129,9 @@ func parseConfig(args []string, stderr io.Writer) (Config, error) {
 	fs.DurationVar(&f.XDS.Debounce, "xds-debounce", cfg.XDS.Debounce, "how long a burst of changes is gathered before xDS pushes")
 	fs.DurationVar(&f.XDS.Resync, "xds-resync", cfg.XDS.Resync, "period of a full xDS re-evaluation")
 	fs.DurationVar(&f.XDS.LRSInterval, "lrs-interval", cfg.XDS.LRSInterval, "load reporting interval asked of xDS clients")
+	fs.BoolVar(&f.XDS.ZoneAware, "zone-aware", cfg.XDS.ZoneAware, "zone-aware, load-aware locality weights (false: weights follow healthy endpoint counts)")
+	fs.DurationVar(&f.XDS.WeightsInterval, "weights-interval", cfg.XDS.WeightsInterval, "how often zone-aware weights are recomputed")
+	fs.Float64Var(&f.XDS.ProbeShare, "probe-share", cfg.XDS.ProbeShare, "share of each client zone's traffic kept on the other healthy zones so they stay measured")
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
 	}
@@ -141,25 +151,28 @@ func parseConfig(args []string, stderr io.Writer) (Config, error) {
 	}
 	// Flags set on the command line win over the file.
 	set := map[string]func(){
-		"dns-addr":        func() { cfg.DNSAddr = f.DNSAddr },
-		"grpc-addr":       func() { cfg.GRPCAddr = f.GRPCAddr },
-		"http-addr":       func() { cfg.HTTPAddr = f.HTTPAddr },
-		"data-dir":        func() { cfg.DataDir = f.DataDir },
-		"domain":          func() { cfg.Domain = f.Domain },
-		"log-level":       func() { cfg.LogLevel = f.LogLevel },
-		"log-format":      func() { cfg.LogFormat = f.LogFormat },
-		"static-file":     func() { cfg.StaticFile = f.StaticFile },
-		"shutdown-grace":  func() { cfg.ShutdownGrace = f.ShutdownGrace },
-		"lease-ttl":       func() { cfg.Leases.DefaultTTL = f.Leases.DefaultTTL },
-		"lease-min-ttl":   func() { cfg.Leases.MinTTL = f.Leases.MinTTL },
-		"lease-max-ttl":   func() { cfg.Leases.MaxTTL = f.Leases.MaxTTL },
-		"lease-tick":      func() { cfg.Leases.Tick = f.Leases.Tick },
-		"guard-share":     func() { cfg.Leases.GuardShare = f.Leases.GuardShare },
-		"guard-min-count": func() { cfg.Leases.GuardMinCount = f.Leases.GuardMinCount },
-		"xds-port-name":   func() { cfg.XDS.PortName = f.XDS.PortName },
-		"xds-debounce":    func() { cfg.XDS.Debounce = f.XDS.Debounce },
-		"xds-resync":      func() { cfg.XDS.Resync = f.XDS.Resync },
-		"lrs-interval":    func() { cfg.XDS.LRSInterval = f.XDS.LRSInterval },
+		"dns-addr":         func() { cfg.DNSAddr = f.DNSAddr },
+		"grpc-addr":        func() { cfg.GRPCAddr = f.GRPCAddr },
+		"http-addr":        func() { cfg.HTTPAddr = f.HTTPAddr },
+		"data-dir":         func() { cfg.DataDir = f.DataDir },
+		"domain":           func() { cfg.Domain = f.Domain },
+		"log-level":        func() { cfg.LogLevel = f.LogLevel },
+		"log-format":       func() { cfg.LogFormat = f.LogFormat },
+		"static-file":      func() { cfg.StaticFile = f.StaticFile },
+		"shutdown-grace":   func() { cfg.ShutdownGrace = f.ShutdownGrace },
+		"lease-ttl":        func() { cfg.Leases.DefaultTTL = f.Leases.DefaultTTL },
+		"lease-min-ttl":    func() { cfg.Leases.MinTTL = f.Leases.MinTTL },
+		"lease-max-ttl":    func() { cfg.Leases.MaxTTL = f.Leases.MaxTTL },
+		"lease-tick":       func() { cfg.Leases.Tick = f.Leases.Tick },
+		"guard-share":      func() { cfg.Leases.GuardShare = f.Leases.GuardShare },
+		"guard-min-count":  func() { cfg.Leases.GuardMinCount = f.Leases.GuardMinCount },
+		"xds-port-name":    func() { cfg.XDS.PortName = f.XDS.PortName },
+		"xds-debounce":     func() { cfg.XDS.Debounce = f.XDS.Debounce },
+		"xds-resync":       func() { cfg.XDS.Resync = f.XDS.Resync },
+		"lrs-interval":     func() { cfg.XDS.LRSInterval = f.XDS.LRSInterval },
+		"zone-aware":       func() { cfg.XDS.ZoneAware = f.XDS.ZoneAware },
+		"weights-interval": func() { cfg.XDS.WeightsInterval = f.XDS.WeightsInterval },
+		"probe-share":      func() { cfg.XDS.ProbeShare = f.XDS.ProbeShare },
 	}
 	fs.Visit(func(fl *flag.Flag) {
 		if apply := set[fl.Name]; apply != nil {
@@ -202,6 +215,10 @@ func (c *Config) validate() error {
 		return fmt.Errorf("--xds-resync (xds.resync): %v, want at least 1s", x.Resync)
 	case x.LRSInterval < time.Second:
 		return fmt.Errorf("--lrs-interval (xds.lrs_interval): %v, want at least 1s", x.LRSInterval)
+	case x.WeightsInterval < 100*time.Millisecond:
+		return fmt.Errorf("--weights-interval (xds.weights_interval): %v, want at least 100ms", x.WeightsInterval)
+	case x.ProbeShare < 0 || x.ProbeShare > 0.2:
+		return fmt.Errorf("--probe-share (xds.probe_share): %v, want 0..0.2", x.ProbeShare)
 	}
 	l := c.Leases
 	switch {

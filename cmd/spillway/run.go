@@ -25,6 +25,7 @@ import (
 	"github.com/spillway/spillway/resolver"
 	"github.com/spillway/spillway/xds"
 	"github.com/spillway/spillway/xds/admin"
+	"github.com/spillway/spillway/xds/zoneaware"
 )
 
 // storage is what the server needs of durable registrations.
@@ -92,14 +93,21 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return fmt.Errorf("dns config: %w", err)
 	}
 
+	var zoneAware *zoneaware.Config
+	if cfg.XDS.ZoneAware {
+		probe := cfg.XDS.ProbeShare
+		zoneAware = &zoneaware.Config{ProbeShare: &probe, ReportInterval: cfg.XDS.LRSInterval}
+	}
 	xdsSrv, err := xds.New(xds.Config{
-		Store:       store,
-		PortName:    cfg.XDS.PortName,
-		Debounce:    cfg.XDS.Debounce,
-		Resync:      cfg.XDS.Resync,
-		LRSInterval: cfg.XDS.LRSInterval,
-		Logger:      log.With("component", "xds"),
-		Registerer:  metrics,
+		Store:           store,
+		PortName:        cfg.XDS.PortName,
+		Debounce:        cfg.XDS.Debounce,
+		Resync:          cfg.XDS.Resync,
+		LRSInterval:     cfg.XDS.LRSInterval,
+		ZoneAware:       zoneAware,
+		WeightsInterval: cfg.XDS.WeightsInterval,
+		Logger:          log.With("component", "xds"),
+		Registerer:      metrics,
 	})
 	if err != nil {
 		return fmt.Errorf("xds config: %w", err)

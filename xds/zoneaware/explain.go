@@ -86,6 +86,35 @@ func (f Fallback) String() string {
 	return fmt.Sprintf("Fallback(%d)", f)
 }
 
+// Fallbacks lists every Fallback, for metrics that show each state.
+func Fallbacks() []Fallback {
+	return []Fallback{FallbackNone, FallbackClientCounts, FallbackNoDemand, FallbackStale,
+		FallbackInconsistent, FallbackNoEndpoints, FallbackZoneless, FallbackUnknownDemand}
+}
+
+// Key is a short identifier of f for metric labels and JSON.
+func (f Fallback) Key() string {
+	switch f {
+	case FallbackNone:
+		return "none"
+	case FallbackClientCounts:
+		return "client_counts"
+	case FallbackNoDemand:
+		return "no_demand"
+	case FallbackStale:
+		return "stale"
+	case FallbackInconsistent:
+		return "inconsistent"
+	case FallbackNoEndpoints:
+		return "no_endpoints"
+	case FallbackZoneless:
+		return "zoneless"
+	case FallbackUnknownDemand:
+		return "unknown_demand"
+	}
+	return "unknown"
+}
+
 // FailOpen reports whether f gives capacity-proportional weights with no
 // zone preference.
 func (f Fallback) FailOpen() bool {
