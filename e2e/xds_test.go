@@ -152,7 +152,10 @@ type xdsFixture struct {
 
 func newXDSFixture(t *testing.T) *xdsFixture {
 	t.Helper()
-	s := newServer(t, "--xds-debounce", "20ms", "--lrs-interval", "1s", "--lease-ttl", "1h")
+	// Zone-aware weights off: these tests check that what is pushed is what
+	// grpc-go does, and the weights must hold still while they measure.
+	// The zone-aware planner has its own e2e test (zoneaware_test.go).
+	s := newServer(t, "--xds-debounce", "20ms", "--lrs-interval", "1s", "--lease-ttl", "1h", "--zone-aware=false")
 	s.start()
 	f := &xdsFixture{s: s, reg: s.client(), ads: map[string]*edsWatch{}, conns: map[string]*grpc.ClientConn{}, weights: map[string]map[string]uint32{}}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

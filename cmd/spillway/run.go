@@ -113,7 +113,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return fmt.Errorf("xds config: %w", err)
 	}
 
-	adminAPI, err := admin.New(admin.Config{Loads: xdsSrv.Loads(), Subscriptions: xdsSrv, Logger: log.With("component", "admin")})
+	adminAPI, err := admin.New(admin.Config{Loads: xdsSrv.Loads(), Subscriptions: xdsSrv, Plans: xdsSrv, Logger: log.With("component", "admin")})
 	if err != nil {
 		return fmt.Errorf("admin config: %w", err)
 	}
@@ -197,6 +197,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	mux.Handle("/v1/", api.Handler())
 	mux.Handle("/v1/load", adminAPI.Handler()) // more specific than "/v1/": wins
 	mux.Handle("/v1/graph", adminAPI.Handler())
+	mux.Handle("/v1/weights", adminAPI.Handler())
 	httpSrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 
 	wg.Go(func() { fail("lease expiry", leases.Run(ctx)) })

@@ -78,6 +78,7 @@ var commands = []*command{
 	agentCommand,
 	loadCommand,
 	graphCommand,
+	weightsCommand,
 }
 
 func lookup(name string) *command {

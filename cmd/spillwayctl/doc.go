@@ -39,6 +39,13 @@
 //	graph [-o text|json|dot]
 //	    Show who calls whom (client service -> service) with rps and ADS
 //	    streams; -o dot prints a Graphviz digraph.
+//	weights SERVICE [-o text|json]
+//	    Explain SERVICE's zone-aware weights as of the server's last weights
+//	    cycle: the demand source, fallback and data age; per upstream zone
+//	    the capacity (adjusted/raw: slow start, queue and error factors),
+//	    demand and load; per client zone the demand, local share, spill and
+//	    weights, with the reason when a fallback is in force. NotFound when
+//	    the service has no weights (unknown, or --zone-aware off).
 //
 // Example:
 //

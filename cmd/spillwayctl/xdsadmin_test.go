@@ -48,7 +48,7 @@ func startXDSStack(t *testing.T) *xdsStack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := admin.New(admin.Config{Loads: x.Loads(), Subscriptions: x})
+	a, err := admin.New(admin.Config{Loads: x.Loads(), Subscriptions: x, Plans: x})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/spillway/spillway/registry"
 	"github.com/spillway/spillway/xds"
 	pb "github.com/spillway/spillway/xds/admin/adminv1"
+	"github.com/spillway/spillway/xds/zoneaware"
 )
 
 // LoadReader reads the LRS load table. It is called from many goroutines at
@@ -34,9 +35,20 @@ type SubscriptionLister interface {
 	Subscriptions() []xds.Subscription
 }
 
+// Plans gives the zone-aware weights computed for a service. It is called
+// from many goroutines at once and must be safe for that; the Result it
+// returns is never modified afterwards. *xds.Server implements it.
+type Plans interface {
+	// Plan returns the service's result of the last weights cycle, or nil
+	// when there is none (unknown service, zone-aware weights off, or not
+	// computed yet).
+	Plan(service string) *zoneaware.Result
+}
+
 var (
 	_ LoadReader         = (*xds.LoadTable)(nil)
 	_ SubscriptionLister = (*xds.Server)(nil)
+	_ Plans              = (*xds.Server)(nil)
 )
 
 // Config configures an API.
@@ -45,6 +57,8 @@ type Config struct {
 	Loads LoadReader
 	// Subscriptions lists the ADS streams' interests; non-nil.
 	Subscriptions SubscriptionLister
+	// Plans gives the zone-aware weights; non-nil.
+	Plans Plans
 	// Logger; nil discards.
 	Logger *slog.Logger
 	// Now is the clock that decides which reports are fresh; nil means
@@ -59,6 +73,7 @@ type API struct {
 	// Read-only after New.
 	loads LoadReader
 	subs  SubscriptionLister
+	plans Plans
 	log   *slog.Logger
 	now   func() time.Time
 }
@@ -73,22 +88,31 @@ func New(cfg Config) (*API, error) {
 	if cfg.Subscriptions == nil {
 		return nil, errors.New("admin config: Subscriptions is nil")
 	}
+	if cfg.Plans == nil {
+		return nil, errors.New("admin config: Plans is nil")
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &API{loads: cfg.Loads, subs: cfg.Subscriptions, log: cfg.Logger, now: cfg.Now}, nil
+	return &API{loads: cfg.Loads, subs: cfg.Subscriptions, plans: cfg.Plans, log: cfg.Logger, now: cfg.Now}, nil
 }
 
 // RegisterGRPC adds the Admin service to s.
 func (a *API) RegisterGRPC(s grpc.ServiceRegistrar) { pb.RegisterAdminServer(s, a) }
 
+// errNoPlan: the service has no zone-aware weights to show.
+var errNoPlan = errors.New("no zone-aware weights")
+
 // toStatus maps domain errors to gRPC codes at the edge.
 func toStatus(err error) error {
-	if errors.Is(err, registry.ErrInvalid) {
+	switch {
+	case errors.Is(err, registry.ErrInvalid):
 		return status.Error(codes.InvalidArgument, err.Error())
+	case errors.Is(err, errNoPlan):
+		return status.Error(codes.NotFound, err.Error())
 	}
 	return status.Error(codes.Internal, err.Error())
 }

@@ -24,17 +24,21 @@ import (
 	"github.com/spillway/spillway/registry"
 	"github.com/spillway/spillway/xds"
 	pb "github.com/spillway/spillway/xds/admin/adminv1"
+	"github.com/spillway/spillway/xds/zoneaware"
 )
 
-// fakeXDS is a hand-written fake of LoadReader and SubscriptionLister.
+// fakeXDS is a hand-written fake of LoadReader, SubscriptionLister and
+// Plans.
 type fakeXDS struct {
 	loads []xds.Load
 	subs  []xds.Subscription
+	plans map[string]*zoneaware.Result
 
 	// mu guards the calls seen.
 	mu       sync.Mutex
 	services []string
 	nows     []time.Time
+	planned  []string
 }
 
 func (f *fakeXDS) Loads(service string, now time.Time) []xds.Load {
@@ -52,6 +56,13 @@ func (f *fakeXDS) Loads(service string, now time.Time) []xds.Load {
 }
 
 func (f *fakeXDS) Subscriptions() []xds.Subscription { return f.subs }
+
+func (f *fakeXDS) Plan(service string) *zoneaware.Result {
+	f.mu.Lock()
+	f.planned = append(f.planned, service)
+	f.mu.Unlock()
+	return f.plans[service]
+}
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
@@ -89,12 +100,16 @@ func newFake() *fakeXDS {
 			{NodeID: "envoy-1", Zone: "zone-a", ClientService: "edge", Wildcard: true, Services: []string{"payments"}},
 			{NodeID: "idle", Zone: "zone-a", ClientService: "checkout"}, // no subscriptions yet
 		},
+		plans: map[string]*zoneaware.Result{
+			"payments": workedExample(),
+			"search":   staleExample(),
+		},
 	}
 }
 
 func newAPI(t *testing.T, f *fakeXDS) *API {
 	t.Helper()
-	a, err := New(Config{Loads: f, Subscriptions: f, Now: func() time.Time { return t0 }})
+	a, err := New(Config{Loads: f, Subscriptions: f, Plans: f, Now: func() time.Time { return t0 }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,8 +123,9 @@ func TestNewValidates(t *testing.T) {
 		cfg  Config
 		want string
 	}{
-		{"no_loads", Config{Subscriptions: f}, "Loads"},
-		{"no_subscriptions", Config{Loads: f}, "Subscriptions"},
+		{"no_loads", Config{Subscriptions: f, Plans: f}, "Loads"},
+		{"no_subscriptions", Config{Loads: f, Plans: f}, "Subscriptions"},
+		{"no_plans", Config{Loads: f, Subscriptions: f}, "Plans"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := New(tc.cfg)
@@ -118,7 +134,7 @@ func TestNewValidates(t *testing.T) {
 			}
 		})
 	}
-	a, err := New(Config{Loads: f, Subscriptions: f})
+	a, err := New(Config{Loads: f, Subscriptions: f, Plans: f})
 	if err != nil {
 		t.Fatalf("New with the required fields: %v", err)
 	}
@@ -337,6 +353,8 @@ func TestHTTPFieldNames(t *testing.T) {
 	for target, keys := range map[string][]string{
 		"/v1/load?service=payments": {`"client_service":`, `"issued_rps":`, `"sub_zone":""`, `"in_progress":`, `"updated":null`},
 		"/v1/graph":                 {`"client_service":""`, `"errored_rps":`, `"zones":[]`},
+		"/v1/weights?service=search": {`"same_zone":0`, `"data_age":"3600s"`, `"fail_open":true`, `"reason_zone":"a"`,
+			`"in_flight_per_endpoint":`, `"capacity_share":`, `"client_zone":""`, `"has_demand":false`, `"spill":[`},
 	} {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest("GET", target, nil))
@@ -362,16 +380,19 @@ func TestMountBesideRegistry(t *testing.T) {
 	mux.Handle("/v1/", registryAPI)
 	mux.Handle("/v1/load", h)
 	mux.Handle("/v1/graph", h)
+	mux.Handle("/v1/weights", h)
 
 	for _, tc := range []httpCase{
 		{name: "load", method: "GET", target: "/v1/load?service=payments", code: 200, want: wantPaymentsLoad()},
 		{name: "graph", method: "GET", target: "/v1/graph", code: 200, want: wantGraph()},
 		{name: "load_post", method: "POST", target: "/v1/load", code: 405},
 		{name: "load_bad", method: "GET", target: "/v1/load?service=a_b", code: 400, field: "service"},
+		{name: "weights", method: "GET", target: "/v1/weights?service=payments", code: 200},
+		{name: "weights_unknown", method: "GET", target: "/v1/weights?service=nobody", code: 404},
 	} {
 		t.Run(tc.name, func(t *testing.T) { checkHTTP(t, mux, tc) })
 	}
-	for _, target := range []string{"/v1/services", "/v1/services/payments/endpoints", "/v1/register", "/v1/loads", "/v1/graph/x"} {
+	for _, target := range []string{"/v1/services", "/v1/services/payments/endpoints", "/v1/register", "/v1/loads", "/v1/graph/x", "/v1/weights/payments"} {
 		rec := httptest.NewRecorder()
 		mux.ServeHTTP(rec, httptest.NewRequest("GET", target, nil))
 		if got := rec.Body.String(); got != `{"from":"registry"}` {

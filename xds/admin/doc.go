@@ -1,18 +1,20 @@
 // Package admin serves the spillway.admin.v1 Admin API: the load that
-// clients report over LRS and the graph of who calls whom, over gRPC and as
-// JSON over HTTP:
+// clients report over LRS, the graph of who calls whom and the zone-aware
+// weights with their explanation, over gRPC and as JSON over HTTP:
 //
-//	GET /v1/load?service=S   -> LoadResponse
-//	GET /v1/graph            -> GraphResponse
+//	GET /v1/load?service=S     -> LoadResponse
+//	GET /v1/graph              -> GraphResponse
+//	GET /v1/weights?service=S  -> WeightsResponse
 //
 // JSON uses the proto field names (snake_case) and shows empty fields.
 //
 // # Usage
 //
-//	a, err := admin.New(admin.Config{Loads: xdsSrv.Loads(), Subscriptions: xdsSrv, Logger: log})
+//	a, err := admin.New(admin.Config{Loads: xdsSrv.Loads(), Subscriptions: xdsSrv, Plans: xdsSrv, Logger: log})
 //	a.RegisterGRPC(grpcSrv)
 //	mux.Handle("/v1/load", a.Handler())
 //	mux.Handle("/v1/graph", a.Handler())
+//	mux.Handle("/v1/weights", a.Handler())
 //
 // Load answers one service's flows: one row per client service, client
 // zone and upstream locality, with the rates of the fresh LRS reports and
@@ -24,6 +26,17 @@
 // Graph joins what the connected ADS streams subscribe to (streams, nodes
 // and client zones per client service and service) with the fresh load of
 // the same pair. A pair with only stale reports and no stream is left out.
+//
+// Weights shows one service's zone-aware weights as of the last weights
+// cycle (package zoneaware): the service-wide demand source, fallback (key,
+// text, whether it fails open) and data age; the capacity model of every
+// zone (healthy and slow-starting endpoints, the queue and error factors,
+// adjusted capacity and its share, demand and estimated load); and per
+// client zone the weights, local share, spill, demand, fallback, hysteresis
+// and the one-line explanation of zoneaware.Explain. A service without
+// weights (unknown, zone-aware weights off, or before the first cycle) is
+// NotFound / HTTP 404; a bad name is InvalidArgument / HTTP 400 naming
+// "service", as for Load.
 //
 // # Concurrency
 //

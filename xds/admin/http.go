@@ -17,8 +17,8 @@ import (
 
 var marshal = protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true}
 
-// Handler returns the HTTP/JSON API. Its paths are /v1/load and /v1/graph;
-// mount it on both (other methods than GET get 405 in JSON).
+// Handler returns the HTTP/JSON API. Its paths are /v1/load, /v1/graph and
+// /v1/weights; mount it on each (other methods than GET get 405 in JSON).
 func (a *API) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/load", func(w http.ResponseWriter, r *http.Request) {
@@ -39,7 +39,19 @@ func (a *API) Handler() http.Handler {
 		}
 		a.reply(w, a.graph())
 	})
-	for _, p := range []string{"/v1/load", "/v1/graph"} {
+	mux.HandleFunc("GET /v1/weights", func(w http.ResponseWriter, r *http.Request) {
+		q, ok := query(w, r, "service")
+		if !ok {
+			return
+		}
+		resp, err := a.weights(&pb.WeightsRequest{Service: q.Get("service")})
+		if err != nil {
+			a.fail(w, err)
+			return
+		}
+		a.reply(w, resp)
+	})
+	for _, p := range []string{"/v1/load", "/v1/graph", "/v1/weights"} {
 		mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Allow", "GET, HEAD")
 			writeError(w, http.StatusMethodNotAllowed, "", fmt.Sprintf("method %s not allowed on %s, use GET", r.Method, p))
@@ -78,6 +90,8 @@ func (a *API) fail(w http.ResponseWriter, err error) {
 		writeError(w, http.StatusBadRequest, fe.Field, fe.Error())
 	case errors.Is(err, registry.ErrInvalid):
 		writeError(w, http.StatusBadRequest, "", err.Error())
+	case errors.Is(err, errNoPlan):
+		writeError(w, http.StatusNotFound, "", err.Error())
 	default:
 		a.log.Error("admin request failed", "err", err)
 		writeError(w, http.StatusInternalServerError, "", err.Error())

@@ -1,0 +1,167 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	adminv1 "github.com/spillway/spillway/xds/admin/adminv1"
+)
+
+// noZone shows the route of clients without a zone.
+const noZone = "(no zone)"
+
+var weightsCommand = &command{
+	name:    "weights",
+	args:    "SERVICE",
+	nargs:   1,
+	summary: "explain a service's zone-aware weights: demand, capacity, local share and spill per client zone",
+	flags: func(fs *flag.FlagSet) action {
+		format, check := outputFlag(fs)
+		return func(ctx context.Context, e *env, args []string) error {
+			if err := check(); err != nil {
+				return err
+			}
+			return callAdmin(ctx, e, func(ctx context.Context, c adminv1.AdminClient) error {
+				resp, err := c.Weights(ctx, &adminv1.WeightsRequest{Service: args[0]})
+				if err != nil {
+					return err
+				}
+				if *format == "json" {
+					return printJSON(e.stdout, resp)
+				}
+				return writeWeights(e.stdout, resp)
+			})
+		}
+	},
+}
+
+// writeWeights prints the explain view of a WeightsResponse: a header line
+// for the service, the capacity model of every zone, then one line per
+// client zone, followed by its explanation when a fallback is in force:
+//
+//	payments: source lrs; fallback none; data age 2s; same zone 85.0% (optimum 85.0%)
+//
+//	ZONE    HEALTHY  SLOW-START  CAPACITY(ADJ/RAW)  SHARE  QUEUE         ERR          DEMAND       LOAD
+//	zone-a  1        0           1.00/1             25.0%  2.5/ep ×1.00  0.0% ×1.00   400 (40.0%)  25.0%
+//	...
+//
+//	zone-a     demand 40.0% (lrs)  local 62.5%   → zone-b 25.0%, zone-c 12.5%  weights zone-a=6250 zone-b=2500 zone-c=1250
+func writeWeights(w io.Writer, resp *adminv1.WeightsResponse) error {
+	fmt.Fprintf(w, "%s: source %s; fallback %s; data age %s; same zone %s (optimum %s)\n\n",
+		resp.GetService(), resp.GetSource(), resp.GetFallback().GetText(), dataAge(resp),
+		pct(resp.GetSameZone()), pct(resp.GetOptimum()))
+
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ZONE\tHEALTHY\tSLOW-START\tCAPACITY(ADJ/RAW)\tSHARE\tQUEUE\tERR\tDEMAND\tLOAD")
+	for _, z := range resp.GetZones() {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.2f/%d\t%s\t%s/ep ×%.2f\t%s ×%.2f\t%s\t%s\n",
+			orDash(z.GetZone()), z.GetHealthy(), z.GetSlowStarting(), z.GetCapacity(), z.GetHealthy(), pct(z.GetCapacityShare()),
+			num(z.GetInFlightPerEndpoint()), z.GetQueueFactor(), pct(z.GetErrorRatio()), z.GetErrorFactor(),
+			demand(resp.GetSource(), z.GetDemand(), z.GetDemandShare()), pct(z.GetLoad()))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+
+	// The route lines are aligned by hand: the explanation lines between
+	// them would end a tabwriter's column block.
+	rows := make([][]string, len(resp.GetRoutes()))
+	var width [4]int
+	for i, rt := range resp.GetRoutes() {
+		rows[i] = routeFields(rt)
+		for j := range width {
+			width[j] = max(width[j], len([]rune(rows[i][j])))
+		}
+	}
+	if len(rows) > 0 {
+		fmt.Fprintln(w)
+	}
+	for i, rt := range resp.GetRoutes() {
+		var b strings.Builder
+		for j, f := range rows[i] {
+			if j < len(width) {
+				f += strings.Repeat(" ", width[j]-len([]rune(f))+2)
+			}
+			b.WriteString(f)
+		}
+		fmt.Fprintln(w, strings.TrimRight(b.String(), " "))
+		if rt.GetFallback().GetKey() != "none" {
+			fmt.Fprintf(w, "    %s\n", rt.GetExplain())
+		}
+	}
+	return nil
+}
+
+// routeFields gives the columns of a client zone's line: zone, demand,
+// local share, spill, weights (and whether the previous ones were kept).
+func routeFields(rt *adminv1.ZoneRoute) []string {
+	zone := rt.GetClientZone()
+	if zone == "" {
+		zone = noZone
+	}
+	dem := "demand -"
+	if rt.GetHasDemand() {
+		dem = fmt.Sprintf("demand %s (%s)", pct(rt.GetDemandShare()), rt.GetSource())
+	}
+	local := "local " + pct(rt.GetLocal())
+	if !rt.GetLocalFirst() {
+		local = "by capacity"
+		if rt.GetClientZone() != "" {
+			local += ", local " + pct(rt.GetLocal())
+		}
+	}
+	spill := "→ no spill"
+	if len(rt.GetSpill()) > 0 {
+		parts := make([]string, len(rt.GetSpill()))
+		for i, s := range rt.GetSpill() {
+			parts[i] = orDash(s.GetZone()) + " " + pct(s.GetShare())
+		}
+		spill = "→ " + strings.Join(parts, ", ")
+	}
+	weights := "weights -"
+	if len(rt.GetWeights()) > 0 {
+		parts := make([]string, len(rt.GetWeights()))
+		for i, zw := range rt.GetWeights() {
+			parts[i] = orDash(zw.GetZone()) + "=" + strconv.FormatUint(uint64(zw.GetWeight()), 10)
+		}
+		weights = "weights " + strings.Join(parts, " ")
+	}
+	if rt.GetHeld() {
+		weights += fmt.Sprintf("  held (moved %s)", pct(rt.GetMoved()))
+	}
+	return []string{zone, dem, local, spill, weights}
+}
+
+// dataAge is the age of the oldest load data used; "-" when there is none.
+func dataAge(resp *adminv1.WeightsResponse) string {
+	d := resp.GetDataAge().AsDuration()
+	if d == 0 && resp.GetSource() != "lrs" {
+		return "-"
+	}
+	return d.String()
+}
+
+// demand shows a zone's raw demand with its share: "400 rps (40.0%)",
+// "3 clients (60.0%)", or "-" when the zone has none or no demand is used.
+func demand(source string, raw, share float64) string {
+	switch {
+	case raw == 0 && share == 0:
+		return "-"
+	case source == "clients":
+		return fmt.Sprintf("%s clients (%s)", num(raw), pct(share))
+	case source == "lrs":
+		return fmt.Sprintf("%s rps (%s)", num(raw), pct(share))
+	}
+	return "-"
+}
+
+// pct shows a ratio as a percentage with one decimal: 0.625 → "62.5%".
+func pct(v float64) string { return strconv.FormatFloat(100*v, 'f', 1, 64) + "%" }
+
+// num shows a figure to two decimals at most: 2.5, 0.33, 400.
+func num(v float64) string { return rate(v) }

@@ -1,0 +1,209 @@
+package main
+
+import (
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/spillway/spillway/xds"
+	"github.com/spillway/spillway/xds/admin"
+	adminv1 "github.com/spillway/spillway/xds/admin/adminv1"
+	"github.com/spillway/spillway/xds/zoneaware"
+)
+
+// fakePlans is a hand-written fake of the admin API's sources: the given
+// zone-aware results, no load and no streams.
+type fakePlans map[string]*zoneaware.Result
+
+func (f fakePlans) Plan(service string) *zoneaware.Result          { return f[service] }
+func (fakePlans) Loads(string, time.Time) []xds.Load               { return nil }
+func (fakePlans) Subscriptions() []xds.Subscription                { return nil }
+func (f fakePlans) compute(service string, in ...*zoneaware.Input) { f[service] = computeAll(in...) }
+
+// computeAll runs real zone-aware cycles, one per input, on one State with
+// the default Config, and returns the last result.
+func computeAll(ins ...*zoneaware.Input) *zoneaware.Result {
+	calc, err := zoneaware.New(zoneaware.Config{})
+	if err != nil {
+		panic(err)
+	}
+	var st zoneaware.State
+	res := &zoneaware.Result{}
+	for _, in := range ins {
+		calc.Compute(&st, in, res)
+	}
+	return res
+}
+
+var wt0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// weightsPlans builds the services of the golden files from real cycles:
+//
+//   - payments: two cycles 10 s apart, load reports 2 s old; zone-b answers
+//     10% errors with twice the in-flight requests per endpoint of the
+//     others; zone-c has a new endpoint still slow-starting; some clients
+//     have no zone; demand moved from zone-b to zone-a, so some routes
+//     changed and others kept their weights.
+//   - search: the same reports, an hour old: stale, fail open.
+//   - orders: no load reports yet; demand from connected clients.
+func weightsPlans() fakePlans {
+	old := wt0.Add(-time.Hour)
+	eps := []zoneaware.Endpoint{
+		{ID: "a1", Zone: "zone-a", Healthy: true, Registered: old},
+		{ID: "a2", Zone: "zone-a", Healthy: true, Registered: old},
+		{ID: "a3", Zone: "zone-a", Healthy: true, Registered: old},
+		{ID: "b1", Zone: "zone-b", Healthy: true, Registered: old},
+		{ID: "b2", Zone: "zone-b", Healthy: true, Registered: old},
+		{ID: "b3", Zone: "zone-b", Healthy: true, Registered: old},
+		{ID: "c1", Zone: "zone-c", Healthy: true, Registered: old},
+		{ID: "c2", Zone: "zone-c", Healthy: true, Registered: old},
+		{ID: "c3", Zone: "zone-c", Healthy: true, Registered: wt0.Add(-3 * time.Second)},
+		{ID: "c4", Zone: "zone-c", Healthy: false, Registered: old},
+	}
+	reports := func(now, updated time.Time, demandA, demandB float64) *zoneaware.Input {
+		return &zoneaware.Input{
+			Now:       now,
+			Endpoints: eps,
+			Loads: []zoneaware.ZoneLoad{
+				{Zone: "zone-a", IssuedRPS: 350, SucceededRPS: 350, InProgress: 6, Updated: updated},
+				{Zone: "zone-b", IssuedRPS: 400, SucceededRPS: 360, ErroredRPS: 40, InProgress: 12, Updated: updated},
+				{Zone: "zone-c", IssuedRPS: 250, SucceededRPS: 250, InProgress: 4, Updated: updated},
+			},
+			Demand: []zoneaware.Demand{
+				{ClientZone: "", RPS: 50, Updated: updated},
+				{ClientZone: "zone-a", RPS: demandA, Updated: updated},
+				{ClientZone: "zone-b", RPS: demandB, Updated: updated},
+				{ClientZone: "zone-c", RPS: 200, Updated: updated},
+			},
+		}
+	}
+	p := fakePlans{}
+	p.compute("payments",
+		reports(wt0.Add(-10*time.Second), wt0.Add(-12*time.Second), 350, 400),
+		reports(wt0, wt0.Add(-2*time.Second), 400, 350))
+	p.compute("search", reports(wt0, wt0.Add(-time.Hour), 400, 350))
+	p.compute("orders", &zoneaware.Input{
+		Now:       wt0,
+		Endpoints: eps,
+		Clients:   []zoneaware.ClientCount{{Zone: "zone-a", Count: 3}, {Zone: "zone-b", Count: 2}},
+	})
+	return p
+}
+
+// startWeightsServer serves the admin API over p on loopback.
+func startWeightsServer(t *testing.T, p fakePlans) string {
+	t.Helper()
+	a, err := admin.New(admin.Config{Loads: p, Subscriptions: p, Plans: p, Now: func() time.Time { return wt0 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	a.RegisterGRPC(srv)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		srv.Serve(lis)
+	}()
+	t.Cleanup(func() {
+		srv.Stop()
+		<-done
+	})
+	return lis.Addr().String()
+}
+
+// TestCLIWeightsGolden checks the text view of real zone-aware results
+// against testdata/weights_<service>.txt.
+func TestCLIWeightsGolden(t *testing.T) {
+	addr := startWeightsServer(t, weightsPlans())
+	for _, service := range []string{"payments", "search", "orders"} {
+		t.Run(service, func(t *testing.T) {
+			got := mustCtl(t, addr, "weights", service)
+			golden := filepath.Join("testdata", "weights_"+service+".txt")
+			if *update {
+				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run go test ./cmd/spillwayctl -run TestCLIWeightsGolden -update to create it)", err)
+			}
+			if diff := cmp.Diff(string(want), got); diff != "" {
+				t.Errorf("weights %s differs from %s (-want +got):\n%s\nIf the change is intended, run go test ./cmd/spillwayctl -run TestCLIWeightsGolden -update", service, golden, diff)
+			}
+		})
+	}
+}
+
+func TestCLIWeights(t *testing.T) {
+	addr := startWeightsServer(t, weightsPlans())
+	t.Run("json", func(t *testing.T) {
+		out := mustCtl(t, addr, "weights", "Payments.", "-o", "json")
+		var got adminv1.WeightsResponse
+		if err := protojson.Unmarshal([]byte(out), &got); err != nil {
+			t.Fatalf("weights -o json is not a WeightsResponse: %v\n%s", err, out)
+		}
+		if got.GetService() != "payments" || got.GetSource() != "lrs" || got.GetFallback().GetKey() != "none" ||
+			len(got.GetZones()) != 3 || len(got.GetRoutes()) != 4 {
+			t.Errorf("weights -o json: service %q, source %q, fallback %q, %d zones, %d routes; want payments, lrs, none, 3, 4:\n%s",
+				got.GetService(), got.GetSource(), got.GetFallback().GetKey(), len(got.GetZones()), len(got.GetRoutes()), out)
+		}
+		if d := got.GetDataAge().AsDuration(); d != 2*time.Second {
+			t.Errorf("data_age = %v, want 2s", d)
+		}
+		compact := strings.Join(strings.Fields(out), "") // protojson varies its spacing
+		for _, k := range []string{`"same_zone":`, `"slow_starting":`, `"queue_factor":`, `"fail_open":`, `"client_zone":""`, `"explain":`} {
+			if !strings.Contains(compact, k) {
+				t.Errorf("weights -o json lacks %s (proto names, empty fields shown)", k)
+			}
+		}
+	})
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		want []string
+	}{
+		{"unknown_service", []string{"weights", "nobody"}, 1, []string{"spillwayctl weights: no zone-aware weights for nobody", "(NotFound)"}},
+		{"bad_service", []string{"weights", "pay_ments"}, 1, []string{"spillwayctl weights: service:", "(InvalidArgument)"}},
+		{"no_service", []string{"weights"}, 2, []string{"want SERVICE, got 0 arguments"}},
+		{"two_services", []string{"weights", "a", "b"}, 2, []string{"want SERVICE, got 2 arguments"}},
+		{"bad_output", []string{"weights", "payments", "-o", "yaml"}, 2, []string{`-o "yaml": want text or json`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := ctl(t, addr, tc.args...)
+			if r.code != tc.code {
+				t.Errorf("exit = %d, want %d; stderr:\n%s", r.code, tc.code, r.stderr)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(r.stderr, w) {
+					t.Errorf("stderr lacks %q:\n%s", w, r.stderr)
+				}
+			}
+			if r.code != 0 && r.stdout != "" {
+				t.Errorf("stdout = %q on failure, want nothing", r.stdout)
+			}
+		})
+	}
+}
+
+// TestCLIWeightsZoneAwareOff: a real xDS server without zone-aware weights
+// has no plan for any service: NotFound, exit 1.
+func TestCLIWeightsZoneAwareOff(t *testing.T) {
+	s := startXDSStack(t)
+	r := ctl(t, s.addr, "weights", "payments")
+	if r.code != 1 || !strings.Contains(r.stderr, "no zone-aware weights for payments") || !strings.Contains(r.stderr, "(NotFound)") {
+		t.Errorf("weights payments: exit %d, stderr %q; want 1 and NotFound", r.code, r.stderr)
+	}
+}

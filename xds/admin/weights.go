@@ -1,0 +1,114 @@
+package admin
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/spillway/spillway/registry"
+	pb "github.com/spillway/spillway/xds/admin/adminv1"
+	"github.com/spillway/spillway/xds/zoneaware"
+)
+
+// Weights implements pb.AdminServer.
+func (a *API) Weights(_ context.Context, req *pb.WeightsRequest) (*pb.WeightsResponse, error) {
+	resp, err := a.weights(req)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return resp, nil
+}
+
+func (a *API) weights(req *pb.WeightsRequest) (*pb.WeightsResponse, error) {
+	service := registry.NormalizeService(req.GetService())
+	if err := registry.ValidateService("service", service); err != nil {
+		return nil, err
+	}
+	res := a.plans.Plan(service)
+	if res == nil {
+		return nil, fmt.Errorf("%w for %s: unknown service, zone-aware weights off (spillway --zone-aware=false), or not computed yet", errNoPlan, service)
+	}
+	return weightsResponse(service, res, a.now()), nil
+}
+
+// weightsResponse converts res, which it does not modify.
+func weightsResponse(service string, res *zoneaware.Result, now time.Time) *pb.WeightsResponse {
+	wide := zoneaware.Explain{Fallback: res.Fallback, Reason: res.Reason, ReasonZone: res.ReasonZone, DataAge: res.DataAge}
+	resp := &pb.WeightsResponse{
+		Service:  service,
+		Source:   res.Source.String(),
+		Fallback: fallback(&wide),
+		DataAge:  durationpb.New(res.DataAge),
+		SameZone: res.SameZone,
+		Optimum:  res.Optimum,
+		Zones:    make([]*pb.ZoneCapacity, 0, len(res.Zones)),
+		Routes:   make([]*pb.ZoneRoute, 0, len(res.Routes)),
+		Time:     timestamppb.New(now),
+	}
+	for _, z := range res.Zones {
+		resp.Zones = append(resp.Zones, zoneCapacity(z))
+	}
+	for i := range res.Routes {
+		resp.Routes = append(resp.Routes, zoneRoute(&res.Routes[i]))
+	}
+	return resp
+}
+
+func fallback(e *zoneaware.Explain) *pb.Fallback {
+	return &pb.Fallback{
+		Key:        e.Fallback.Key(),
+		Text:       e.FallbackText(),
+		FailOpen:   e.Fallback.FailOpen(),
+		Reason:     e.Reason,
+		ReasonZone: e.ReasonZone,
+	}
+}
+
+func zoneCapacity(z zoneaware.ZoneInfo) *pb.ZoneCapacity {
+	return &pb.ZoneCapacity{
+		Zone:                z.Zone,
+		Healthy:             uint32(max(z.Healthy, 0)),
+		SlowStarting:        uint32(max(z.SlowStarting, 0)),
+		Trusted:             z.Trusted,
+		InFlightPerEndpoint: z.InFlightPerEndpoint,
+		ErrorRatio:          z.ErrorRatio,
+		QueueFactor:         z.QueueFactor,
+		ErrorFactor:         z.ErrorFactor,
+		Health:              z.Health,
+		Capacity:            z.Capacity,
+		CapacityShare:       z.CapacityShare,
+		Demand:              z.Demand,
+		DemandShare:         z.DemandShare,
+		Load:                z.Load,
+	}
+}
+
+func zoneRoute(rt *zoneaware.Route) *pb.ZoneRoute {
+	e := &rt.Explain
+	r := &pb.ZoneRoute{
+		ClientZone:  rt.ClientZone,
+		Weights:     make([]*pb.ZoneWeight, 0, len(rt.Weights)),
+		Demand:      e.Demand,
+		DemandShare: e.DemandShare,
+		HasDemand:   e.HasDemand,
+		Source:      e.Source.String(),
+		Fallback:    fallback(e),
+		LocalFirst:  e.LocalFirst,
+		Local:       e.Local,
+		Spill:       make([]*pb.ZoneShare, 0, len(e.Spill)),
+		Held:        e.Held,
+		Moved:       e.Moved,
+		Changed:     rt.Changed,
+		Explain:     e.String(),
+	}
+	for _, w := range rt.Weights {
+		r.Weights = append(r.Weights, &pb.ZoneWeight{Zone: w.Zone, Weight: w.Weight, Share: w.Share})
+	}
+	for _, s := range e.Spill {
+		r.Spill = append(r.Spill, &pb.ZoneShare{Zone: s.Zone, Share: s.Share})
+	}
+	return r
+}
