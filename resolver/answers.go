@@ -51,16 +51,25 @@ type svcAnswers struct {
 	a    *answer // A of <svc>.<domain>
 	aaaa *answer
 	srv  map[srvKey]*answer // SRV of _<port>._<proto>.<svc>.<domain>
+	// split is the zone-aware split the SRV weights follow; nil for the
+	// endpoint weights. A variant with a split holds no A or AAAA.
+	split []ZoneWeight
 }
 
-// slot holds the current answers of one service name.
-type slot struct{ cur atomic.Pointer[svcAnswers] }
+// slot holds the current answers of one service name: cur with endpoint
+// weights, and per configured zone a variant whose SRV weights follow that
+// zone's split.
+type slot struct {
+	cur   atomic.Pointer[svcAnswers]
+	zoned []atomic.Pointer[svcAnswers] // by zoneTable index
+}
 
 // cache maps service names to their answers. Readers take no lock: the map
 // is immutable and replaced (copy-on-write) when a name is added, which
 // happens once per service; each slot is swapped when its service changes.
 type cache struct {
 	names atomic.Pointer[map[string]*slot]
+	zones int // variants per slot, read-only after New
 
 	// mu serialises adding names.
 	mu sync.Mutex
@@ -88,6 +97,9 @@ func (c *cache) slot(name string) *slot {
 		}
 	}
 	s := &slot{}
+	if c.zones > 0 {
+		s.zoned = make([]atomic.Pointer[svcAnswers], c.zones)
+	}
 	n[name] = s
 	c.names.Store(&n)
 	return s
@@ -101,14 +113,57 @@ func (s *Server) answers(svc *registry.Service) *svcAnswers {
 	if a := sl.cur.Load(); a != nil && a.svc == svc {
 		return a
 	}
-	a := s.build(svc)
+	a := s.build(svc, nil)
 	sl.cur.Store(a)
 	return a
 }
 
-// build makes every positive answer of svc.
-func (s *Server) build(svc *registry.Service) *svcAnswers {
-	out := &svcAnswers{svc: svc, srv: map[srvKey]*answer{}}
+// srvAnswers returns the answers whose SRV weights suit the querier: its
+// zone's variant when its zone is known and Config.Weights has a split
+// for it, else the endpoint weights. It sets the ECS scope of the reply
+// when the answer depends on the querier's zone.
+func (s *Server) srvAnswers(rp *reply, svc *registry.Service) *svcAnswers {
+	if s.zones == nil || s.cfg.Weights == nil {
+		return s.answers(svc)
+	}
+	zi, scope := s.zoneOf(rp)
+	if zi < 0 && !rp.ecs.present {
+		return s.answers(svc)
+	}
+	zone := ""
+	if zi >= 0 {
+		zone = s.zones.names[zi]
+	}
+	split, ok := s.cfg.Weights.ZoneWeights(rp.sc.split[:0], svc.Name, zone)
+	rp.sc.split = split[:0] // keep what it grew to
+	if !ok || len(split) == 0 {
+		return s.answers(svc) // same for every querier: scope 0
+	}
+	// The service's answers differ by zone: a resolver caching this one
+	// must keep it to the subnet it holds for (RFC 7871 7.3.1), even when
+	// the querier's zone is unknown.
+	rp.scope = scope
+	if zi < 0 {
+		return s.answers(svc)
+	}
+	if rp.zoneByECS {
+		s.metrics.zoned[zoneByECS].Inc()
+	} else {
+		s.metrics.zoned[zoneBySource].Inc()
+	}
+	p := &s.cache.slot(svc.Name).zoned[zi]
+	if a := p.Load(); a != nil && a.svc == svc && slices.Equal(a.split, split) {
+		return a
+	}
+	a := s.build(svc, slices.Clone(split))
+	p.Store(a)
+	return a
+}
+
+// build makes the positive answers of svc: all of them with the endpoint
+// weights when split is nil, else the SRV answers with split's.
+func (s *Server) build(svc *registry.Service, split []ZoneWeight) *svcAnswers {
+	out := &svcAnswers{svc: svc, srv: map[srvKey]*answer{}, split: split}
 	var v4, v6 []*registry.Endpoint
 	ports := map[srvKey][]*registry.Endpoint{}
 	for _, e := range svc.Endpoints {
@@ -126,22 +181,22 @@ func (s *Server) build(svc *registry.Service) *svcAnswers {
 		}
 	}
 	host := svc.Name + "." + s.domain
-	if len(v4) > 0 {
+	if len(v4) > 0 && split == nil {
 		out.a = s.buildAddrs(v4, wireLen(host))
 	}
-	if len(v6) > 0 {
+	if len(v6) > 0 && split == nil {
 		out.aaaa = s.buildAddrs(v6, wireLen(host))
 	}
 	for k, eps := range ports {
 		qname := "_" + k.port + "._" + string(k.proto) + "." + host
-		out.srv[k] = s.buildSRV(eps, k.port, svc.Name, wireLen(qname))
+		out.srv[k] = s.buildSRV(eps, split, k.port, svc.Name, wireLen(qname))
 	}
 	return out
 }
 
 // room is the space left for sections in a TCP message after the header, a
 // question of qlen wire bytes and our OPT record.
-func room(qlen int) int { return maxTCPSize - headerLen - qlen - 4 - optLen }
+func room(qlen int) int { return maxTCPSize - headerLen - qlen - 4 - optMaxLen }
 
 func (s *Server) buildAddrs(eps []*registry.Endpoint, qlen int) *answer {
 	mk := func(eps []*registry.Endpoint) section {
@@ -164,16 +219,46 @@ func (s *Server) buildAddrs(eps []*registry.Endpoint, qlen int) *answer {
 	return a
 }
 
-// srvWeights maps endpoint weights onto SRV weights 1..65535, keeping
-// their ratios (the largest weight becomes 65535).
-func srvWeights(eps []*registry.Endpoint) []uint16 {
-	maxW := uint32(1)
-	for _, e := range eps {
-		maxW = max(maxW, e.Weight)
+// srvWeights gives the SRV weights of the endpoints of one answer. Without
+// a split they are the endpoint weights; with one, endpoint e of zone y
+// gets split[y] × e.Weight / (Σ weights of y's endpoints in eps), so that
+// the zones' totals follow the split and each zone's endpoints share its
+// weight by their own. Either way they are scaled to 1..65535, keeping
+// their ratios (the largest becomes 65535; none is 0). When no endpoint's
+// zone has weight in the split, the endpoint weights are used.
+func srvWeights(eps []*registry.Endpoint, split []ZoneWeight) []uint16 {
+	raw := make([]float64, len(eps))
+	zoned := false
+	if len(split) > 0 {
+		sums := make([]float64, len(split))
+		idx := make([]int, len(eps))
+		for i, e := range eps {
+			idx[i] = slices.IndexFunc(split, func(z ZoneWeight) bool { return z.Zone == e.Locality.Zone })
+			if idx[i] >= 0 {
+				sums[idx[i]] += float64(e.Weight)
+			}
+		}
+		for i, e := range eps {
+			if j := idx[i]; j >= 0 && sums[j] > 0 && split[j].Weight > 0 {
+				raw[i] = float64(split[j].Weight) * float64(e.Weight) / sums[j]
+				zoned = true
+			}
+		}
+	}
+	if !zoned {
+		for i, e := range eps {
+			raw[i] = float64(e.Weight)
+		}
+	}
+	maxW := 0.0
+	for _, w := range raw {
+		maxW = max(maxW, w)
 	}
 	out := make([]uint16, len(eps))
-	for i, e := range eps {
-		w := math.Round(float64(e.Weight) * 65535 / float64(maxW))
+	for i, w := range raw {
+		if maxW > 0 {
+			w = math.Round(w * 65535 / maxW)
+		}
 		out[i] = uint16(min(max(w, 1), 65535))
 	}
 	return out
@@ -182,11 +267,11 @@ func srvWeights(eps []*registry.Endpoint) []uint16 {
 // buildSRV makes the SRV answer: one SRV per endpoint with its target
 // <id>.<service>.<domain>, and the targets' addresses as additional
 // records, their owners compressed to point at the SRV targets.
-func (s *Server) buildSRV(eps []*registry.Endpoint, port, service string, qlen int) *answer {
+func (s *Server) buildSRV(eps []*registry.Endpoint, split []ZoneWeight, port, service string, qlen int) *answer {
 	suffix := "." + service + "." + s.domain
 	mk := func(eps []*registry.Endpoint) section {
 		base := headerLen + qlen + 4
-		weights := srvWeights(eps)
+		weights := srvWeights(eps, split)
 		var b []byte
 		targets := make([]int, len(eps))
 		for i, e := range eps {

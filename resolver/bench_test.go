@@ -2,47 +2,81 @@ package resolver
 
 import (
 	"fmt"
+	"net"
 	"testing"
 
 	"github.com/miekg/dns"
+
+	"github.com/spillway/spillway/registry"
 )
 
 // BenchmarkServeDNS is the answer path from a parsed request to the bytes
-// written, per kind of query. Its allocation budget is 0–2 per query.
+// written, per kind of query. Its allocation budget is 0–2 per query; the
+// cases without a known querier zone allocate nothing.
 func BenchmarkServeDNS(b *testing.B) {
-	store, s := newTestServer(b)
-	for i := range 20 {
-		mustApply(b, store, upsert("svc", endpointSpec{id: fmt.Sprintf("e%02d", i), addr: fmt.Sprintf("10.0.0.%d", i+1), zone: fmt.Sprintf("z%d", i%3)}))
+	fill := func(store *registry.Store) {
+		for i := range 20 {
+			mustApply(b, store, upsert("svc", endpointSpec{id: fmt.Sprintf("e%02d", i), addr: fmt.Sprintf("10.0.0.%d", i+1), zone: fmt.Sprintf("z%d", i%3)}))
+		}
+		for i := range 3 {
+			mustApply(b, store, upsert("small", endpointSpec{id: fmt.Sprintf("e%02d", i), addr: fmt.Sprintf("10.1.0.%d", i+1), zone: "z1"}))
+		}
+		bigService(b, store, "big", 10000)
 	}
-	for i := range 3 {
-		mustApply(b, store, upsert("small", endpointSpec{id: fmt.Sprintf("e%02d", i), addr: fmt.Sprintf("10.1.0.%d", i+1), zone: "z1"}))
+	store, plain := newTestServer(b)
+	fill(store)
+	// A server that knows zones, with a split for every service.
+	plans := &fakeWeights{}
+	for _, svc := range []string{"svc", "small", "big"} {
+		for _, z := range []string{"", "zone-a", "zone-b", "zone-c"} {
+			plans.set(svc, z, zw("z0", 500), zw("z1", 300), zw("z2", 200), zw("zone-a", 600), zw("zone-b", 300), zw("zone-c", 100))
+		}
 	}
-	bigService(b, store, "big", 10000)
+	zstore, zoned := newZoneServer(b, plans)
+	fill(zstore)
+
 	cases := []struct {
 		name  string
+		s     *Server
 		qname string
 		qtype uint16
 		tcp   bool
+		from  string // querier address; "" 127.0.0.1
+		ecs   string // client subnet sent; "" none
 	}{
-		{"SRV_3_endpoints", "_grpc._tcp.small.spillway.internal.", dns.TypeSRV, false},
-		{"SRV_20_endpoints_tcp", "_grpc._tcp.svc.spillway.internal.", dns.TypeSRV, true},
-		{"A_20_endpoints", "svc.spillway.internal.", dns.TypeA, false},
-		{"A_mixed_case", "SvC.spillway.internal.", dns.TypeA, false},
-		{"NXDOMAIN", "nope.spillway.internal.", dns.TypeA, false},
-		{"TXT_panic_flag", "_xds.spillway.internal.", dns.TypeTXT, false},
-		{"SRV_10000_truncated_udp", "_grpc._tcp.big.spillway.internal.", dns.TypeSRV, false},
-		{"SRV_10000_subset_tcp", "_grpc._tcp.big.spillway.internal.", dns.TypeSRV, true},
+		{"SRV_3_endpoints", plain, "_grpc._tcp.small.spillway.internal.", dns.TypeSRV, false, "", ""},
+		{"SRV_20_endpoints_tcp", plain, "_grpc._tcp.svc.spillway.internal.", dns.TypeSRV, true, "", ""},
+		{"A_20_endpoints", plain, "svc.spillway.internal.", dns.TypeA, false, "", ""},
+		{"A_mixed_case", plain, "SvC.spillway.internal.", dns.TypeA, false, "", ""},
+		{"NXDOMAIN", plain, "nope.spillway.internal.", dns.TypeA, false, "", ""},
+		{"TXT_panic_flag", plain, "_xds.spillway.internal.", dns.TypeTXT, false, "", ""},
+		{"SRV_10000_truncated_udp", plain, "_grpc._tcp.big.spillway.internal.", dns.TypeSRV, false, "", ""},
+		{"SRV_10000_subset_tcp", plain, "_grpc._tcp.big.spillway.internal.", dns.TypeSRV, true, "", ""},
+		// With Config.Zones and Config.Weights.
+		{"zones/SRV_20_zone_unknown", zoned, "_grpc._tcp.svc.spillway.internal.", dns.TypeSRV, true, "192.0.2.1", ""},
+		{"zones/SRV_3_zone_by_source", zoned, "_grpc._tcp.small.spillway.internal.", dns.TypeSRV, false, "10.1.0.1", ""},
+		{"zones/SRV_20_zone_by_source_tcp", zoned, "_grpc._tcp.svc.spillway.internal.", dns.TypeSRV, true, "10.1.0.1", ""},
+		{"zones/SRV_20_zone_by_ecs_tcp", zoned, "_grpc._tcp.svc.spillway.internal.", dns.TypeSRV, true, "192.0.2.1", "10.2.3.0/24"},
+		{"zones/SRV_10000_subset_tcp_zone_by_source", zoned, "_grpc._tcp.big.spillway.internal.", dns.TypeSRV, true, "10.1.0.1", ""},
+		{"zones/A_20_endpoints_ecs", zoned, "svc.spillway.internal.", dns.TypeA, false, "192.0.2.1", "10.2.3.0/24"},
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
 			q := newQuery(c.qname, c.qtype)
 			q.SetEdns0(1232, false)
-			w := &recorder{tcp: c.tcp, out: make([]byte, 0, 65536)}
-			s.ServeDNS(w, q) // build the answers once
+			if c.ecs != "" {
+				withECS(q, c.ecs)
+			}
+			var from net.Addr
+			if c.from != "" {
+				from = querier(c.from, c.tcp)
+			}
+			w := &recorder{tcp: c.tcp, remote: from, out: make([]byte, 0, 65536)}
+			c.s.ServeDNS(w, q) // build the answers once
 			b.ReportAllocs()
 			b.ResetTimer()
 			for b.Loop() {
-				s.ServeDNS(w, q)
+				c.s.ServeDNS(w, q)
 			}
 		})
 	}

@@ -45,6 +45,46 @@ type Config struct {
 	Logger *slog.Logger
 	// Registerer receives the metrics; nil registers nothing.
 	Registerer prometheus.Registerer
+
+	// Zones maps querier subnets to zones: a querier whose EDNS Client
+	// Subnet, or else whose source address, falls in Prefix is in Zone. The
+	// longest matching prefix wins. Prefixes must be valid, in canonical
+	// form (no host bits set) and distinct; a zone is a DNS label, as in
+	// registry.Locality. Nil knows no zone: every querier gets the endpoint
+	// weights, and EDNS Client Subnet options are ignored (not echoed).
+	Zones []ZoneSubnet
+	// Weights gives the zone-aware split of a service's traffic per client
+	// zone. When it is non-nil and a querier's zone is known, that zone's
+	// SRV weights follow the split (see the package doc). Nil, or a querier
+	// of no known zone, gives SRV weights from the endpoint weights.
+	Weights Weights
+}
+
+// ZoneSubnet places the queriers of one subnet in a zone.
+type ZoneSubnet struct {
+	Prefix netip.Prefix
+	Zone   string
+}
+
+// ZoneWeight is the weight of one upstream zone in a split: clients send
+// the zone Weight / (sum of the split's weights) of their traffic.
+type ZoneWeight struct {
+	Zone   string
+	Weight uint32
+}
+
+// Weights is the source of zone-aware splits, such as the xDS server's
+// plans.
+type Weights interface {
+	// ZoneWeights appends to dst the split of service's traffic for
+	// clients in clientZone, one entry per upstream zone, and returns the
+	// extended slice; ok is false when there is none (the service has no
+	// plan, or no healthy endpoint), and the resolver then uses the
+	// endpoint weights. It is called on the query path of SRV answers,
+	// concurrently from many goroutines: it must not block, and should not
+	// allocate when dst has room. An entry's Weight of 0 sends nothing to
+	// that zone (its SRV records still get the least weight, 1).
+	ZoneWeights(dst []ZoneWeight, service, clientZone string) (split []ZoneWeight, ok bool)
 }
 
 // Limits of Config values.
@@ -98,6 +138,25 @@ func (c *Config) validate() error {
 		if *t.v < time.Second || *t.v > 24*time.Hour || *t.v%time.Second != 0 {
 			return fmt.Errorf("resolver config: %s %v: want whole seconds in 1s..24h", t.name, *t.v)
 		}
+	}
+	seen := make(map[netip.Prefix]int, len(c.Zones))
+	for i, z := range c.Zones {
+		field := fmt.Sprintf("Zones[%d]", i)
+		switch p := z.Prefix; {
+		case !p.IsValid():
+			return fmt.Errorf("resolver config: %s.Prefix: not a valid prefix", field)
+		case p.Addr().Is4In6() || p.Addr().Zone() != "":
+			return fmt.Errorf("resolver config: %s.Prefix %s: want a plain IPv4 or IPv6 prefix", field, p)
+		case p != p.Masked():
+			return fmt.Errorf("resolver config: %s.Prefix %s has host bits set, want %s", field, p, p.Masked())
+		}
+		if err := registry.ValidateLabel(field+".Zone", z.Zone); err != nil {
+			return fmt.Errorf("resolver config: %w", err)
+		}
+		if j, dup := seen[z.Prefix]; dup {
+			return fmt.Errorf("resolver config: %s.Prefix %s is also Zones[%d].Prefix", field, z.Prefix, j)
+		}
+		seen[z.Prefix] = i
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

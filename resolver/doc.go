@@ -35,6 +35,38 @@
 // 1..65535: strict priorities would send a whole zone's traffic to one
 // place.
 //
+// # Zones
+//
+// With Config.Zones and Config.Weights, a querier whose zone is known gets
+// SRV weights that follow the zone-aware split xDS gives that zone: an
+// endpoint e of upstream zone y weighs split[y] × e.Weight / (the sum of
+// the weights of y's endpoints in the answer), so that each zone's records
+// add up to its share of the split and, inside a zone, the endpoint
+// weights still hold. They are scaled so the largest is 65535, and none is
+// 0: a zone the split leaves out, or one whose share rounds to nothing,
+// gets weight 1 (16 bits cannot say less). A subset answer is weighted
+// over its own records, so it follows the split too. Priorities stay 0.
+// A querier of no known zone, or a service without a split, gets the
+// endpoint weights.
+//
+// The querier's zone comes from the longest Config.Zones prefix that holds
+// its EDNS Client Subnet (RFC 7871) and is no longer than the subnet's
+// source prefix length, else from the longest prefix that holds its
+// source address. With Config.Zones set, a query's client subnet option is
+// echoed in the reply (family, source prefix length and address as sent)
+// with the scope the answer holds for: 0 when it is the same for every
+// zone (A, AAAA, TXT, negative answers, services without a split); the
+// matched prefix length when the answer was chosen by the client subnet
+// and no longer zone prefix lies inside the matched one; otherwise the
+// source prefix length, so a caching resolver never gives one zone's
+// answer to another zone. A client subnet with address bits past its
+// source prefix length gets FORMERR. Without Config.Zones the option is
+// ignored.
+//
+// Behind a shared cache that neither sends client subnets nor keeps
+// answers apart by scope (CoreDNS's cache, for one), the querier is the
+// cache: map its subnets to a zone only if it serves that zone alone.
+//
 // # Size
 //
 // Over UDP the limit is 512 bytes, or the client's EDNS0 size capped at
@@ -54,5 +86,9 @@
 // the echoed question. A response is the header, the client's question (so
 // its case is echoed), those bytes and an OPT record, written from a pooled
 // buffer. Answers are rebuilt the first time a service is queried after it
-// changed, so a query that follows a registry write sees that write.
+// changed, so a query that follows a registry write sees that write. SRV
+// answers with zone weights are cached per service and configured zone,
+// and rebuilt when the service or that zone's split changes; Config.Weights
+// is asked for the split on every SRV query from a known zone (and from
+// any querier that sends a client subnet), so a new split is seen at once.
 package resolver

@@ -4,11 +4,15 @@ import (
 	"testing"
 
 	"github.com/miekg/dns"
+
+	"github.com/spillway/spillway/registry"
 )
 
 // FuzzServeDNS feeds arbitrary bytes to the request path: what miekg/dns
-// parses goes to ServeDNS over UDP and TCP; the reply must parse, echo the
-// id and question, and stay within the transport's size limit.
+// parses goes to ServeDNS over UDP and TCP, of a server without zones and
+// of one with zones and zone weights, from a querier in a zone; the reply
+// must parse, echo the id and question, and stay within the transport's
+// size limit.
 func FuzzServeDNS(f *testing.F) {
 	for _, q := range []struct {
 		name  string
@@ -30,25 +34,38 @@ func FuzzServeDNS(f *testing.F) {
 		if q.edns > 0 {
 			m.SetEdns0(q.edns, true)
 		}
+		if q.qtype == dns.TypeSRV && q.edns > 0 {
+			withECS(m, "2001:db8:a:100::/56")
+		}
 		b, err := m.Pack()
 		if err != nil {
 			f.Fatal(err)
 		}
 		f.Add(b)
 	}
-	store, s := newTestServer(f)
-	mustApply(f, store,
-		upsert("web", endpointSpec{id: "a", addr: "10.0.0.1", zone: "z1"}),
-		upsert("web", endpointSpec{id: "b", addr: "2001:db8::2", zone: "z2"}))
-	bigService(f, store, "big", 2000)
+	store, plain := newTestServer(f)
+	plans := &fakeWeights{}
+	plans.set("web", "", zw("z1", 1), zw("z2", 3))
+	plans.set("big", "zone-a", zw("zone-a", 5), zw("zone-b", 3), zw("zone-c", 1))
+	zstore, zoned := newZoneServer(f, plans)
+	for _, st := range []*registry.Store{store, zstore} {
+		mustApply(f, st,
+			upsert("web", endpointSpec{id: "a", addr: "10.0.0.1", zone: "z1"}),
+			upsert("web", endpointSpec{id: "b", addr: "2001:db8::2", zone: "z2"}))
+		bigService(f, st, "big", 2000)
+	}
 
 	f.Fuzz(func(t *testing.T, in []byte) {
 		req := new(dns.Msg)
 		if err := req.Unpack(in); err != nil {
 			return // miekg/dns answers FORMERR itself before any handler
 		}
-		for _, tcp := range []bool{false, true} {
-			w := &recorder{tcp: tcp}
+		for i := range 4 {
+			tcp, s, w := i%2 == 1, plain, &recorder{}
+			if i >= 2 {
+				s, w.remote = zoned, querier("10.1.0.1", tcp)
+			}
+			w.tcp = tcp
 			s.ServeDNS(w, req)
 			if req.Response {
 				if len(w.out) != 0 {

@@ -15,8 +15,9 @@ import (
 
 // recorder is a dns.ResponseWriter that keeps what was written.
 type recorder struct {
-	tcp bool
-	out []byte
+	tcp    bool
+	remote net.Addr // the querier; nil means 127.0.0.1:53
+	out    []byte
 }
 
 var (
@@ -30,7 +31,12 @@ func (r *recorder) LocalAddr() net.Addr {
 	}
 	return udpAddr
 }
-func (r *recorder) RemoteAddr() net.Addr { return udpAddr }
+func (r *recorder) RemoteAddr() net.Addr {
+	if r.remote != nil {
+		return r.remote
+	}
+	return udpAddr
+}
 func (r *recorder) WriteMsg(m *dns.Msg) error {
 	b, err := m.Pack()
 	if err != nil {
@@ -91,7 +97,13 @@ func upsert(service string, e endpointSpec) registry.Op {
 // its wire size.
 func query(t testing.TB, s *Server, q *dns.Msg, tcp bool) (*dns.Msg, int) {
 	t.Helper()
-	w := &recorder{tcp: tcp}
+	return queryFrom(t, s, q, tcp, nil)
+}
+
+// queryFrom is query from the querier address remote (nil: 127.0.0.1).
+func queryFrom(t testing.TB, s *Server, q *dns.Msg, tcp bool, remote net.Addr) (*dns.Msg, int) {
+	t.Helper()
+	w := &recorder{tcp: tcp, remote: remote}
 	s.ServeDNS(w, q)
 	if len(w.out) == 0 {
 		t.Fatalf("no reply to %v", q.Question)

@@ -52,7 +52,15 @@ type metrics struct {
 	latency   prometheus.Histogram
 	truncated prometheus.Counter
 	subsets   prometheus.Counter
+	zonedVec  *prometheus.CounterVec
+	zoned     [2]prometheus.Counter // by zoneByECS, zoneBySource
 }
+
+// How a querier's zone was known.
+const (
+	zoneByECS = iota
+	zoneBySource
+)
 
 func newMetrics() *metrics {
 	m := &metrics{
@@ -69,7 +77,12 @@ func newMetrics() *metrics {
 		subsets: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "spillway_dns_subset_answers_total", Help: "TCP answers that carried a rotating subset because the whole answer would pass 65,535 bytes.",
 		}),
+		zonedVec: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "spillway_dns_zone_answers_total", Help: "SRV answers whose weights follow the zone-aware split of the querier's zone, by how the zone was known (ecs: EDNS Client Subnet, source: source address).",
+		}, []string{"by"}),
 	}
+	m.zoned[zoneByECS] = m.zonedVec.WithLabelValues("ecs")
+	m.zoned[zoneBySource] = m.zonedVec.WithLabelValues("source")
 	for i, q := range qtypeLabels {
 		for j, r := range rcodeLabels {
 			m.byLabel[i][j] = m.queries.WithLabelValues(q, r)
@@ -87,7 +100,7 @@ func (m *metrics) observe(qtype uint16, rcode int, d time.Duration) {
 }
 
 func (m *metrics) register(r prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.queries, m.latency, m.truncated, m.subsets} {
+	for _, c := range []prometheus.Collector{m.queries, m.latency, m.truncated, m.subsets, m.zonedVec} {
 		if err := r.Register(c); err != nil {
 			return err
 		}

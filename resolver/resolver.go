@@ -27,6 +27,7 @@ type Server struct {
 	nsName  string // ns.<domain>
 	metrics *metrics
 	ttl     struct{ srv, a, txt, soa, neg uint32 }
+	zones   *zoneTable // nil: no Config.Zones
 
 	cache cache
 	ents  atomic.Pointer[entSet]
@@ -52,9 +53,12 @@ func New(cfg Config) (*Server, error) {
 	s.ttl.txt = uint32(cfg.TTL.TXT / time.Second)
 	s.ttl.soa = uint32(cfg.TTL.SOA / time.Second)
 	s.ttl.neg = uint32(cfg.TTL.Negative / time.Second)
+	s.zones = newZoneTable(cfg.Zones)
+	if s.zones != nil {
+		s.cache.zones = len(s.zones.names)
+	}
 	s.bufs.New = func() any {
-		b := make([]byte, 0, maxTCPSize)
-		return &b
+		return &scratch{b: make([]byte, 0, maxTCPSize), split: make([]ZoneWeight, 0, 8)}
 	}
 	s.metrics = newMetrics()
 	if cfg.Registerer != nil {
@@ -95,6 +99,12 @@ func (s *Server) Serve(ctx context.Context, pc net.PacketConn, l net.Listener) e
 	return err
 }
 
+// scratch is the pooled memory of one query.
+type scratch struct {
+	b     []byte       // the response
+	split []ZoneWeight // Config.Weights' answer
+}
+
 // reply is one response being assembled in a pooled buffer.
 type reply struct {
 	b          []byte
@@ -103,6 +113,13 @@ type reply struct {
 	rcode      int
 	tc         bool
 	qtype      uint16
+
+	// The querier, for zone-aware SRV weights.
+	w         dns.ResponseWriter
+	sc        *scratch
+	ecs       clientSubnet // echoed when present and zones are configured
+	scope     uint8        // ECS SCOPE PREFIX-LENGTH of the answer
+	zoneByECS bool
 }
 
 // ServeDNS implements dns.Handler. The common path (a plain name in our
@@ -125,6 +142,13 @@ func (s *Server) serve(w dns.ResponseWriter, r *dns.Msg) (rcode int, qtype uint1
 	}
 	q := r.Question[0]
 	opt := r.IsEdns0()
+	var ecs clientSubnet
+	if opt != nil && s.zones != nil {
+		var ok bool
+		if ecs, ok = readClientSubnet(opt); !ok {
+			return s.slowReply(w, r, dns.RcodeFormatError), q.Qtype
+		}
+	}
 	if !plainName(q.Name) {
 		// Escapes or unusual bytes: never one of our names.
 		rc := dns.RcodeRefused
@@ -134,9 +158,9 @@ func (s *Server) serve(w dns.ResponseWriter, r *dns.Msg) (rcode int, qtype uint1
 		return s.slowReply(w, r, rc), q.Qtype
 	}
 
-	bp := s.bufs.Get().(*[]byte)
-	defer s.bufs.Put(bp)
-	rp := reply{b: (*bp)[:headerLen], qlen: wireLen(q.Name), qtype: q.Qtype}
+	sc := s.bufs.Get().(*scratch)
+	defer s.bufs.Put(sc)
+	rp := reply{b: sc.b[:headerLen], qlen: wireLen(q.Name), qtype: q.Qtype, w: w, sc: sc, ecs: ecs}
 	rp.b = appendName(rp.b, q.Name) // echoes the client's case
 	rp.b = appendU16(rp.b, q.Qtype)
 	rp.b = appendU16(rp.b, q.Qclass)
@@ -163,7 +187,7 @@ func (s *Server) serve(w dns.ResponseWriter, r *dns.Msg) (rcode int, qtype uint1
 
 	if opt != nil {
 		rp.ar++
-		rp.b = appendOPT(rp.b, uint16(s.cfg.UDPSizeCap), extRcode, opt.Do())
+		rp.b = appendOPT(rp.b, uint16(s.cfg.UDPSizeCap), extRcode, opt.Do(), &rp.ecs, rp.scope)
 	}
 	h := rp.b[:headerLen]
 	h[0], h[1] = byte(r.Id>>8), byte(r.Id)
@@ -186,7 +210,7 @@ func (s *Server) serve(w dns.ResponseWriter, r *dns.Msg) (rcode int, qtype uint1
 	if _, err := w.Write(rp.b); err != nil {
 		s.log.Debug("dns write", "err", err)
 	}
-	*bp = rp.b[:0]
+	sc.b = rp.b[:0]
 	return rp.rcode, q.Qtype
 }
 
@@ -265,7 +289,7 @@ func (s *Server) srv(rp *reply, snap *registry.Snapshot, rel string, qtype uint1
 		s.rfc8482(rp)
 		return
 	}
-	a := s.answers(svc).srv[srvKey{port, proto}]
+	a := s.srvAnswers(rp, svc).srv[srvKey{port, proto}]
 	if a == nil {
 		// A known service without healthy endpoints on that port: the
 		// name exists, the records do not (yet).
@@ -360,7 +384,7 @@ func (s *Server) send(rp *reply, a *answer, tcp bool, limit int) {
 		if subset {
 			s.metrics.subsets.Inc()
 		}
-	} else if a.tooBig || len(rp.b)+len(sec.body)+optLen > limit {
+	} else if a.tooBig || len(rp.b)+len(sec.body)+optLen+rp.ecs.optECSLen() > limit {
 		rp.tc = true
 		s.metrics.truncated.Inc()
 		return
@@ -449,6 +473,16 @@ func (s *Server) slowReply(w dns.ResponseWriter, r *dns.Msg, rcode int) int {
 	}
 	if opt := r.IsEdns0(); opt != nil && rcode != dns.RcodeFormatError {
 		m.SetEdns0(uint16(s.cfg.UDPSizeCap), opt.Do())
+		if s.zones != nil {
+			// RFC 7871: echo the client subnet, scope 0 (not tailored).
+			if cs, _ := readClientSubnet(opt); cs.present {
+				e := &dns.EDNS0_SUBNET{Code: dns.EDNS0SUBNET, Family: cs.family, SourceNetmask: cs.source, Address: net.IP(cs.addr.AsSlice())}
+				if cs.family == 0 {
+					e.Address = net.IPv4zero
+				}
+				m.IsEdns0().Option = append(m.IsEdns0().Option, e)
+			}
+		}
 	}
 	if err := w.WriteMsg(m); err != nil && !errors.Is(err, net.ErrClosed) {
 		s.log.Debug("dns write", "err", err)

@@ -114,12 +114,20 @@ func addrLen(addr netip.Addr) int {
 	return 2 + 10 + 16
 }
 
-// optLen is the size of the OPT record we send.
-const optLen = 11
+// optLen is the size of our OPT record without options; optMaxLen with
+// the largest ECS option we echo (an IPv6 /128).
+const (
+	optLen    = 11
+	optMaxLen = optLen + 4 + 4 + 16
+)
+
+// ednsSubnet is the option code of EDNS Client Subnet (RFC 7871).
+const ednsSubnet = 8
 
 // appendOPT writes our OPT record: root owner, our UDP size, the extended
-// rcode's upper bits and the DO bit echoed.
-func appendOPT(b []byte, udpSize uint16, extRcode uint8, do bool) []byte {
+// rcode's upper bits and the DO bit echoed, and the client's ECS option
+// echoed with our scope when it sent one.
+func appendOPT(b []byte, udpSize uint16, extRcode uint8, do bool, ecs *clientSubnet, scope uint8) []byte {
 	b = append(b, 0)
 	b = appendU16(b, typeOPT)
 	b = appendU16(b, udpSize)
@@ -129,5 +137,24 @@ func appendOPT(b []byte, udpSize uint16, extRcode uint8, do bool) []byte {
 	}
 	b = append(b, extRcode, 0) // extended rcode, version 0
 	b = appendU16(b, flags)
-	return appendU16(b, 0)
+	if !ecs.present {
+		return appendU16(b, 0)
+	}
+	// RFC 7871 section 7.2.1: FAMILY, SOURCE PREFIX-LENGTH and ADDRESS as
+	// in the query, SCOPE PREFIX-LENGTH ours.
+	n := (int(ecs.source) + 7) / 8
+	b = appendU16(b, uint16(4+4+n))
+	b = appendU16(b, ednsSubnet)
+	b = appendU16(b, uint16(4+n))
+	b = appendU16(b, ecs.family)
+	b = append(b, ecs.source, scope)
+	if n > 0 {
+		if ecs.addr.Is4() {
+			a := ecs.addr.As4()
+			return append(b, a[:n]...)
+		}
+		a := ecs.addr.As16()
+		return append(b, a[:n]...)
+	}
+	return b
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"strings"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/spillway/spillway/registry"
+	"github.com/spillway/spillway/resolver"
 )
 
 // Config is the server configuration: YAML file first, then flags that were
@@ -61,6 +63,35 @@ type DNSConfig struct {
 		SOA      time.Duration `yaml:"soa"`
 		Negative time.Duration `yaml:"negative"`
 	} `yaml:"ttl"`
+	// Zones maps querier subnets to zones (longest prefix wins): SRV
+	// answers to a querier of a known zone, by its EDNS Client Subnet or
+	// its source address, follow that zone's zone-aware split.
+	Zones []ZoneSubnet `yaml:"zones"`
+}
+
+// ZoneSubnet is one entry of dns.zones.
+type ZoneSubnet struct {
+	Prefix string `yaml:"prefix"` // e.g. 10.1.0.0/16
+	Zone   string `yaml:"zone"`   // a zone of the endpoints' localities
+}
+
+// zones returns dns.zones for the resolver.
+func (d *DNSConfig) zones() ([]resolver.ZoneSubnet, error) {
+	var out []resolver.ZoneSubnet
+	for i, z := range d.Zones {
+		p, err := netip.ParsePrefix(z.Prefix)
+		if err != nil {
+			return nil, fmt.Errorf("dns.zones[%d].prefix: %q is not a prefix such as 10.1.0.0/16", i, z.Prefix)
+		}
+		if p != p.Masked() {
+			return nil, fmt.Errorf("dns.zones[%d].prefix: %s has host bits set, want %s", i, p, p.Masked())
+		}
+		if err := registry.ValidateLabel(fmt.Sprintf("dns.zones[%d].zone", i), z.Zone); err != nil {
+			return nil, err
+		}
+		out = append(out, resolver.ZoneSubnet{Prefix: p, Zone: z.Zone})
+	}
+	return out, nil
 }
 
 // LeaseConfig configures VM leases and the mass-expiry guard.
@@ -198,6 +229,9 @@ func (c *Config) validate() error {
 		return fmt.Errorf("--domain (domain): %q is not a domain name", c.Domain)
 	}
 	if _, err := c.level(); err != nil {
+		return err
+	}
+	if _, err := c.DNS.zones(); err != nil {
 		return err
 	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {

@@ -77,22 +77,6 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 
-	dnsSrv, err := resolver.New(resolver.Config{
-		Store:      store,
-		Domain:     cfg.Domain,
-		UDPSizeCap: cfg.DNS.UDPSizeCap,
-		TTL: resolver.TTLs{
-			SRV: cfg.DNS.TTL.SRV, A: cfg.DNS.TTL.A, TXT: cfg.DNS.TTL.TXT,
-			SOA: cfg.DNS.TTL.SOA, Negative: cfg.DNS.TTL.Negative,
-		},
-		NSAddr:     nsAddr(cfg.DNSAddr),
-		Logger:     log.With("component", "dns"),
-		Registerer: metrics,
-	})
-	if err != nil {
-		return fmt.Errorf("dns config: %w", err)
-	}
-
 	var zoneAware *zoneaware.Config
 	if cfg.XDS.ZoneAware {
 		probe := cfg.XDS.ProbeShare
@@ -111,6 +95,28 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	})
 	if err != nil {
 		return fmt.Errorf("xds config: %w", err)
+	}
+
+	zones, err := cfg.DNS.zones()
+	if err != nil {
+		return err
+	}
+	dnsSrv, err := resolver.New(resolver.Config{
+		Store:      store,
+		Domain:     cfg.Domain,
+		UDPSizeCap: cfg.DNS.UDPSizeCap,
+		TTL: resolver.TTLs{
+			SRV: cfg.DNS.TTL.SRV, A: cfg.DNS.TTL.A, TXT: cfg.DNS.TTL.TXT,
+			SOA: cfg.DNS.TTL.SOA, Negative: cfg.DNS.TTL.Negative,
+		},
+		NSAddr:     nsAddr(cfg.DNSAddr),
+		Zones:      zones,
+		Weights:    planWeights{xdsSrv},
+		Logger:     log.With("component", "dns"),
+		Registerer: metrics,
+	})
+	if err != nil {
+		return fmt.Errorf("dns config: %w", err)
 	}
 
 	adminAPI, err := admin.New(admin.Config{Loads: xdsSrv.Loads(), Subscriptions: xdsSrv, Plans: xdsSrv, Logger: log.With("component", "admin")})
@@ -223,6 +229,30 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	shutdown(cfg.ShutdownGrace, grpcSrv, httpSrv)
 	wg.Wait()
 	return cause
+}
+
+// planWeights gives the resolver the xDS server's zone-aware splits, so
+// that DNS clients of a zone are sent where xDS clients of that zone are.
+type planWeights struct{ plans *xds.Server }
+
+var _ resolver.Weights = planWeights{}
+
+// ZoneWeights implements resolver.Weights with the route xDS pushes to
+// clientZone (the zoneless route for a zone the plan does not know). It
+// allocates nothing when dst has room.
+func (p planWeights) ZoneWeights(dst []resolver.ZoneWeight, service, clientZone string) ([]resolver.ZoneWeight, bool) {
+	res := p.plans.Plan(service)
+	if res == nil {
+		return dst, false
+	}
+	rt := res.Route(clientZone)
+	if rt == nil || len(rt.Weights) == 0 {
+		return dst, false
+	}
+	for _, w := range rt.Weights {
+		dst = append(dst, resolver.ZoneWeight{Zone: w.Zone, Weight: w.Weight})
+	}
+	return dst, true
 }
 
 // nsAddr is the address published for ns.<domain>: the DNS listen IP,
