@@ -76,10 +76,10 @@ type Config struct {
 	// error factor) can fall to, so a zone is never written off. Zero means
 	// 0.05; in (0, 1].
 	CapacityFloor float64
-	// RecoveryRamp limits how fast a zone's health factor rises: by at
-	// most (elapsed time / RecoveryRamp) per cycle, so a recovered zone
-	// earns its share back over cycles. Falls apply at once. Zero means
-	// 60 s.
+	// RecoveryRamp limits how fast a zone's health factor rises: it is
+	// multiplied by at most 1 + 2·(elapsed time / RecoveryRamp) per cycle,
+	// so a recovered zone earns its share back over cycles. Falls apply at
+	// once. Zero means 60 s.
 	RecoveryRamp time.Duration
 
 	// ReportInterval is the clients' load report interval. Zero means 10 s;

@@ -60,16 +60,20 @@
 // Capacity of upstream zone z, from its healthy endpoints:
 //
 //	T_z = Σ trust(e)                         (Healthy counts them: the raw capacity)
-//	q_z = InProgress_z / T_z,  q̄ = Σ InProgress / Σ T   over zones with reports
+//	q_z = InProgress_z / Issued_z,  q̄ = Σ InProgress / Σ Issued   over zones with traffic
 //	Q_z = 1 if q_z ≤ q̄, else 1 / (1 + QueueSensitivity·(q_z/q̄ − 1))
 //	r_z = Errored_z / max(Issued_z, Succeeded_z + Errored_z)
 //	E_z = max(0, 1 − ErrorSensitivity·r_z)
 //	H*_z = max(CapacityFloor, Q_z·E_z)
-//	H_z = H*_z if it is not above the previous H_z, else min(H*_z, H_prev + Δt/RecoveryRamp)
+//	H_z = H*_z if it is not above the previous H_z, else min(H*_z, H_prev·(1 + 2·Δt/RecoveryRamp))
 //	c_z = T_z·H_z,   C_z = c_z / Σ c
 //
+// q_z is the mean time a request spends in flight in zone z (Little's law),
+// so a zone is marked down for queueing, not for being given more traffic.
 // Falls apply at once (a degraded zone loses its traffic in one cycle);
-// rises are ramped (a recovered zone earns it back over RecoveryRamp), and
+// rises are multiplicative (health at most doubles every RecoveryRamp/2):
+// a zone just taken off traffic looks healthy because it has none, and a
+// large step from the floor would overload it again. And
 // the floor keeps some traffic on every zone so it stays observed. Without
 // usable load data H_z = 1 and the stored H is left as it was.
 //

@@ -154,11 +154,12 @@ func TestDegradedZone(t *testing.T) {
 			for range 12 {
 				rec = append(rec, step("recovered"))
 			}
-			// The health factor climbs by at most interval/RecoveryRamp per
-			// cycle, so the share does not come back at once.
+			// The health factor grows by at most a factor of
+			// 1+2·interval/RecoveryRamp per cycle, so the share does not
+			// come back at once.
 			prevHealth := degraded.healthA
 			for i, s := range rec {
-				if s.healthA > prevHealth+interval.Seconds()/DefaultRecoveryRamp.Seconds()+1e-9 {
+				if s.healthA > prevHealth*(1+2*interval.Seconds()/DefaultRecoveryRamp.Seconds())+1e-9 {
 					t.Errorf("recovered cycle %d: health of a %.3f -> %.3f, faster than the recovery ramp", i, prevHealth, s.healthA)
 				}
 				prevHealth = s.healthA

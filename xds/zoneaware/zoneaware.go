@@ -207,8 +207,8 @@ type zone struct {
 	healthy, slow      int
 	prevTrust, trusted float64
 
-	inflight, errRatio, qf, ef, health float64
-	capacity, C                        float64
+	inflight, latency, errRatio, qf, ef, health float64
+	capacity, C                                 float64
 
 	demandRow bool // has a Demand row (seen by checkLoads)
 	demand    float64
@@ -454,14 +454,21 @@ func (c *Calculator) capacities(st *State, in *Input, lrs bool) float64 {
 	var qSum, tSum float64
 	for i := range st.zones {
 		z := &st.zones[i]
-		z.qf, z.ef, z.health = 1, 1, 1
+		z.qf, z.ef, z.health, z.latency = 1, 1, 1, 0
 		if !lrs || z.trusted == 0 || z.load < 0 {
 			continue
 		}
 		l := &in.Loads[z.load]
 		z.inflight = l.InProgress / z.trusted
-		qSum += l.InProgress
-		tSum += z.trusted
+		// Queueing is judged by time in flight, not by requests in flight:
+		// by Little's law InProgress/IssuedRPS is the mean time a request
+		// spends in the zone, which does not grow just because the zone
+		// is given more traffic, and does not count cold endpoints twice.
+		if l.IssuedRPS > 0 {
+			z.latency = l.InProgress / l.IssuedRPS
+			qSum += l.InProgress
+			tSum += l.IssuedRPS
+		}
 		if den := max(l.IssuedRPS, l.SucceededRPS+l.ErroredRPS); den > 0 {
 			z.errRatio = min(1, l.ErroredRPS/den)
 		}
@@ -478,8 +485,8 @@ func (c *Calculator) capacities(st *State, in *Input, lrs bool) float64 {
 			if z.trusted == 0 {
 				continue
 			}
-			if qAvg > 0 && z.inflight > qAvg {
-				z.qf = 1 / (1 + p.queueSens*(z.inflight/qAvg-1))
+			if qAvg > 0 && z.latency > qAvg {
+				z.qf = 1 / (1 + p.queueSens*(z.latency/qAvg-1))
 			}
 			z.ef = max(0, 1-p.errorSens*z.errRatio)
 			target := max(p.floor, z.qf*z.ef)
@@ -490,11 +497,16 @@ func (c *Calculator) capacities(st *State, in *Input, lrs bool) float64 {
 			if j < len(st.health) && st.health[j].zone == z.name {
 				prev := st.health[j]
 				if target > prev.h {
-					rise := 0.0
+					// Rise multiplicatively: a zone just taken off
+					// traffic looks healthy because it has none, and an
+					// additive step from the floor would hand it several
+					// times what it can carry and knock it over again.
+					// Doubling takes about RecoveryRamp/2.
+					grow := 1.0
 					if in.Now.After(prev.at) {
-						rise = float64(in.Now.Sub(prev.at)) / float64(p.recovery)
+						grow += 2 * float64(in.Now.Sub(prev.at)) / float64(p.recovery)
 					}
-					z.health = min(target, prev.h+rise)
+					z.health = min(target, prev.h*grow)
 				}
 			}
 			next = append(next, zoneHealth{zone: z.name, h: z.health, at: in.Now})
