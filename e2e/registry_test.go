@@ -111,6 +111,7 @@ func TestRestartKeepsVMs(t *testing.T) {
 
 	agents := make([]*heartbeat.Agent, n)
 	cancels := make([]context.CancelFunc, n)
+	done := make([]chan struct{}, n)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancelAll()
@@ -121,8 +122,9 @@ func TestRestartKeepsVMs(t *testing.T) {
 			t.Fatal(err)
 		}
 		actx, cancel := context.WithCancel(ctx)
-		agents[i], cancels[i] = a, cancel
+		agents[i], cancels[i], done[i] = a, cancel, make(chan struct{})
 		wg.Go(func() {
+			defer close(done[i])
 			if err := a.Run(actx); err != nil {
 				t.Errorf("agent %d: %v", i, err)
 			}
@@ -150,6 +152,18 @@ func TestRestartKeepsVMs(t *testing.T) {
 	for i := range n {
 		if dead(i) {
 			cancels[i]()
+		}
+	}
+	// Their agents give up deregistering (bounded by the agent's
+	// DeregisterTimeout) before the registry comes back: a dead VM never
+	// deregisters.
+	for i := range n {
+		if dead(i) {
+			select {
+			case <-done[i]:
+			case <-time.After(2 * heartbeat.DeregisterTimeout):
+				t.Fatalf("dead agent %d did not stop", i)
+			}
 		}
 	}
 	s.start()

@@ -25,4 +25,17 @@
 //
 // Config values are immutable after Parse; every function is safe for
 // concurrent use.
+//
+// # Server side
+//
+// A Controller is the server's copy of the panic flag and the rollout
+// config. Both are stored durably (Storage: settings "migration/panic" and
+// "migration/rollout" next to the VM registrations) before they take
+// effect, and Restore loads them at start, before the registry store is
+// marked synced, so DNS never answers TXT _xds with a stale flag. The flag
+// is published in the registry store (registry.FlagXDS), where the DNS
+// resolver reads it; the rollout config carries a version that grows with
+// every change. Changes are serialized; reads are lock-free and safe for
+// concurrent use. Package migrationapi serves them over gRPC and HTTP
+// behind the admin token.
 package migration

@@ -60,7 +60,7 @@ func (e *env) dial() (*grpc.ClientConn, error) {
 type command struct {
 	name    string
 	args    string // positional arguments, for the usage line
-	nargs   int    // exact number of positional arguments
+	nargs   int    // exact number of positional arguments; -1: the action checks them
 	summary string
 	// flags defines the command's flags on fs and returns the action to
 	// run once they are parsed.
@@ -79,6 +79,8 @@ var commands = []*command{
 	loadCommand,
 	graphCommand,
 	weightsCommand,
+	panicCommand,
+	rolloutCommand,
 }
 
 func lookup(name string) *command {
@@ -191,7 +193,7 @@ func (c *command) run(ctx context.Context, e *env, args []string) int {
 		fmt.Fprintf(e.stderr, "spillwayctl %s: %s\nRun 'spillwayctl %s -h' for usage.\n", c.name, msg, c.name)
 		return exitUsage
 	}
-	if len(pos) != c.nargs {
+	if c.nargs >= 0 && len(pos) != c.nargs {
 		if c.nargs == 0 {
 			fmt.Fprintf(e.stderr, "spillwayctl %s: unexpected argument %q\n", c.name, pos[0])
 		} else {

@@ -1,6 +1,7 @@
 // Command spillwayctl is the SRE command line of spillway: it registers,
-// heartbeats and deregisters VM endpoints and lists what the registry holds,
-// over the server's gRPC port.
+// heartbeats and deregisters VM endpoints, lists what the registry holds,
+// and flips the panic flag and the rollout config, over the server's gRPC
+// port.
 //
 // Usage:
 //
@@ -46,6 +47,25 @@
 //	    demand and load; per client zone the demand, local share, spill and
 //	    weights, with the reason when a fallback is in force. NotFound when
 //	    the service has no weights (unknown, or --zone-aware off).
+//	panic on|off|status [--token T] [-o text|json]
+//	    The panic button. on publishes TXT _xds.<domain> "xds=off": every
+//	    client goes back to DNS; off publishes "xds=on": eligible clients
+//	    may use xDS again; status shows the flag and when it changed.
+//	rollout show [-o text|json|yaml]
+//	    Show the rollout config in force: version, rules; -o yaml prints it
+//	    as set, to edit and set again.
+//	rollout set FILE [--token T]
+//	    Replace the rollout config with the YAML in FILE. An invalid config
+//	    is refused with the field named; the old one stays in force.
+//	rollout validate FILE [-o text|json]
+//	    Dry run: SERVICE BUCKET RULE ELIGIBLE for every known client
+//	    service (xDS node.cluster and registry services, matched on their
+//	    name only) and a summary. Changes nothing.
+//
+// The changes (panic on|off, rollout set) need the server's admin token
+// (spillway --admin-token-file): --token, or $SPILLWAY_ADMIN_TOKEN, which
+// keeps it out of the process list. Without it they fail with
+// PermissionDenied and change nothing.
 //
 // Example:
 //
@@ -54,6 +74,7 @@
 //	spillwayctl heartbeat "$LEASE"
 //	spillwayctl endpoints payments -o json | jq '.endpoints[].last_seen'
 //	spillwayctl deregister "$LEASE"
+//	SPILLWAY_ADMIN_TOKEN=$(cat /etc/spillway/admin-token) spillwayctl panic on
 //
 // Exit status: 0 on success; 1 when the request failed, with the server's
 // message (which names the bad field) on stderr; 2 for a bad command line,

@@ -119,9 +119,10 @@ func (b *Bolt) Close() error { return b.db.Close() }
 
 // Memory keeps records in memory; they do not survive the process.
 type Memory struct {
-	// mu guards recs.
-	mu   sync.Mutex
-	recs map[string]Record
+	// mu guards recs and settings.
+	mu       sync.Mutex
+	recs     map[string]Record
+	settings map[string][]byte // made by the first PutSetting
 }
 
 // NewMemory returns an empty in-memory store.

@@ -1,0 +1,274 @@
+package migration
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/spillway/spillway/registry"
+)
+
+// Storage keeps settings across restarts. It is called from many
+// goroutines at once and must be safe for that; PutSetting returns only
+// once the value is durable. *durable.Bolt and *durable.Memory implement
+// it.
+type Storage interface {
+	PutSetting(ctx context.Context, key string, value []byte) error
+	// Settings returns every stored setting.
+	Settings(ctx context.Context) (map[string][]byte, error)
+}
+
+// FlagStore is where the panic flag is published: the registry store, whose
+// snapshots the DNS resolver serves as TXT _xds.<domain>. *registry.Store
+// implements it.
+type FlagStore interface {
+	Apply(ops ...registry.Op) (uint64, error)
+}
+
+var _ FlagStore = (*registry.Store)(nil)
+
+// Keys of the settings a Controller stores. Values are JSON.
+const (
+	SettingPanic   = "migration/panic"
+	SettingRollout = "migration/rollout"
+)
+
+// MaxConfigBytes bounds the YAML of a rollout config.
+const MaxConfigBytes = 1 << 20
+
+// ControllerConfig configures a Controller.
+type ControllerConfig struct {
+	// Store receives the panic flag; non-nil.
+	Store FlagStore
+	// Storage keeps the panic flag and the rollout config; non-nil.
+	Storage Storage
+	// Logger; nil discards.
+	Logger *slog.Logger
+	// Registerer receives spillway_panic and spillway_rollout_version; nil
+	// registers nothing.
+	Registerer prometheus.Registerer
+	// Now stamps changes; nil means time.Now.
+	Now func() time.Time
+}
+
+// PanicState is the panic flag.
+type PanicState struct {
+	// Panic true sends every client to DNS: TXT _xds.<domain> says xds=off.
+	Panic bool
+	// Changed is the time of the last change; zero if it never changed.
+	Changed time.Time
+}
+
+// XDS is what TXT _xds.<domain> says: "off" in a panic, else "on".
+func (p PanicState) XDS() string {
+	if p.Panic {
+		return "off"
+	}
+	return "on"
+}
+
+// Rollout is the rollout config in force. Values are immutable.
+type Rollout struct {
+	// YAML is the config as it was set, byte for byte; "" if never set.
+	YAML string
+	// Config is YAML parsed; non-nil, without rules if never set.
+	Config *Config
+	// Version grows by one with every change; 0 if never set.
+	Version uint64
+	// Changed is the time of the last change; zero if never set.
+	Changed time.Time
+}
+
+// Controller keeps the panic flag and the rollout config: durable in
+// Storage, the flag published in the FlagStore.
+type Controller struct {
+	// Read-only after NewController.
+	store   FlagStore
+	storage Storage
+	log     *slog.Logger
+	now     func() time.Time
+
+	// mu serializes changes (store, then publish); readers do not take it.
+	mu      sync.Mutex
+	flag    atomic.Pointer[PanicState]
+	rollout atomic.Pointer[Rollout]
+}
+
+// NewController validates cfg and returns a Controller with the panic flag
+// off and no rollout config; call Restore before serving.
+func NewController(cfg ControllerConfig) (*Controller, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("migration controller config: Store is nil")
+	}
+	if cfg.Storage == nil {
+		return nil, errors.New("migration controller config: Storage is nil")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	c := &Controller{store: cfg.Store, storage: cfg.Storage, log: cfg.Logger, now: cfg.Now}
+	c.flag.Store(&PanicState{})
+	c.rollout.Store(&Rollout{Config: &Config{}})
+	if cfg.Registerer != nil {
+		for _, m := range []prometheus.Collector{
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "spillway_panic",
+				Help: "1 while the panic flag is on (TXT _xds says xds=off: every client on DNS), else 0.",
+			}, func() float64 {
+				if c.Panic().Panic {
+					return 1
+				}
+				return 0
+			}),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "spillway_rollout_version",
+				Help: "Version of the rollout config in force; 0 if none was ever set.",
+			}, func() float64 { return float64(c.Rollout().Version) }),
+		} {
+			if err := cfg.Registerer.Register(m); err != nil {
+				return nil, fmt.Errorf("migration controller metrics: %w", err)
+			}
+		}
+	}
+	return c, nil
+}
+
+// panicRecord and rolloutRecord are the stored forms.
+type panicRecord struct {
+	Panic   bool      `json:"panic"`
+	Changed time.Time `json:"changed"`
+}
+
+type rolloutRecord struct {
+	YAML    string    `json:"yaml"`
+	Version uint64    `json:"version"`
+	Changed time.Time `json:"changed"`
+}
+
+// Restore loads the stored panic flag (publishing it in the store) and
+// rollout config. Call it once, before the store is marked synced and
+// before serving. It fails only when Storage cannot be read; a stored value
+// that does not decode, or a stored config that no longer parses, is logged
+// and left out (the flag stays off; nobody is eligible), so that DNS keeps
+// being served.
+func (c *Controller) Restore(ctx context.Context) error {
+	settings, err := c.storage.Settings(ctx)
+	if err != nil {
+		return fmt.Errorf("restore migration settings: %w", err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if b, ok := settings[SettingPanic]; ok {
+		var r panicRecord
+		if err := json.Unmarshal(b, &r); err != nil {
+			c.log.Error("skipped undecodable panic flag", "key", SettingPanic, "err", err)
+		} else {
+			p := PanicState{Panic: r.Panic, Changed: r.Changed}
+			if _, err := c.store.Apply(registry.SetFlag(registry.FlagXDS, p.XDS())); err != nil {
+				return fmt.Errorf("restore panic flag: %w", err)
+			}
+			c.flag.Store(&p)
+		}
+	}
+	if b, ok := settings[SettingRollout]; ok {
+		var r rolloutRecord
+		if err := json.Unmarshal(b, &r); err != nil {
+			c.log.Error("skipped undecodable rollout config", "key", SettingRollout, "err", err)
+		} else if cfg, err := Parse([]byte(r.YAML)); err != nil {
+			// Keep the version so that the next change still grows it.
+			c.log.Error("stored rollout config does not parse: nobody is eligible until it is set again",
+				"version", r.Version, "err", err)
+			c.rollout.Store(&Rollout{Config: &Config{}, Version: r.Version, Changed: r.Changed})
+		} else {
+			c.rollout.Store(&Rollout{YAML: r.YAML, Config: cfg, Version: r.Version, Changed: r.Changed})
+		}
+	}
+	p, ro := c.Panic(), c.Rollout()
+	c.log.Info("restored migration settings", "panic", p.Panic, "xds", p.XDS(), "rollout_version", ro.Version, "rules", len(ro.Config.Rules))
+	return nil
+}
+
+// Panic returns the panic flag.
+func (c *Controller) Panic() PanicState { return *c.flag.Load() }
+
+// Rollout returns the rollout config in force.
+func (c *Controller) Rollout() Rollout { return *c.rollout.Load() }
+
+// SetPanic turns the panic flag on or off: stored durably, then published.
+// Setting the value in force changes nothing and returns changed false. An
+// error leaves the flag as it was.
+func (c *Controller) SetPanic(ctx context.Context, on bool) (_ PanicState, changed bool, _ error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cur := c.Panic()
+	if cur.Panic == on {
+		return cur, false, nil
+	}
+	next := PanicState{Panic: on, Changed: c.now().UTC()}
+	b, err := json.Marshal(panicRecord{Panic: next.Panic, Changed: next.Changed})
+	if err != nil {
+		return cur, false, fmt.Errorf("set panic flag: %w", err)
+	}
+	if err := c.storage.PutSetting(ctx, SettingPanic, b); err != nil {
+		return cur, false, fmt.Errorf("set panic flag: %w", err)
+	}
+	if _, err := c.store.Apply(registry.SetFlag(registry.FlagXDS, next.XDS())); err != nil {
+		// Cannot happen with "on" or "off"; undo the stored value anyway.
+		old, _ := json.Marshal(panicRecord{Panic: cur.Panic, Changed: cur.Changed})
+		if uerr := c.storage.PutSetting(context.WithoutCancel(ctx), SettingPanic, old); uerr != nil {
+			c.log.Error("undo of the stored panic flag failed", "err", uerr)
+		}
+		return cur, false, fmt.Errorf("publish panic flag: %w", err)
+	}
+	c.flag.Store(&next)
+	c.log.Warn("panic flag changed", "panic", next.Panic, "xds", next.XDS())
+	return next, true, nil
+}
+
+// SetRollout parses yaml strictly and puts it in force: stored durably,
+// then published with the next version. An invalid config is an error
+// wrapping ErrInvalid that names the field, and the old config stays in
+// force. The yaml in force again changes nothing and returns changed
+// false.
+func (c *Controller) SetRollout(ctx context.Context, yaml []byte) (_ Rollout, changed bool, _ error) {
+	cfg, err := ParseLimited(yaml)
+	if err != nil {
+		return c.Rollout(), false, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cur := c.Rollout()
+	if cur.Version > 0 && cur.YAML == string(yaml) {
+		return cur, false, nil
+	}
+	next := Rollout{YAML: string(yaml), Config: cfg, Version: cur.Version + 1, Changed: c.now().UTC()}
+	b, err := json.Marshal(rolloutRecord{YAML: next.YAML, Version: next.Version, Changed: next.Changed})
+	if err != nil {
+		return cur, false, fmt.Errorf("set rollout config: %w", err)
+	}
+	if err := c.storage.PutSetting(ctx, SettingRollout, b); err != nil {
+		return cur, false, fmt.Errorf("set rollout config: %w", err)
+	}
+	c.rollout.Store(&next)
+	c.log.Info("rollout config changed", "version", next.Version, "rules", len(cfg.Rules))
+	return next, true, nil
+}
+
+// ParseLimited is Parse with a bound of MaxConfigBytes on the input, the
+// way the server takes a config.
+func ParseLimited(yaml []byte) (*Config, error) {
+	if len(yaml) > MaxConfigBytes {
+		return nil, fmt.Errorf("%w: yaml: %d bytes, at most %d", ErrInvalid, len(yaml), MaxConfigBytes)
+	}
+	return Parse(yaml)
+}
