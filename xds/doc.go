@@ -7,7 +7,10 @@
 // For a service S: Listener S (an API listener whose HttpConnectionManager
 // takes RouteConfiguration S over ADS, router filter last),
 // RouteConfiguration S (one virtual host, every path to cluster S), Cluster
-// S (EDS over ADS, round robin, load reports to this server) and
+// S (EDS over ADS, load reports to this server; lb_policy ROUND_ROBIN and a
+// load_balancing_policy list: Envoy's round_robin first, then wrr_locality
+// over spillway.wrr (clientlib/wrr, which honours endpoint weights) or
+// round_robin for gRPC clients without it) and
 // ClusterLoadAssignment S (one LocalityLbEndpoints per region/zone/sub-zone
 // holding at least one healthy endpoint, health status per endpoint,
 // endpoint weights >= 1, locality weights from Config.Weights, by default

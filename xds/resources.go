@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	v3xdstypepb "github.com/cncf/xds/go/xds/type/v3"
 	v3clusterpb "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	v3corepb "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	v3endpointpb "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
@@ -12,8 +13,11 @@ import (
 	v3routepb "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	v3routerpb "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	v3hcmpb "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	v3roundrobinpb "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/round_robin/v3"
+	v3wrrlocalitypb "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/wrr_locality/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/spillway/spillway/registry"
@@ -110,14 +114,56 @@ func route(service string) *v3routepb.RouteConfiguration {
 	}
 }
 
-// cluster builds Cluster S: EDS over ADS, round robin, load reports to this
-// server.
+// cluster builds Cluster S: EDS over ADS, load reports to this server, and
+// a load_balancing_policy (gRFC A52: a client uses the first policy it
+// knows, so each kind of client finds its own):
+//
+//  1. Envoy's round_robin (weighted by endpoint weight in Envoy) inside a
+//     TypedStruct: Envoy unwraps it, gRPC skips it (no gRPC balancer has
+//     that name). It must come before wrr_locality: Envoy builds its
+//     wrr_locality too, and releases whose wrr_locality accepts only
+//     client_side_weighted_round_robin inside it would reject the Cluster.
+//  2. wrr_locality: gRPC picks a locality by locality weight (what lb_policy
+//     ROUND_ROBIN gives it), then an endpoint with the first policy it
+//     knows of: spillway.wrr (package clientlib/wrr, by endpoint weight)
+//     when the client imports it, else round_robin.
+//
+// lb_policy stays ROUND_ROBIN for clients that predate load_balancing_policy.
 func cluster(service string) *v3clusterpb.Cluster {
+	// The spillway.wrr balancer's name as clientlib/wrr registers it
+	// (wrr.TypeURL; the server does not import client code).
+	const spillwayWRR = "type.googleapis.com/spillway.wrr"
+	pack := func(m proto.Message) *anypb.Any {
+		a, err := anypb.New(m)
+		if err != nil { // a constant, valid message always marshals
+			panic(fmt.Sprintf("cluster %s: load balancing policy: %v", service, err))
+		}
+		return a
+	}
+	policy := func(name string, config proto.Message) *v3clusterpb.LoadBalancingPolicy_Policy {
+		return &v3clusterpb.LoadBalancingPolicy_Policy{TypedExtensionConfig: &v3corepb.TypedExtensionConfig{
+			Name: name, TypedConfig: pack(config),
+		}}
+	}
+	roundRobin := &v3roundrobinpb.RoundRobin{}
+	lb := &v3clusterpb.LoadBalancingPolicy{Policies: []*v3clusterpb.LoadBalancingPolicy_Policy{
+		policy("envoy.load_balancing_policies.round_robin", &v3xdstypepb.TypedStruct{
+			TypeUrl: "type.googleapis.com/" + string(roundRobin.ProtoReflect().Descriptor().FullName()),
+			Value:   &structpb.Struct{},
+		}),
+		policy("envoy.load_balancing_policies.wrr_locality", &v3wrrlocalitypb.WrrLocality{
+			EndpointPickingPolicy: &v3clusterpb.LoadBalancingPolicy{Policies: []*v3clusterpb.LoadBalancingPolicy_Policy{
+				policy("spillway.wrr", &v3xdstypepb.TypedStruct{TypeUrl: spillwayWRR, Value: &structpb.Struct{}}),
+				policy("envoy.load_balancing_policies.round_robin", roundRobin),
+			}},
+		}),
+	}}
 	return &v3clusterpb.Cluster{
 		Name:                 service,
 		ClusterDiscoveryType: &v3clusterpb.Cluster_Type{Type: v3clusterpb.Cluster_EDS},
 		EdsClusterConfig:     &v3clusterpb.Cluster_EdsClusterConfig{EdsConfig: adsSource, ServiceName: service},
 		LbPolicy:             v3clusterpb.Cluster_ROUND_ROBIN,
+		LoadBalancingPolicy:  lb,
 		LrsServer:            &v3corepb.ConfigSource{ConfigSourceSpecifier: &v3corepb.ConfigSource_Self{Self: &v3corepb.SelfConfigSource{}}},
 	}
 }
