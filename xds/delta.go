@@ -27,46 +27,38 @@ type deltaType struct {
 }
 
 type deltaStream struct {
+	streamCore
 	s      *Server
 	stream v3discoverygrpc.AggregatedDiscoveryService_DeltaAggregatedResourcesServer
-	w      *watcher
 	node   nodeInfo
 	known  bool
 	types  [4]deltaType
 	nonce  uint64
 }
 
-// DeltaAggregatedResources implements incremental (delta) ADS.
+// DeltaAggregatedResources implements incremental (delta) ADS, with the
+// same goroutine structure as StreamAggregatedResources.
 func (s *Server) DeltaAggregatedResources(stream v3discoverygrpc.AggregatedDiscoveryService_DeltaAggregatedResourcesServer) error {
-	ctx := stream.Context()
-	st := &deltaStream{s: s, stream: stream, w: newWatcher()}
+	st := &deltaStream{s: s, stream: stream}
+	st.w = newWatcher(st.wake)
+	st.streamCore.push = st.push
 	defer st.close()
-	reqs := make(chan *v3discoverypb.DeltaDiscoveryRequest)
-	errc := make(chan error, 1)
-	go receive(ctx, stream.Recv, reqs, errc)
 	for {
-		select {
-		case <-ctx.Done():
+		req, err := stream.Recv()
+		if errors.Is(err, io.EOF) || stream.Context().Err() != nil {
 			return nil
-		case err := <-errc:
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
+		}
+		if err != nil {
 			return err
-		case req := <-reqs:
-			if err := st.handle(req); err != nil {
-				return err
-			}
-		case <-st.w.kick:
-			if err := st.push(); err != nil {
-				return err
-			}
+		}
+		if err := st.streamCore.handle(func() error { return st.handle(req) }); err != nil {
+			return err
 		}
 	}
 }
 
 func (st *deltaStream) close() {
-	st.s.hub.remove(st.w)
+	st.stop(&st.s.hub)
 	if st.known {
 		st.s.metrics.streams.WithLabelValues("delta", zoneLabel(st.node.zone)).Dec()
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	v3discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
@@ -193,6 +194,72 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 }
 
+// streamCore is what both stream kinds share: one goroutine, the gRPC
+// handler's, receives requests and answers them; pushes for store changes
+// run on a goroutine started only while changes are pending, so an idle
+// stream costs one goroutine, not two. mu serialises the two: state and
+// Send are only touched under it. A stream stuck in Send holds its own
+// push goroutine and its own lock, nothing else.
+type streamCore struct {
+	w       *watcher
+	push    func() error // set by the owner; called with mu held
+	pushing atomic.Bool
+	wg      sync.WaitGroup
+
+	// mu guards the stream's state, closed and err, and every Send.
+	mu     sync.Mutex
+	closed bool
+	err    error // a failed push; the handler returns it
+}
+
+// wake starts the push goroutine unless it runs. It is called by the hub,
+// never after hub.remove(w) returned.
+func (c *streamCore) wake() {
+	if c.pushing.CompareAndSwap(false, true) {
+		c.wg.Add(1)
+		go c.pushLoop()
+	}
+}
+
+func (c *streamCore) pushLoop() {
+	defer c.wg.Done()
+	for {
+		c.mu.Lock()
+		if c.closed || c.err != nil {
+			c.mu.Unlock()
+			c.pushing.Store(false)
+			return
+		}
+		c.err = c.push()
+		c.mu.Unlock()
+		c.pushing.Store(false)
+		// A change marked after the push took the pending set, but before
+		// pushing was cleared, found the goroutine running: look again.
+		if !c.w.pending() || !c.pushing.CompareAndSwap(false, true) {
+			return
+		}
+	}
+}
+
+// handle runs f under the stream lock, unless a push already failed.
+func (c *streamCore) handle(f func() error) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err != nil {
+		return c.err
+	}
+	return f()
+}
+
+// stop ends pushes: after it returns no goroutine touches the stream.
+func (c *streamCore) stop(h *hub) {
+	h.remove(c.w) // no wake after this
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	c.wg.Wait()
+}
+
 // nodeInfo is what a stream's node says about its client.
 type nodeInfo struct {
 	id, zone, cluster string
@@ -211,7 +278,8 @@ type hub struct {
 // watcher is a stream's side of the hub: the names it wants and the
 // changes it has not yet handled.
 type watcher struct {
-	kick chan struct{}
+	// wake is called, never blocking, when changes are pending. Read-only.
+	wake func()
 
 	// Guarded by hub.mu.
 	names    map[string]struct{}
@@ -224,8 +292,8 @@ type watcher struct {
 	since time.Time // earliest pending change, for push latency
 }
 
-func newWatcher() *watcher {
-	return &watcher{kick: make(chan struct{}, 1), dirty: map[string]struct{}{}}
+func newWatcher(wake func()) *watcher {
+	return &watcher{wake: wake, dirty: map[string]struct{}{}}
 }
 
 func (w *watcher) mark(name string, all bool, at time.Time) {
@@ -239,10 +307,14 @@ func (w *watcher) mark(name string, all bool, at time.Time) {
 		w.since = at
 	}
 	w.mu.Unlock()
-	select {
-	case w.kick <- struct{}{}:
-	default:
-	}
+	w.wake()
+}
+
+// pending reports whether changes wait to be taken.
+func (w *watcher) pending() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.all || len(w.dirty) > 0
 }
 
 // take returns and clears the pending changes.
@@ -250,7 +322,10 @@ func (w *watcher) take() (names map[string]struct{}, all bool, since time.Time) 
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	names, all, since = w.dirty, w.all, w.since
-	w.dirty, w.all, w.since = map[string]struct{}{}, false, time.Time{}
+	if len(names) > 0 {
+		w.dirty = map[string]struct{}{}
+	}
+	w.all, w.since = false, time.Time{}
 	return names, all, since
 }
 

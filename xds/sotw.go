@@ -1,7 +1,6 @@
 package xds
 
 import (
-	"context"
 	"errors"
 	"hash/fnv"
 	"io"
@@ -30,64 +29,39 @@ type sotwType struct {
 // sotwStream is the send loop's state; only the stream's own goroutine
 // touches it.
 type sotwStream struct {
+	streamCore
 	s      *Server
 	stream grpc.ServerStream
-	w      *watcher
 	node   nodeInfo
 	known  bool // node seen
 	types  [4]sotwType
 	nonce  uint64
 }
 
-// StreamAggregatedResources implements state-of-the-world ADS. One
-// goroutine receives requests; this one owns the state and every Send.
+// StreamAggregatedResources implements state-of-the-world ADS. The
+// handler's goroutine receives and answers requests; pushes for store
+// changes run on a goroutine that exists only while they are pending.
 func (s *Server) StreamAggregatedResources(stream v3discoverygrpc.AggregatedDiscoveryService_StreamAggregatedResourcesServer) error {
-	ctx := stream.Context()
-	st := &sotwStream{s: s, stream: stream, w: newWatcher()}
+	st := &sotwStream{s: s, stream: stream}
+	st.w = newWatcher(st.wake)
+	st.streamCore.push = st.push
 	defer st.close()
-	reqs := make(chan *v3discoverypb.DiscoveryRequest)
-	errc := make(chan error, 1)
-	go receive(ctx, stream.Recv, reqs, errc)
 	for {
-		select {
-		case <-ctx.Done():
+		req, err := stream.Recv()
+		if errors.Is(err, io.EOF) || stream.Context().Err() != nil {
 			return nil
-		case err := <-errc:
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
-			return err
-		case req := <-reqs:
-			if err := st.handle(req); err != nil {
-				return err
-			}
-		case <-st.w.kick:
-			if err := st.push(); err != nil {
-				return err
-			}
 		}
-	}
-}
-
-// receive forwards requests from recv to reqs until an error, which it
-// reports on errc, or until ctx ends.
-func receive[T any](ctx context.Context, recv func() (T, error), reqs chan<- T, errc chan<- error) {
-	for {
-		req, err := recv()
 		if err != nil {
-			errc <- err
-			return
+			return err
 		}
-		select {
-		case reqs <- req:
-		case <-ctx.Done():
-			return
+		if err := st.streamCore.handle(func() error { return st.handle(req) }); err != nil {
+			return err
 		}
 	}
 }
 
 func (st *sotwStream) close() {
-	st.s.hub.remove(st.w)
+	st.stop(&st.s.hub)
 	if st.known {
 		st.s.metrics.streams.WithLabelValues("sotw", zoneLabel(st.node.zone)).Dec()
 	}
