@@ -1,0 +1,383 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	v3corepb "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	v3endpointpb "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	v3discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	v3discoverypb "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/spillway/spillway/e2e/bench/xdsbench/internal/benchdata"
+)
+
+// The four types every stream subscribes to, in the order a proxyless gRPC
+// client first asks for them.
+var typeURLs = [...]string{resource.ListenerType, resource.RouteType, resource.ClusterType, resource.EndpointType}
+
+const edsIndex = 3 // index of resource.EndpointType in typeURLs
+
+// fleet is K raw SotW ADS streams: stream i has node id xdsbench-<i>, zone
+// i%zones and subscribes to Listener, RouteConfiguration, Cluster and
+// ClusterLoadAssignment of service i%services. Every response is ACKed.
+type fleet struct {
+	// Read-only after openFleet.
+	k        int
+	services []benchdata.Service
+	cancel   context.CancelFunc
+	conns    []*grpc.ClientConn
+
+	wg sync.WaitGroup // one per receiving stream
+
+	responses [len(typeURLs)]atomic.Int64 // responses received, by type
+	lastResp  atomic.Int64                // UnixNano of the latest response
+	synced    atomic.Int64                // streams that have their initial EDS
+	syncedCh  chan struct{}               // closed when synced reaches k
+	// badInitial counts initial EDS responses whose endpoint count is not
+	// the service's.
+	badInitial atomic.Int64
+
+	// pending[svc] is the change in flight on service svc, or nil.
+	pending []atomic.Pointer[pendingChange]
+
+	errOnce sync.Once
+	err     error
+	errCh   chan struct{} // closed on the first stream error
+}
+
+// pendingChange is one endpoint change being waited for: which EDS state
+// reflects it, and the latency of every affected stream that saw it.
+type pendingChange struct {
+	seq     int
+	start   time.Time
+	address string // endpoint added or removed
+	add     bool
+	want    int // affected streams
+
+	mu   sync.Mutex
+	lat  []time.Duration
+	done chan struct{} // closed when len(lat) reaches want
+}
+
+func newPendingChange(c benchdata.Change, want int) *pendingChange {
+	return &pendingChange{seq: c.Seq, address: c.Endpoint.Address.String(), add: c.Add, want: want, done: make(chan struct{})}
+}
+
+// reflects reports whether cla shows the change.
+func (p *pendingChange) reflects(cla *v3endpointpb.ClusterLoadAssignment) bool {
+	found := false
+	for _, l := range cla.GetEndpoints() {
+		for _, e := range l.GetLbEndpoints() {
+			if e.GetEndpoint().GetAddress().GetSocketAddress().GetAddress() == p.address {
+				found = true
+			}
+		}
+	}
+	return found == p.add
+}
+
+func (p *pendingChange) record(d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.lat = append(p.lat, d)
+	if len(p.lat) == p.want {
+		close(p.done)
+	}
+}
+
+func (p *pendingChange) latencies() []time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]time.Duration(nil), p.lat...)
+}
+
+// stream is the receiving side's state of one ADS stream, owned by its
+// receive goroutine.
+type stream struct {
+	i      int
+	svc    int
+	name   string
+	ads    v3discoverygrpc.AggregatedDiscoveryService_StreamAggregatedResourcesClient
+	synced bool
+	seen   int // 1 + seq of the latest change this stream saw, 0 for none
+}
+
+// openFleet dials addr with ceil(k/perConn) connections and opens k streams,
+// perConn per connection. It returns once every stream has sent its four
+// subscriptions; waitSynced waits for the answers.
+func openFleet(ctx context.Context, addr string, k, perConn int, services []benchdata.Service, zones []string) (*fleet, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	f := &fleet{
+		k:        k,
+		services: services,
+		cancel:   cancel,
+		syncedCh: make(chan struct{}),
+		pending:  make([]atomic.Pointer[pendingChange], len(services)),
+		errCh:    make(chan struct{}),
+	}
+	nconn := (k + perConn - 1) / perConn
+	for range nconn {
+		cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			f.close()
+			return nil, fmt.Errorf("dial %s: %w", addr, err)
+		}
+		f.conns = append(f.conns, cc)
+	}
+	var open sync.WaitGroup
+	errs := make([]error, nconn)
+	for c, cc := range f.conns {
+		open.Go(func() {
+			client := v3discoverygrpc.NewAggregatedDiscoveryServiceClient(cc)
+			for i := c * perConn; i < min(k, (c+1)*perConn); i++ {
+				if err := f.openStream(ctx, client, i, zones); err != nil {
+					errs[c] = err
+					return
+				}
+			}
+		})
+	}
+	open.Wait()
+	if err := errors.Join(errs...); err != nil {
+		f.close()
+		return nil, err
+	}
+	return f, nil
+}
+
+func (f *fleet) openStream(ctx context.Context, client v3discoverygrpc.AggregatedDiscoveryServiceClient, i int, zones []string) error {
+	ads, err := client.StreamAggregatedResources(ctx)
+	if err != nil {
+		return fmt.Errorf("stream %d: open: %w", i, err)
+	}
+	st := &stream{i: i, svc: i % len(f.services), ads: ads}
+	st.name = f.services[st.svc].Name
+	// The node of grpc-go's xDS client, as a bootstrap file would set it.
+	node := &v3corepb.Node{
+		Id:                   fmt.Sprintf("xdsbench-%d", i),
+		Cluster:              "xdsbench",
+		Locality:             &v3corepb.Locality{Region: benchdata.Region, Zone: zones[i%len(zones)]},
+		UserAgentName:        "gRPC Go",
+		UserAgentVersionType: &v3corepb.Node_UserAgentVersion{UserAgentVersion: "1.85.0"},
+		ClientFeatures:       []string{"envoy.lb.does_not_support_overprovisioning", "xds.config.resource-in-sotw"},
+	}
+	for j, typeURL := range typeURLs {
+		req := &v3discoverypb.DiscoveryRequest{TypeUrl: typeURL, ResourceNames: []string{st.name}}
+		if j == 0 {
+			req.Node = node
+		}
+		if err := ads.Send(req); err != nil {
+			return fmt.Errorf("stream %d: subscribe: %w", i, f.streamErr(ads, err))
+		}
+	}
+	f.wg.Go(func() { f.receive(ctx, st) })
+	return nil
+}
+
+// streamErr turns the io.EOF of a failed Send into the stream's status.
+func (f *fleet) streamErr(ads grpc.ClientStream, err error) error {
+	if rerr := ads.RecvMsg(new(v3discoverypb.DiscoveryResponse)); rerr != nil {
+		return rerr
+	}
+	return err
+}
+
+func (f *fleet) fail(err error) {
+	f.errOnce.Do(func() {
+		f.err = err
+		close(f.errCh)
+	})
+}
+
+// receive reads responses of one stream, ACKs each, and records initial
+// EDS and changes. It returns when the stream ends.
+func (f *fleet) receive(ctx context.Context, st *stream) {
+	for {
+		resp, err := st.ads.Recv()
+		now := time.Now()
+		if err != nil {
+			if ctx.Err() == nil {
+				f.fail(fmt.Errorf("stream %d (%s): %w", st.i, st.name, err))
+			}
+			return
+		}
+		f.lastResp.Store(now.UnixNano())
+		idx := -1
+		for j, t := range typeURLs {
+			if resp.GetTypeUrl() == t {
+				idx = j
+			}
+		}
+		if idx < 0 {
+			f.fail(fmt.Errorf("stream %d (%s): response of unexpected type %q", st.i, st.name, resp.GetTypeUrl()))
+			return
+		}
+		f.responses[idx].Add(1)
+		if idx == edsIndex {
+			if err := f.onEDS(st, resp, now); err != nil {
+				f.fail(err)
+				return
+			}
+		}
+		ack := &v3discoverypb.DiscoveryRequest{
+			TypeUrl:       resp.GetTypeUrl(),
+			VersionInfo:   resp.GetVersionInfo(),
+			ResponseNonce: resp.GetNonce(),
+			ResourceNames: []string{st.name},
+		}
+		if err := st.ads.Send(ack); err != nil {
+			if ctx.Err() == nil {
+				f.fail(fmt.Errorf("stream %d (%s): ack: %w", st.i, st.name, f.streamErr(st.ads, err)))
+			}
+			return
+		}
+	}
+}
+
+func (f *fleet) onEDS(st *stream, resp *v3discoverypb.DiscoveryResponse, now time.Time) error {
+	if !st.synced {
+		cla, err := findCLA(resp, st.name)
+		if err != nil || cla == nil {
+			return err // an EDS response without our resource: wait for the next
+		}
+		st.synced = true
+		n := 0
+		for _, l := range cla.GetEndpoints() {
+			n += len(l.GetLbEndpoints())
+		}
+		if n != len(f.services[st.svc].Endpoints) {
+			f.badInitial.Add(1)
+		}
+		if f.synced.Add(1) == int64(f.k) {
+			close(f.syncedCh)
+		}
+		return nil
+	}
+	p := f.pending[st.svc].Load()
+	if p == nil || st.seen == p.seq+1 {
+		return nil
+	}
+	cla, err := findCLA(resp, st.name)
+	if err != nil {
+		return err
+	}
+	if cla != nil && p.reflects(cla) {
+		st.seen = p.seq + 1
+		p.record(now.Sub(p.start))
+	}
+	return nil
+}
+
+// findCLA returns the ClusterLoadAssignment named name in resp, or nil.
+func findCLA(resp *v3discoverypb.DiscoveryResponse, name string) (*v3endpointpb.ClusterLoadAssignment, error) {
+	for _, a := range resp.GetResources() {
+		if a.GetTypeUrl() != resource.EndpointType {
+			continue
+		}
+		cla := new(v3endpointpb.ClusterLoadAssignment)
+		if err := proto.Unmarshal(a.GetValue(), cla); err != nil {
+			return nil, fmt.Errorf("EDS %s: %w", name, err)
+		}
+		if cla.GetClusterName() == name {
+			return cla, nil
+		}
+	}
+	return nil, nil
+}
+
+// totalResponses is the number of responses received so far, all types.
+func (f *fleet) totalResponses() [len(typeURLs)]int64 {
+	var out [len(typeURLs)]int64
+	for j := range out {
+		out[j] = f.responses[j].Load()
+	}
+	return out
+}
+
+// affected is the number of streams subscribed to service svc.
+func (f *fleet) affected(svc int) int {
+	n := len(f.services)
+	return f.k/n + btoi(svc < f.k%n)
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// waitSynced waits until every stream has its initial EDS, printing
+// progress every 10 s.
+func (f *fleet) waitSynced(ctx context.Context, timeout time.Duration, progress func(synced int64)) error {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(10 * time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-f.syncedCh:
+			return nil
+		case <-f.errCh:
+			return f.err
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-deadline.C:
+			return fmt.Errorf("%d of %d streams have their initial EDS after %v", f.synced.Load(), f.k, timeout)
+		case <-tick.C:
+			progress(f.synced.Load())
+		}
+	}
+}
+
+// waitQuiet waits until no response has arrived for quiet, for at most
+// limit. It reports whether the streams went quiet.
+func (f *fleet) waitQuiet(ctx context.Context, quiet, limit time.Duration) bool {
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		last := time.Unix(0, f.lastResp.Load())
+		if time.Since(last) >= quiet {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-f.errCh:
+			return false
+		case <-time.After(min(quiet/4, 50*time.Millisecond) + time.Millisecond):
+		}
+	}
+	return false
+}
+
+// close ends every stream and connection and waits (bounded) for the
+// receive goroutines.
+func (f *fleet) close() {
+	f.cancel()
+	for _, cc := range f.conns {
+		cc.Close()
+	}
+	done := make(chan struct{})
+	go func() { f.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+	}
+}
+
+// isUnimplemented reports whether err says the server has no ADS service.
+func isUnimplemented(err error) bool {
+	var se interface{ GRPCStatus() *status.Status }
+	return errors.As(err, &se) && se.GRPCStatus().Code() == codes.Unimplemented
+}

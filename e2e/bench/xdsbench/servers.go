@@ -1,0 +1,364 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/spillway/spillway/e2e/bench/xdsbench/internal/benchdata"
+	"github.com/spillway/spillway/registry/registryv1"
+)
+
+// server is one server process under test, started by the driver.
+type server struct {
+	name     string
+	adsAddr  string
+	httpAddr string // baseline only: /change, /readyz, /debug/pprof/
+	logPath  string
+	cmd      *exec.Cmd
+	exited   chan struct{} // closed once the process has exited
+	waitErr  error         // set before exited is closed
+
+	// change makes one endpoint change and returns once the server has
+	// accepted it (the RPC or HTTP call returned).
+	change func(ctx context.Context, c benchdata.Change) error
+	// cleanup releases the driver's side (connections); run by stop.
+	cleanup []func()
+}
+
+// freeAddr returns a loopback TCP address nothing listens on right now.
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// startProcess runs bin with args, its output going to logPath.
+func startProcess(name, bin string, args []string, logPath string) (*server, error) {
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	// The server dies with the driver, even if the driver is killed.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	s := &server{name: name, logPath: logPath, cmd: cmd, exited: make(chan struct{})}
+	go func() {
+		s.waitErr = cmd.Wait()
+		logf.Close()
+		close(s.exited)
+	}()
+	return s, nil
+}
+
+func (s *server) pid() int { return s.cmd.Process.Pid }
+
+// alive returns an error, with the tail of the server's log, if it has
+// exited.
+func (s *server) alive() error {
+	select {
+	case <-s.exited:
+		return fmt.Errorf("%s exited (%v); last log lines:\n%s", s.name, s.waitErr, tail(s.logPath, 15))
+	default:
+		return nil
+	}
+}
+
+// stop releases the driver's connections and ends the process: SIGTERM,
+// then SIGKILL after 5 s.
+func (s *server) stop() {
+	for _, f := range s.cleanup {
+		f()
+	}
+	s.cleanup = nil
+	select {
+	case <-s.exited:
+		return
+	default:
+	}
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.exited:
+	case <-time.After(5 * time.Second):
+		s.cmd.Process.Kill()
+		<-s.exited
+	}
+}
+
+// tail returns the last n lines of the file at path.
+func tail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// waitReady polls ready every 100 ms for at most limit, failing early if
+// the process exits.
+func (s *server) waitReady(ctx context.Context, limit time.Duration, ready func(context.Context) error) error {
+	deadline := time.Now().Add(limit)
+	var err error
+	for time.Now().Before(deadline) {
+		if aerr := s.alive(); aerr != nil {
+			return aerr
+		}
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		err = ready(cctx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("%s not ready after %v: %w; last log lines:\n%s", s.name, limit, err, tail(s.logPath, 15))
+}
+
+// startSpillway runs the spillway binary with registrations in memory and
+// leases of an hour, and registers every endpoint through the registry API.
+func startSpillway(ctx context.Context, bin, dir string, services []benchdata.Service) (_ *server, err error) {
+	grpcAddr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	s, err := startProcess("spillway", bin, []string{
+		"--data-dir", "", "--lease-ttl", "1h",
+		"--grpc-addr", grpcAddr, "--http-addr", "127.0.0.1:0", "--dns-addr", "127.0.0.1:0",
+		"--log-level", "warn",
+	}, filepath.Join(dir, "spillway.log"))
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			s.stop()
+		}
+	}()
+	s.adsAddr = grpcAddr
+	cc, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return s, err
+	}
+	s.cleanup = append(s.cleanup, func() { cc.Close() })
+	reg := registryv1.NewRegistryClient(cc)
+	if err := s.waitReady(ctx, 30*time.Second, func(ctx context.Context) error {
+		_, err := reg.ListServices(ctx, &registryv1.ListServicesRequest{})
+		return err
+	}); err != nil {
+		return s, err
+	}
+
+	// leases maps an endpoint address to its lease; written by the loader,
+	// then only by change, which the driver calls from one goroutine.
+	var mu sync.Mutex
+	leases := map[netip.Addr]string{}
+	register := func(ctx context.Context, svc string, e benchdata.Endpoint) error {
+		resp, err := reg.Register(ctx, &registryv1.RegisterRequest{
+			Service: svc,
+			Endpoint: &registryv1.Endpoint{
+				Id:       e.ID,
+				Address:  e.Address.String(),
+				Ports:    []*registryv1.Port{{Name: benchdata.PortName, Number: benchdata.Port}},
+				Locality: &registryv1.Locality{Region: benchdata.Region, Zone: e.Zone},
+			},
+		})
+		if err != nil {
+			return fmt.Errorf("register %s %s: %w", svc, e.Address, err)
+		}
+		mu.Lock()
+		leases[e.Address] = resp.GetLeaseId()
+		mu.Unlock()
+		return nil
+	}
+	type job struct {
+		svc string
+		e   benchdata.Endpoint
+	}
+	jobs := make(chan job)
+	errs := make(chan error, 8)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			var first error
+			for j := range jobs {
+				if first == nil {
+					cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+					first = register(cctx, j.svc, j.e)
+					cancel()
+				}
+			}
+			errs <- first
+		})
+	}
+	for _, svc := range services {
+		for _, e := range svc.Endpoints {
+			jobs <- job{svc.Name, e}
+		}
+	}
+	close(jobs)
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		err = errors.Join(err, e)
+	}
+	if err != nil {
+		return s, err
+	}
+	// Check that spillway holds exactly the data set.
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	list, err := reg.ListServices(cctx, &registryv1.ListServicesRequest{})
+	if err != nil {
+		return s, fmt.Errorf("list services: %w", err)
+	}
+	got := map[string]uint32{}
+	for _, sum := range list.GetServices() {
+		got[sum.GetName()] = sum.GetEndpoints()
+	}
+	for _, svc := range services {
+		if got[svc.Name] != uint32(len(svc.Endpoints)) {
+			return s, fmt.Errorf("spillway lists %d endpoints for %s after loading, want %d", got[svc.Name], svc.Name, len(svc.Endpoints))
+		}
+	}
+	if len(got) != len(services) {
+		return s, fmt.Errorf("spillway lists %d services after loading, want %d", len(got), len(services))
+	}
+
+	s.change = func(ctx context.Context, c benchdata.Change) error {
+		svc := services[c.Service].Name
+		if c.Add {
+			return register(ctx, svc, c.Endpoint)
+		}
+		mu.Lock()
+		lease, ok := leases[c.Endpoint.Address]
+		mu.Unlock()
+		if !ok {
+			return fmt.Errorf("no lease for %s %s", svc, c.Endpoint.Address)
+		}
+		if _, err := reg.Deregister(ctx, &registryv1.DeregisterRequest{LeaseId: lease}); err != nil {
+			return fmt.Errorf("deregister %s %s: %w", svc, c.Endpoint.Address, err)
+		}
+		return nil
+	}
+	return s, nil
+}
+
+// startBaseline runs the baseline binary (e2e/bench/xdsbench/baseline),
+// which builds the same data set itself.
+func startBaseline(ctx context.Context, bin, dir string, services, endpoints, zones int, withPprof bool) (_ *server, err error) {
+	grpcAddr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	httpAddr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	args := []string{
+		"--grpc-addr", grpcAddr, "--http-addr", httpAddr,
+		"--services", fmt.Sprint(services), "--endpoints", fmt.Sprint(endpoints), "--zones", fmt.Sprint(zones),
+	}
+	if withPprof {
+		args = append(args, "--pprof")
+	}
+	s, err := startProcess("baseline", bin, args, filepath.Join(dir, "baseline.log"))
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			s.stop()
+		}
+	}()
+	s.adsAddr, s.httpAddr = grpcAddr, httpAddr
+	hc := &http.Client{Timeout: 60 * time.Second}
+	s.cleanup = append(s.cleanup, hc.CloseIdleConnections)
+	base := "http://" + httpAddr
+	call := func(ctx context.Context, method, path string) error {
+		req, err := http.NewRequestWithContext(ctx, method, base+path, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, strings.TrimSpace(string(body)))
+		}
+		return nil
+	}
+	if err := s.waitReady(ctx, 30*time.Second, func(ctx context.Context) error {
+		return call(ctx, http.MethodGet, "/readyz")
+	}); err != nil {
+		return s, err
+	}
+	names := benchdata.Services(services, endpoints, zones)
+	s.change = func(ctx context.Context, c benchdata.Change) error {
+		q := url.Values{"service": {names[c.Service].Name}, "address": {c.Endpoint.Address.String()}}
+		if c.Add {
+			q.Set("op", "add")
+			q.Set("id", c.Endpoint.ID)
+			q.Set("zone", c.Endpoint.Zone)
+		} else {
+			q.Set("op", "remove")
+		}
+		return call(ctx, http.MethodPost, "/change?"+q.Encode())
+	}
+	return s, nil
+}
+
+// savePprof fetches http://<httpAddr>/debug/pprof/<path> into file.
+func (s *server) savePprof(ctx context.Context, path, file string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+s.httpAddr+"/debug/pprof/"+path, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("pprof %s: %s", path, resp.Status)
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
