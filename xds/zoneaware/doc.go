@@ -50,12 +50,16 @@
 // unhealthy starts again at 0 (as Envoy's slow start does); unhealthy
 // endpoints earn nothing. Each cycle, Δt after the previous one:
 //
-//	with load data for its zone:  progress += S_z·min(Δt, StaleAfter·ReportInterval)·trust(e)/Σ_z trust / SlowStartRequests
+//	with load data for its zone:  progress += max(S_z·min(Δt, StaleAfter·ReportInterval)·trust(e)/Σ_z trust / SlowStartRequests,
+//	                                              Δt / (2·SlowStartRamp))
 //	without:                      progress += Δt / SlowStartRamp
 //
 // where S_z is the zone's successful rate, credited to the zone's endpoints
 // in proportion to their trust (Σ_z over those healthy at the previous
-// cycle). With load data, time alone earns nothing.
+// cycle). With load data, time alone earns at half the ramp's rate: traffic
+// follows trust, so credit by requests alone would let endpoints that
+// happened to start with more traffic pull ahead of identical ones and stay
+// ahead.
 //
 // Capacity of upstream zone z, from its healthy endpoints:
 //
@@ -70,6 +74,10 @@
 //
 // q_z is the mean time a request spends in flight in zone z (Little's law),
 // so a zone is marked down for queueing, not for being given more traffic.
+// In-flight counts are sampled when a report is made and are noise at low
+// concurrency, so Q_z < 1 only when the zone holds at least one request per
+// trusted endpoint and q_z is above 1.5·q̄ (and then q̄ in the formula is
+// 1.5·q̄).
 // Falls apply at once (a degraded zone loses its traffic in one cycle);
 // rises are multiplicative (health at most doubles every RecoveryRamp/2):
 // a zone just taken off traffic looks healthy because it has none, and a

@@ -234,7 +234,8 @@ func TestSlowStart(t *testing.T) {
 		eps := append(base[:1:1], Endpoint{ID: "a-new", Zone: "a", Healthy: true, Registered: joined})
 		eps = append(eps, base[1:]...)
 		// Independently of the package: the new endpoint is credited the
-		// zone's successes in proportion to its trust.
+		// zone's successes in proportion to its trust, but earns at least
+		// interval/(2·ramp) per cycle.
 		progress, served := 0.0, 0.0
 		var got []float64
 		for i := range 40 {
@@ -243,7 +244,7 @@ func TestSlowStart(t *testing.T) {
 				trust := 0.05 + 0.95*progress
 				s := succ * interval.Seconds() * trust / (1 + trust)
 				served += s
-				progress = min(1, progress+s/1000)
+				progress = min(1, progress+max(s/1000, interval.Seconds()/(2*DefaultSlowStartRamp.Seconds())))
 			}
 			calc.Compute(&st, input(now, eps), &out)
 			a := zoneInfo(&out, "a")
@@ -254,8 +255,8 @@ func TestSlowStart(t *testing.T) {
 			if i > 0 && a.Trusted-got[i-1] > 0.3 {
 				t.Errorf("t+%v: trust jumped %.3f -> %.3f", now.Sub(joined), got[i-1], a.Trusted)
 			}
-			if (a.SlowStarting == 0) != (served >= 1000-1e-9) {
-				t.Errorf("t+%v: %.0f requests served, SlowStarting = %d", now.Sub(joined), served, a.SlowStarting)
+			if (a.SlowStarting == 0) != (progress >= 1) {
+				t.Errorf("t+%v: progress %.3f, SlowStarting = %d", now.Sub(joined), progress, a.SlowStarting)
 			}
 		}
 		if got[len(got)-1] != 2 {
@@ -264,9 +265,9 @@ func TestSlowStart(t *testing.T) {
 		t.Logf("zone a trust every 10 s after the join: %.3f", got)
 	})
 
-	t.Run("no-successes-no-trust", func(t *testing.T) {
-		// With load reports, time alone earns nothing: an endpoint whose
-		// zone serves no successful request stays at 5%.
+	t.Run("no-successes-time-floor", func(t *testing.T) {
+		// With load reports but no successful request, an endpoint earns
+		// trust only at the floor rate: full after twice the ramp.
 		calc := mustNew(t, Config{})
 		var st State
 		var out Result
@@ -275,9 +276,10 @@ func TestSlowStart(t *testing.T) {
 			now := t0.Add(time.Duration(i) * interval)
 			in := lrsInput(now, eps, map[string]float64{"b": 60, "c": 60}, map[string]float64{"a": 0, "b": 60, "c": 60})
 			calc.Compute(&st, in, &out)
-		}
-		if a := zoneInfo(&out, "a"); a.Trusted != 0.05 {
-			t.Errorf("after 120 s without successes: trust %v, want 0.05", a.Trusted)
+			want := 0.05 + 0.95*min(1, float64(i)*interval.Seconds()/(2*DefaultSlowStartRamp.Seconds()))
+			if a := zoneInfo(&out, "a"); math.Abs(a.Trusted-want) > 1e-9 {
+				t.Fatalf("after %v without successes: trust %v, want %v", now.Sub(t0), a.Trusted, want)
+			}
 		}
 	})
 

@@ -428,10 +428,16 @@ func (c *Calculator) updateTrust(st *State, in *Input, dt time.Duration, lrs boo
 			s.progress = 0 // back from unhealthy: start over, as Envoy's slow start does
 		case s.progress >= 1:
 		case lrs && z.load >= 0:
+			// Earned by serving, but never slower than twice the ramp:
+			// traffic follows trust, so credit by requests alone lets the
+			// endpoints that started with more traffic pull ahead of
+			// identical ones elsewhere and stay ahead.
+			earned := 0.0
 			if z.prevTrust > 0 {
 				served := in.Loads[z.load].SucceededRPS * dtReq * p.trust(s.progress) / z.prevTrust
-				s.progress += served / p.requests
+				earned = served / p.requests
 			}
+			s.progress += max(earned, float64(dt)/float64(2*p.ramp))
 		default:
 			s.progress += float64(dt) / float64(p.ramp)
 		}
@@ -449,6 +455,10 @@ func (c *Calculator) updateTrust(st *State, in *Input, dt time.Duration, lrs boo
 
 // capacities computes every zone's capacity and share; it returns the
 // total capacity.
+// queueDeadBand: time in flight up to this multiple of the average is not
+// queueing.
+const queueDeadBand = 1.5
+
 func (c *Calculator) capacities(st *State, in *Input, lrs bool) float64 {
 	p := &c.p
 	var qSum, tSum float64
@@ -485,8 +495,12 @@ func (c *Calculator) capacities(st *State, in *Input, lrs bool) float64 {
 			if z.trusted == 0 {
 				continue
 			}
-			if qAvg > 0 && z.latency > qAvg {
-				z.qf = 1 / (1 + p.queueSens*(z.latency/qAvg-1))
+			// In-flight counts are sampled at report time and are noise
+			// at low concurrency: queueing counts only when the zone holds
+			// at least one request per trusted endpoint and its time in
+			// flight is more than half again the average.
+			if qAvg > 0 && z.load >= 0 && in.Loads[z.load].InProgress >= z.trusted && z.latency > queueDeadBand*qAvg {
+				z.qf = 1 / (1 + p.queueSens*(z.latency/(queueDeadBand*qAvg)-1))
 			}
 			z.ef = max(0, 1-p.errorSens*z.errRatio)
 			target := max(p.floor, z.qf*z.ef)
