@@ -1,0 +1,141 @@
+// Package clientlib is the Go library a service imports to call other
+// services through spillway while the fleet moves from DNS to xDS. A Conn
+// holds two gRPC channels to one target service, one resolved from DNS SRV
+// records and one from spillway's xDS server, and sends each new RPC on one
+// of them: on xDS when the rollout config lets the calling service use it
+// and the panic flag (DNS TXT _xds.<domain>) says xds=on, on DNS otherwise.
+// Service owners do not change code when their cohort moves to xDS or when
+// SREs send everyone back to DNS.
+//
+// Create a Conn with Dial, naming the target and the calling service:
+//
+//	conn, err := clientlib.Dial(ctx, "payments",
+//		clientlib.WithService("checkout"),
+//		clientlib.WithMetadata(map[string]string{"tier": "3"}),
+//	)
+//	if err != nil {
+//		// an option is invalid; the error names it
+//	}
+//	defer conn.Close()
+//
+//	client := paymentspb.NewPaymentsClient(conn) // any generated client
+//
+// The defaults fit a host running spillway's defaults: DNS at
+// 127.0.0.1:8053, xDS at 127.0.0.1:18000, the rollout config at
+// http://127.0.0.1:18080/v1/rollout, domain spillway.internal. The caller's
+// zone and region come from WithZone and WithRegion, or from
+// $SPILLWAY_ZONE and $SPILLWAY_REGION.
+//
+// Make sure to Close the Conn when done with it: it owns two channels and,
+// for an eligible caller, a goroutine that polls the panic flag. Close
+// cancels RPCs still in flight. A Conn is meant to live as long as the
+// process talks to the target; dial once per target and share it.
+//
+// To bound an RPC, give it a context with a deadline, as with any gRPC
+// client:
+//
+//	ctx, cancel := context.WithTimeout(ctx, time.Second)
+//	defer cancel()
+//	resp, err := client.Charge(ctx, req)
+//
+// # Which channel, and when
+//
+// The rollout decision is made once, in Dial: the calling service's
+// metadata (WithService as "service", WithMetadata, and the region and
+// zone unless the metadata has them) is matched against the rollout config
+// read from WithRolloutFile, else from WithRolloutURL. A caller the config
+// leaves out, or whose config cannot be read, uses DNS for the life of the
+// Conn and never builds an xDS channel; Status says why. See
+// package migration for the rules, and Decide for a dry run.
+//
+// An eligible caller starts on DNS and reads the panic flag at once, then
+// every WithPanicPollInterval (10 s ± 10%). xds=on moves new RPCs to xDS,
+// xds=off moves them back to DNS. A failed read keeps the last state; until
+// the first good read the Conn stays on DNS.
+//
+// A switch never fails an RPC. RPCs and streams in flight finish on the
+// channel they started on, which stays open; only new RPCs move. Before
+// moving, the Conn makes the other channel READY (it asks it to connect
+// and waits: WithXDSTimeout, 10 s, for xDS, which must first get its
+// Listener, Route, Cluster and Endpoints; WithSwitchTimeout, 5 s, for DNS;
+// meanwhile Status.Reason is ReasonSwitching and RPCs keep using the
+// current channel). If it does not get there, nothing moves: the Conn stays where it is,
+// logs why, sets Status.Reason (ReasonXDSNotReady or ReasonDNSNotReady) and
+// tries again at the next poll, or as soon as xDS turns READY. If the
+// active xDS channel falls into TRANSIENT_FAILURE (no backend reachable
+// through it) and DNS can be made READY, new RPCs move to DNS
+// (ReasonXDSFailure) until xDS is READY again.
+//
+// When the control plane is down, both channels keep their last endpoints:
+// the DNS channel keeps the last good SRV answer, grpc-go's xDS client its
+// last resources, and the flag its last value. They resync when it is back:
+// the DNS channel at its next lookup (failed lookups are retried with a
+// backoff of at most 10 s), the xDS channel when grpc-go reconnects its ADS
+// stream (grpc-go's backoff: 1 s, growing 1.6 times per failure, at most
+// 120 s; after a 30 s outage, typically within a minute).
+//
+// # Concurrency
+//
+// A Conn is safe for concurrent use by many goroutines: Invoke, NewStream,
+// Status and Close may be called at any time, from anywhere. Choosing the
+// channel costs an RPC one atomic load. All switching is done by one
+// goroutine per Conn, which has returned when Close returns. Status returns
+// a snapshot that does not change afterwards.
+//
+// # Errors
+//
+// Dial returns two kinds of error:
+//
+//  1. errors.Is(err, ErrInvalidOption): an option is invalid; the message
+//     names it, e.g. "clientlib: invalid option: WithService: required".
+//  2. A channel could not be created by grpc.NewClient (an invalid
+//     WithDialOptions combination).
+//
+// Nothing on the network makes Dial fail: an unreachable rollout URL, DNS
+// server or control plane shows in Status, in the logs and in the metrics,
+// and the Conn serves from DNS.
+//
+// RPCs return what grpc-go returns on the channel they used: a context
+// error or a gRPC status (status.Code works on both). codes.Unavailable
+// means no backend could be reached on that channel; after Close, RPCs fail
+// with codes.Canceled ("grpc: the client connection is closing").
+//
+// # Observability
+//
+// Status reports the active channel, the reason and a sentence saying why,
+// the last switch and the number of switches, the rollout decision, the
+// last flag read and the flag read errors. Logs (WithLogger) carry
+// component=clientlib, service and target; switches are logged at Info,
+// failed flag reads at Warn. WithRegisterer exports, labelled with service
+// and target:
+//
+//	spillway_client_active_channel{channel}       1 for the channel new RPCs use
+//	spillway_client_reason{reason}                1 for the current Reason
+//	spillway_client_switches_total{to,reason}     switches by destination and Reason
+//	spillway_client_eligible{rule}                the rollout decision (1 or 0)
+//	spillway_client_panic_flag_xds                last flag read: 1 xds=on, 0 xds=off
+//	spillway_client_panic_flag_errors_total       failed flag reads
+//
+// # Channels
+//
+// The DNS channel resolves spillway-dns:///<target> with package
+// dnsresolver: SRV _grpc._tcp.<target>.<domain> from WithDNSServer (or the
+// system resolver), glue addresses, re-resolution at the TTL, and SRV
+// weights honoured by the spillway.wrr balancer (package wrr, linked in by
+// this package), round_robin where it is not registered.
+//
+// The xDS channel dials xds:///<target> with grpc-go's xDS resolver and a
+// bootstrap written by the library: the control plane at WithControlPlane,
+// node id "<service>~<host>~<random>", node.cluster = the calling service,
+// node.locality from WithRegion and WithZone, node.metadata from the
+// caller's metadata, and the server feature ignore_resource_deletion, so
+// that a restarting control plane cannot take the channel's Listener or
+// Cluster away. Each Conn has its own bootstrap and its own xDS client
+// (grpc-go's per-channel bootstrap API, marked experimental), so one
+// process may hold Conns with different identities; nothing is read from
+// GRPC_XDS_BOOTSTRAP.
+//
+// WithDialOptions are given to both channels, after the library's own
+// (insecure transport credentials, the resolver, the DNS channel's default
+// service config), so they can override them.
+package clientlib
