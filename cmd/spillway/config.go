@@ -32,11 +32,17 @@ type Config struct {
 	LogLevel   string `yaml:"log_level"`
 	LogFormat  string `yaml:"log_format"`
 	StaticFile string `yaml:"static_file"`
+	// AdminTokenFile holds the token that changes of the panic flag and the
+	// rollout config need; "" refuses every change.
+	AdminTokenFile string `yaml:"admin_token_file"`
 	// ShutdownGrace bounds the graceful drain on SIGTERM.
 	ShutdownGrace time.Duration `yaml:"shutdown_grace"`
 	Leases        LeaseConfig   `yaml:"leases"`
 	DNS           DNSConfig     `yaml:"dns"`
 	XDS           XDSConfig     `yaml:"xds"`
+
+	// Kubernetes configures the EndpointSlice source (kubernetes.go).
+	Kubernetes KubernetesConfig `yaml:"kubernetes"`
 }
 
 // XDSConfig tunes the ADS and LRS server.
@@ -149,6 +155,7 @@ func parseConfig(args []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&f.LogLevel, "log-level", cfg.LogLevel, "debug, info, warn or error")
 	fs.StringVar(&f.LogFormat, "log-format", cfg.LogFormat, "text or json")
 	fs.StringVar(&f.StaticFile, "static-file", "", "YAML file of static services and endpoints, reloaded on change")
+	fs.StringVar(&f.AdminTokenFile, "admin-token-file", "", `file holding the admin token that "spillwayctl panic" and "rollout set" need; without it they are refused`)
 	fs.DurationVar(&f.ShutdownGrace, "shutdown-grace", cfg.ShutdownGrace, "how long SIGTERM waits for in-flight work")
 	fs.DurationVar(&f.Leases.DefaultTTL, "lease-ttl", cfg.Leases.DefaultTTL, "default VM lease TTL")
 	fs.DurationVar(&f.Leases.MinTTL, "lease-min-ttl", cfg.Leases.MinTTL, "smallest TTL a registration may ask for")
@@ -163,6 +170,8 @@ func parseConfig(args []string, stderr io.Writer) (Config, error) {
 	fs.BoolVar(&f.XDS.ZoneAware, "zone-aware", cfg.XDS.ZoneAware, "zone-aware, load-aware locality weights (false: weights follow healthy endpoint counts)")
 	fs.DurationVar(&f.XDS.WeightsInterval, "weights-interval", cfg.XDS.WeightsInterval, "how often zone-aware weights are recomputed")
 	fs.Float64Var(&f.XDS.ProbeShare, "probe-share", cfg.XDS.ProbeShare, "share of each client zone's traffic kept on the other healthy zones so they stay measured")
+	var kubeconfigs kubeconfigFlag
+	fs.Var(&kubeconfigs, "kubeconfig", "kubeconfig `PATH` of a cluster whose EndpointSlices to watch, named after the file; repeat for more clusters (replaces kubernetes.clusters)")
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
 	}
@@ -190,6 +199,7 @@ func parseConfig(args []string, stderr io.Writer) (Config, error) {
 		"log-level":        func() { cfg.LogLevel = f.LogLevel },
 		"log-format":       func() { cfg.LogFormat = f.LogFormat },
 		"static-file":      func() { cfg.StaticFile = f.StaticFile },
+		"admin-token-file": func() { cfg.AdminTokenFile = f.AdminTokenFile },
 		"shutdown-grace":   func() { cfg.ShutdownGrace = f.ShutdownGrace },
 		"lease-ttl":        func() { cfg.Leases.DefaultTTL = f.Leases.DefaultTTL },
 		"lease-min-ttl":    func() { cfg.Leases.MinTTL = f.Leases.MinTTL },
@@ -204,6 +214,7 @@ func parseConfig(args []string, stderr io.Writer) (Config, error) {
 		"zone-aware":       func() { cfg.XDS.ZoneAware = f.XDS.ZoneAware },
 		"weights-interval": func() { cfg.XDS.WeightsInterval = f.XDS.WeightsInterval },
 		"probe-share":      func() { cfg.XDS.ProbeShare = f.XDS.ProbeShare },
+		"kubeconfig":       func() { cfg.Kubernetes.Clusters = kubeconfigs.clusters() },
 	}
 	fs.Visit(func(fl *flag.Flag) {
 		if apply := set[fl.Name]; apply != nil {
@@ -229,6 +240,9 @@ func (c *Config) validate() error {
 		return fmt.Errorf("--domain (domain): %q is not a domain name", c.Domain)
 	}
 	if _, err := c.level(); err != nil {
+		return err
+	}
+	if err := c.Kubernetes.validate(); err != nil {
 		return err
 	}
 	if _, err := c.DNS.zones(); err != nil {

@@ -17,6 +17,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/keepalive"
 
+	"github.com/spillway/spillway/migration"
+	"github.com/spillway/spillway/migration/migrationapi"
 	"github.com/spillway/spillway/registry"
 	"github.com/spillway/spillway/registry/durable"
 	"github.com/spillway/spillway/registry/lease"
@@ -31,6 +33,7 @@ import (
 // storage is what the server needs of durable registrations.
 type storage interface {
 	lease.Storage
+	migration.Storage
 	Close() error
 }
 
@@ -43,6 +46,11 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		registry.NewCollector(store),
 	)
+
+	token, err := adminToken(cfg, log)
+	if err != nil {
+		return err
+	}
 
 	var st storage
 	if cfg.DataDir == "" {
@@ -119,6 +127,18 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return fmt.Errorf("dns config: %w", err)
 	}
 
+	migrationCtl, err := migration.NewController(migration.ControllerConfig{Store: store, Storage: st, Logger: log.With("component", "migration"), Registerer: metrics})
+	if err != nil {
+		return err
+	}
+	migrationAPI, err := migrationapi.New(migrationapi.Config{
+		Panic: migrationCtl, Rollout: migrationCtl, Subscriptions: xdsSrv, Registry: store, Token: token,
+		Logger: log.With("component", "migrationapi"), Registerer: metrics,
+	})
+	if err != nil {
+		return err
+	}
+
 	adminAPI, err := admin.New(admin.Config{Loads: xdsSrv.Loads(), Subscriptions: xdsSrv, Plans: xdsSrv, Logger: log.With("component", "admin")})
 	if err != nil {
 		return fmt.Errorf("admin config: %w", err)
@@ -166,6 +186,10 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if _, err := leases.Restore(ctx); err != nil {
 		return err
 	}
+	// The panic flag is in the store before DNS answers TXT _xds.
+	if err := migrationCtl.Restore(ctx); err != nil {
+		return err
+	}
 	var src *static.Source
 	if cfg.StaticFile != "" {
 		src, err = static.New(static.Config{Path: cfg.StaticFile, Store: store, Logger: log.With("component", "static")})
@@ -180,6 +204,10 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			Help: "Loads of --static-file that failed and left the previous state in place.",
 		}, func() float64 { return float64(src.Failures()) }))
 	}
+	kube, err := startKubernetes(ctx, cfg.Kubernetes, store, metrics, log.With("component", "kubernetes"), &wg, fail)
+	if err != nil {
+		return err
+	}
 	store.MarkSynced()
 
 	grpcSrv := grpc.NewServer(
@@ -189,6 +217,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	api.RegisterGRPC(grpcSrv)
 	xdsSrv.Register(grpcSrv)
 	adminAPI.RegisterGRPC(grpcSrv)
+	migrationAPI.RegisterGRPC(grpcSrv)
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
@@ -198,12 +227,20 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			return
 		}
 		fmt.Fprintf(w, "ok: %d services, %d endpoints, version %d\n", store.Snapshot().Len(), store.Snapshot().EndpointCount(), store.Snapshot().Version())
+		if kube != nil { // a stale cluster is detail, not unreadiness: its last state is served
+			for _, st := range kube.Status() {
+				fmt.Fprintln(w, st)
+			}
+		}
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(metrics, promhttp.HandlerOpts{Registry: metrics}))
 	mux.Handle("/v1/", api.Handler())
 	mux.Handle("/v1/load", adminAPI.Handler()) // more specific than "/v1/": wins
 	mux.Handle("/v1/graph", adminAPI.Handler())
 	mux.Handle("/v1/weights", adminAPI.Handler())
+	for _, p := range migrationapi.Paths { // /v1/panic, /v1/rollout, /v1/rollout/validate
+		mux.Handle(p, migrationAPI.Handler())
+	}
 	httpSrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 
 	wg.Go(func() { fail("lease expiry", leases.Run(ctx)) })
@@ -229,6 +266,20 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	shutdown(cfg.ShutdownGrace, grpcSrv, httpSrv)
 	wg.Wait()
 	return cause
+}
+
+// adminToken reads --admin-token-file; "" when none is configured, which
+// leaves the panic flag and the rollout config read-only.
+func adminToken(cfg Config, log *slog.Logger) (string, error) {
+	if cfg.AdminTokenFile == "" {
+		log.Warn("no --admin-token-file: the panic flag and the rollout config cannot be changed")
+		return "", nil
+	}
+	token, err := migrationapi.ReadTokenFile(cfg.AdminTokenFile)
+	if err != nil {
+		return "", fmt.Errorf("--admin-token-file (admin_token_file): %w", err)
+	}
+	return token, nil
 }
 
 // planWeights gives the resolver the xDS server's zone-aware splits, so
