@@ -13,9 +13,7 @@ import (
 
 // deltaType is a delta stream's state for one resource type.
 type deltaType struct {
-	requested bool
-	names     map[string]struct{} // explicit subscriptions
-	wildcard  bool
+	subs // names are the explicit subscriptions
 	// known is what the client holds: name -> version. A name mapped to ""
 	// was told removed (or not existing) and is not told again.
 	known map[string]string
@@ -131,40 +129,16 @@ func (st *deltaStream) handle(req *v3discoverypb.DeltaDiscoveryRequest) error {
 	return st.respond(t, time.Time{})
 }
 
-func (st *deltaStream) updateInterest() {
-	all := map[string]struct{}{}
-	wildcard := false
-	for i := range st.types {
-		for n := range st.types[i].names {
-			all[n] = struct{}{}
-		}
-		wildcard = wildcard || st.types[i].wildcard
-	}
-	st.s.hub.setInterest(st.w, all, wildcard, st.node)
+func (st *deltaStream) subsOf() [4]*subs {
+	return [4]*subs{&st.types[0].subs, &st.types[1].subs, &st.types[2].subs, &st.types[3].subs}
 }
 
-func (st *deltaStream) push() error {
-	names, all, since := st.w.take()
-	for t := range st.types {
-		ts := &st.types[t]
-		if !ts.requested {
-			continue
-		}
-		hit := all || ts.wildcard
-		for n := range names {
-			if _, ok := ts.names[n]; ok {
-				hit = true
-				break
-			}
-		}
-		if hit {
-			if err := st.respond(t, since); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+func (st *deltaStream) updateInterest() {
+	st.s.hub.setInterest(st.w, st.subsOf(), st.node)
 }
+
+// push handles the changes the hub marked.
+func (st *deltaStream) push() error { return pushTypes(st.w, st.subsOf(), st.respond) }
 
 // respond sends what changed for type t: resources whose version differs
 // from what the client holds, and removals for names it holds (or asked

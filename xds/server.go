@@ -329,8 +329,54 @@ func (w *watcher) take() (names map[string]struct{}, all bool, since time.Time) 
 	return names, all, since
 }
 
-// setInterest replaces what w wants.
-func (h *hub) setInterest(w *watcher, names map[string]struct{}, wildcard bool, node nodeInfo) {
+// subs is what a stream subscribes to for one resource type.
+type subs struct {
+	requested bool
+	names     map[string]struct{}
+	wildcard  bool
+}
+
+// pushTypes answers the changes pending on w, type by type in ADS order
+// (listeners before routes before clusters before endpoints), for every
+// type whose subscription the changes touch.
+func pushTypes(w *watcher, types [4]*subs, respond func(t int, since time.Time) error) error {
+	names, all, since := w.take()
+	for t, ts := range types {
+		if !ts.requested {
+			continue
+		}
+		hit := all || ts.wildcard
+		for n := range names {
+			if _, ok := ts.names[n]; ok {
+				hit = true
+				break
+			}
+		}
+		if hit {
+			if err := respond(t, since); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// setInterest makes w want the union of the names of types, and every
+// service if any type is a wildcard.
+func (h *hub) setInterest(w *watcher, types [4]*subs, node nodeInfo) {
+	names := map[string]struct{}{}
+	wildcard := false
+	for _, ts := range types {
+		for n := range ts.names {
+			names[n] = struct{}{}
+		}
+		wildcard = wildcard || ts.wildcard
+	}
+	h.setNames(w, names, wildcard, node)
+}
+
+// setNames replaces what w wants.
+func (h *hub) setNames(w *watcher, names map[string]struct{}, wildcard bool, node nodeInfo) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for n := range w.names {
@@ -360,7 +406,7 @@ func (h *hub) setInterest(w *watcher, names map[string]struct{}, wildcard bool, 
 }
 
 func (h *hub) remove(w *watcher) {
-	h.setInterest(w, nil, false, nodeInfo{})
+	h.setNames(w, nil, false, nodeInfo{})
 	h.mu.Lock()
 	delete(h.nodes, w)
 	h.mu.Unlock()

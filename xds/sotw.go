@@ -18,12 +18,10 @@ import (
 
 // sotwType is a state-of-the-world stream's state for one resource type.
 type sotwType struct {
-	requested bool
-	names     map[string]struct{}
-	wildcard  bool
-	version   string // last sent
-	nonce     string // last sent
-	nacked    string // last version the client rejected
+	subs
+	version string // last sent
+	nonce   string // last sent
+	nacked  string // last version the client rejected
 }
 
 // sotwStream is the send loop's state; only the stream's own goroutine
@@ -120,41 +118,16 @@ func sameSet(a, b map[string]struct{}) bool {
 	return true
 }
 
+func (st *sotwStream) subsOf() [4]*subs {
+	return [4]*subs{&st.types[0].subs, &st.types[1].subs, &st.types[2].subs, &st.types[3].subs}
+}
+
 func (st *sotwStream) updateInterest() {
-	all := map[string]struct{}{}
-	wildcard := false
-	for i := range st.types {
-		for n := range st.types[i].names {
-			all[n] = struct{}{}
-		}
-		wildcard = wildcard || st.types[i].wildcard
-	}
-	st.s.hub.setInterest(st.w, all, wildcard, st.node)
+	st.s.hub.setInterest(st.w, st.subsOf(), st.node)
 }
 
 // push handles the changes the hub marked.
-func (st *sotwStream) push() error {
-	names, all, since := st.w.take()
-	for t := range st.types {
-		ts := &st.types[t]
-		if !ts.requested {
-			continue
-		}
-		hit := all || ts.wildcard
-		for n := range names {
-			if _, ok := ts.names[n]; ok {
-				hit = true
-				break
-			}
-		}
-		if hit {
-			if err := st.respond(t, since); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
+func (st *sotwStream) push() error { return pushTypes(st.w, st.subsOf(), st.respond) }
 
 // respond sends type t's subscribed resources, unless they are what was
 // last sent or what the client last rejected.
