@@ -19,7 +19,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/spillway/spillway/clientlib"
-	"github.com/spillway/spillway/migration"
+	"github.com/spillway/spillway/migration/rollout"
 )
 
 // switchBound is how soon after the flag changes new RPCs must be on the
@@ -95,7 +95,7 @@ func TestPanicSwitchNoFailedRPCs(t *testing.T) {
 }
 
 // halfEligible is the 20 callers of TestEligibilityHalf that a 50%
-// rollout puts on xDS: those whose migration.Bucket is under 5000. It is
+// rollout puts on xDS: those whose rollout.Bucket is under 5000. It is
 // written out so that a change of the hash, which would move services
 // between DNS and xDS on upgrade, fails this test.
 var halfEligible = []string{"svc-00", "svc-01", "svc-06", "svc-10", "svc-11", "svc-13", "svc-15"}
@@ -109,13 +109,13 @@ func TestEligibilityHalf(t *testing.T) {
 	conns := map[string]*clientlib.Conn{}
 	for i := range 20 {
 		name := fmt.Sprintf("svc-%02d", i)
-		if migration.Bucket(name) < 5000 {
+		if rollout.Bucket(name) < 5000 {
 			want = append(want, name)
 		}
 		conns[name] = e.dial(name, clientlib.WithRolloutFile(file))
 	}
 	if diff := cmp.Diff(halfEligible, want); diff != "" {
-		t.Fatalf("migration.Bucket moved services (-pinned +now):\n%s", diff)
+		t.Fatalf("rollout.Bucket moved services (-pinned +now):\n%s", diff)
 	}
 	for name, c := range conns {
 		s := c.Status()

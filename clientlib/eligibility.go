@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/spillway/spillway/migration"
+	"github.com/spillway/spillway/migration/rollout"
 )
 
 // errNoRollout is Eligibility.Err when no rollout config is configured.
@@ -41,7 +41,7 @@ type Eligibility struct {
 	RuleName string
 	Percent  float64
 	// Bucket is the caller's place in [0, 10000), from a hash of its
-	// service name (migration.Bucket).
+	// service name (rollout.Bucket).
 	Bucket int
 	// Err says why no config could be read; Eligible is then false.
 	Err error
@@ -70,7 +70,7 @@ func (e Eligibility) String() string {
 // (which may be nil; its "service" key is ignored) under cfg; a nil cfg
 // makes nobody eligible. Source and Version are left empty. It is what
 // Dial decides, without the network, e.g. for a dry run.
-func Decide(cfg *migration.Config, service string, md map[string]string) Eligibility {
+func Decide(cfg *rollout.Config, service string, md map[string]string) Eligibility {
 	meta := make(map[string]string, len(md)+1)
 	for k, v := range md {
 		meta[k] = v
@@ -88,7 +88,7 @@ func Decide(cfg *migration.Config, service string, md map[string]string) Eligibi
 // a config that cannot be read makes the caller not eligible.
 func (o *options) decide(ctx context.Context) Eligibility {
 	var (
-		cfg     *migration.Config
+		cfg     *rollout.Config
 		source  string
 		version uint64
 		err     error
@@ -113,12 +113,12 @@ func (o *options) decide(ctx context.Context) Eligibility {
 	return e
 }
 
-func readRolloutFile(path string) (*migration.Config, error) {
+func readRolloutFile(path string) (*rollout.Config, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("rollout file: %w", err)
 	}
-	cfg, err := migration.Parse(b)
+	cfg, err := rollout.Parse(b)
 	if err != nil {
 		return nil, fmt.Errorf("rollout file %s: %w", path, err)
 	}
@@ -127,11 +127,11 @@ func readRolloutFile(path string) (*migration.Config, error) {
 
 // rolloutDoc is the body of GET /v1/rollout.
 type rolloutDoc struct {
-	Rules   []migration.Rule `json:"rules"`
+	Rules   []rollout.Rule `json:"rules"`
 	Version uint64           `json:"version"`
 }
 
-func fetchRollout(ctx context.Context, u string) (*migration.Config, uint64, error) {
+func fetchRollout(ctx context.Context, u string) (*rollout.Config, uint64, error) {
 	ctx, cancel := context.WithTimeout(ctx, rolloutFetchTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
@@ -155,7 +155,7 @@ func fetchRollout(ctx context.Context, u string) (*migration.Config, uint64, err
 	if err := json.Unmarshal(body, &doc); err != nil {
 		return nil, 0, fmt.Errorf("rollout url %s: %w", u, err)
 	}
-	cfg := &migration.Config{Rules: doc.Rules}
+	cfg := &rollout.Config{Rules: doc.Rules}
 	if err := cfg.Validate(); err != nil {
 		return nil, 0, fmt.Errorf("rollout url %s: %w", u, err)
 	}

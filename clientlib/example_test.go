@@ -11,7 +11,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/spillway/spillway/clientlib"
-	"github.com/spillway/spillway/migration"
+	"github.com/spillway/spillway/migration/rollout"
 )
 
 // A service dials another through spillway and uses the Conn with any
@@ -54,7 +54,7 @@ func ExampleConn_Status() {
 // three callers under a config that moves 10% of the tier-3 services of
 // us-east1.
 func ExampleDecide() {
-	cfg, err := migration.Parse([]byte(`
+	cfg, err := rollout.Parse([]byte(`
 rules:
   - name: tier3-us-east1
     match: {tier: "3", region: us-east1}
@@ -80,7 +80,7 @@ rules:
 // still eligible at 20%, because the decision is a hash of the name.
 func ExampleDecide_grow() {
 	at := func(percent float64) []string {
-		cfg := &migration.Config{Rules: []migration.Rule{{Percent: percent}}}
+		cfg := &rollout.Config{Rules: []rollout.Rule{{Percent: percent}}}
 		var in []string
 		for i := range 40 {
 			name := fmt.Sprintf("svc-%02d", i)

@@ -16,7 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
-	"github.com/spillway/spillway/registry"
+	"github.com/spillway/spillway/registry/names"
 )
 
 // Defaults of the options.
@@ -113,7 +113,7 @@ func WithDomain(domain string) Option { return func(o *options) { o.domain = dom
 func WithRolloutURL(u string) Option { return func(o *options) { o.rolloutURL = u } }
 
 // WithRolloutFile reads the rollout config from a local YAML file (the
-// format of migration.Parse) instead of the rollout URL: an override for
+// format of rollout.Parse) instead of the rollout URL: an override for
 // one host or for tests.
 func WithRolloutFile(path string) Option { return func(o *options) { o.rolloutFile = path } }
 
@@ -152,13 +152,13 @@ func (o *options) validate(target string) error {
 	bad := func(opt, format string, args ...any) error {
 		return fmt.Errorf("%w: %s: %s", ErrInvalidOption, opt, fmt.Sprintf(format, args...))
 	}
-	if err := registry.ValidateService("target", target); err != nil {
+	if err := names.ValidateService("target", target); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalidOption, err)
 	}
 	if o.service == "" {
 		return bad("WithService", "required: name the calling service")
 	}
-	if err := registry.ValidateService("name", o.service); err != nil {
+	if err := names.ValidateService("name", o.service); err != nil {
 		return bad("WithService", "%v", err)
 	}
 	if _, ok := o.metadata["service"]; ok {
@@ -179,7 +179,7 @@ func (o *options) validate(target string) error {
 	}
 	for _, f := range []struct{ opt, field, v string }{{"WithZone", "zone", *o.zone}, {"WithRegion", "region", *o.region}} {
 		if f.v != "" {
-			if err := registry.ValidateLabel(f.field, f.v); err != nil {
+			if err := names.ValidateLabel(f.field, f.v); err != nil {
 				return bad(f.opt, "%v", err)
 			}
 		}
@@ -193,7 +193,7 @@ func (o *options) validate(target string) error {
 		}
 	}
 	d := strings.ToLower(strings.TrimSuffix(o.domain, "."))
-	if err := registry.ValidateService("domain", d); err != nil {
+	if err := names.ValidateService("domain", d); err != nil {
 		return bad("WithDomain", "%v", err)
 	}
 	o.domain = dns.Fqdn(d)

@@ -1,20 +1,21 @@
 package registry
 
 import (
-	"errors"
 	"fmt"
 	"maps"
 	"net/netip"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/spillway/spillway/registry/names"
 )
 
 // Limits on endpoint fields. They keep one endpoint small enough that a
 // 10,000-endpoint service stays cheap to copy and to serve.
 const (
-	MaxLabelLen       = 63  // one DNS label
-	MaxNameLen        = 253 // a DNS name without the trailing dot
+	MaxLabelLen       = names.MaxLabelLen // one DNS label
+	MaxNameLen        = names.MaxNameLen  // a DNS name without the trailing dot
 	MaxPorts          = 16
 	MaxMetadataKeys   = 32
 	MaxMetadataKeyLen = 63
@@ -25,22 +26,14 @@ const (
 )
 
 // ErrInvalid is wrapped by every validation error, so edges can map it to
-// InvalidArgument / HTTP 400 with errors.Is.
-var ErrInvalid = errors.New("invalid")
+// InvalidArgument / HTTP 400 with errors.Is. It is names.ErrInvalid.
+var ErrInvalid = names.ErrInvalid
 
-// FieldError names the field that failed validation.
-type FieldError struct {
-	Field  string // dotted path, e.g. "endpoint.ports[1].name"
-	Reason string
-}
-
-func (e *FieldError) Error() string { return e.Field + ": " + e.Reason }
-
-// Unwrap makes errors.Is(err, ErrInvalid) true for every FieldError.
-func (e *FieldError) Unwrap() error { return ErrInvalid }
+// FieldError names the field that failed validation (names.FieldError).
+type FieldError = names.FieldError
 
 func fieldErr(field, format string, args ...any) error {
-	return &FieldError{Field: field, Reason: fmt.Sprintf(format, args...)}
+	return names.Errorf(field, format, args...)
 }
 
 // Health is an endpoint's serving state.
@@ -264,49 +257,17 @@ func validateMetadata(field string, md map[string]string) error {
 
 // ValidateLabel checks one DNS label: 1..63 characters of a-z, 0-9 and '-',
 // not starting or ending with '-'. Upper case is rejected here; Normalize
-// lower-cases the names it owns.
-func ValidateLabel(field, l string) error {
-	if l == "" {
-		return fieldErr(field, "must not be empty")
-	}
-	if len(l) > MaxLabelLen {
-		return fieldErr(field, "%q is %d characters, a DNS label has at most %d", l, len(l), MaxLabelLen)
-	}
-	for i := 0; i < len(l); i++ {
-		c := l[i]
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
-			return fieldErr(field, "%q: character %q not allowed in a DNS label (a-z, 0-9, -)", l, c)
-		}
-	}
-	if l[0] == '-' || l[len(l)-1] == '-' {
-		return fieldErr(field, "%q must not start or end with '-'", l)
-	}
-	return nil
-}
+// lower-cases the names it owns. It is names.ValidateLabel.
+func ValidateLabel(field, l string) error { return names.ValidateLabel(field, l) }
 
 // NormalizeService lower-cases a service name and strips one trailing dot.
-func NormalizeService(name string) string {
-	return strings.ToLower(strings.TrimSuffix(name, "."))
-}
+// It is names.NormalizeService.
+func NormalizeService(name string) string { return names.NormalizeService(name) }
 
 // ValidateService checks a service name: one or more DNS labels joined by
-// dots (e.g. "payments" or "payments.prod"), at most 253 characters.
-func ValidateService(field, name string) error {
-	if name == "" {
-		return fieldErr(field, "must not be empty")
-	}
-	if len(name) > MaxNameLen {
-		return fieldErr(field, "%d characters, a DNS name has at most %d", len(name), MaxNameLen)
-	}
-	for i, l := range strings.Split(name, ".") {
-		if err := ValidateLabel(field, l); err != nil {
-			fe := err.(*FieldError)
-			fe.Reason = fmt.Sprintf("label %d: %s", i+1, fe.Reason)
-			return fe
-		}
-	}
-	return nil
-}
+// dots (e.g. "payments" or "payments.prod"), at most 253 characters. It is
+// names.ValidateService.
+func ValidateService(field, name string) error { return names.ValidateService(field, name) }
 
 // DefaultEndpointID derives a stable, DNS-label-safe id from an address and
 // port: 10.0.0.7:8080 gives "10-0-0-7-8080", 2001:db8::1 gives

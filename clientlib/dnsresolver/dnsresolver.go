@@ -18,7 +18,7 @@ import (
 	"google.golang.org/grpc/resolver"
 
 	"github.com/spillway/spillway/clientlib/internal/dnsquery"
-	"github.com/spillway/spillway/registry"
+	"github.com/spillway/spillway/registry/names"
 )
 
 // Scheme is the URI scheme of the targets the builder resolves.
@@ -63,13 +63,13 @@ func (c *Config) validate() error {
 		c.Domain = DefaultDomain
 	}
 	c.Domain = dns.Fqdn(strings.ToLower(c.Domain))
-	if err := registry.ValidateService("Domain", strings.TrimSuffix(c.Domain, ".")); err != nil {
+	if err := names.ValidateService("Domain", strings.TrimSuffix(c.Domain, ".")); err != nil {
 		return fmt.Errorf("dnsresolver config: %w", err)
 	}
 	c.PortName = cmp.Or(c.PortName, DefaultPortName)
 	c.Proto = cmp.Or(c.Proto, DefaultProto)
 	for _, f := range []struct{ name, v string }{{"PortName", c.PortName}, {"Proto", c.Proto}} {
-		if err := registry.ValidateLabel(f.name, f.v); err != nil {
+		if err := names.ValidateLabel(f.name, f.v); err != nil {
 			return fmt.Errorf("dnsresolver config: %w", err)
 		}
 	}
@@ -124,7 +124,7 @@ func (b *Builder) Name(service string) string {
 // Build starts resolving the service named by the target's path.
 func (b *Builder) Build(target resolver.Target, cc resolver.ClientConn, _ resolver.BuildOptions) (resolver.Resolver, error) {
 	service := strings.TrimSuffix(strings.TrimPrefix(target.Endpoint(), "/"), ".")
-	if err := registry.ValidateService("target", strings.ToLower(service)); err != nil {
+	if err := names.ValidateService("target", strings.ToLower(service)); err != nil {
 		return nil, fmt.Errorf("dnsresolver: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
