@@ -128,7 +128,7 @@ func readRolloutFile(path string) (*rollout.Config, error) {
 // rolloutDoc is the body of GET /v1/rollout.
 type rolloutDoc struct {
 	Rules   []rollout.Rule `json:"rules"`
-	Version uint64           `json:"version"`
+	Version uint64         `json:"version"`
 }
 
 func fetchRollout(ctx context.Context, u string) (*rollout.Config, uint64, error) {
