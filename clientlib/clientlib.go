@@ -16,7 +16,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
-	grpcxds "google.golang.org/grpc/xds"
 
 	"github.com/spillway/spillway/clientlib/dnsresolver"
 	"github.com/spillway/spillway/clientlib/internal/dnsquery"
@@ -49,11 +48,14 @@ type Reason string
 const (
 	// ReasonStarting: on DNS because the panic flag has not been read yet.
 	ReasonStarting Reason = "starting"
-	// ReasonIneligible: on DNS for good, the rollout config says so (or
-	// could not be read); the xDS channel is never built.
+	// ReasonIneligible: on DNS because the rollout config leaves the
+	// caller out (or could not be read yet); re-read at every poll. An
+	// ineligible Conn has no xDS channel (one it had is closed a few polls
+	// after the move to DNS) and does not read the panic flag.
 	ReasonIneligible Reason = "ineligible"
-	// ReasonXDSUnavailable: on DNS for good, the xDS channel could not be
-	// built (a bad bootstrap).
+	// ReasonXDSUnavailable: on DNS although eligible, because the xDS
+	// channel could not be built (no bootstrap in the environment, or a
+	// bad one); retried at every poll.
 	ReasonXDSUnavailable Reason = "xds_unavailable"
 	// ReasonSwitching: the flag asks for the other channel, and the Conn is
 	// waiting (bounded) for that channel to be ready; new RPCs still use
@@ -84,11 +86,28 @@ type Status struct {
 	Reason  Reason
 	Detail  string
 	// LastSwitch is the time of the last switch (zero before the first);
-	// Switches counts them.
-	LastSwitch time.Time
-	Switches   uint64
-	// Eligibility is the rollout decision made at Dial.
-	Eligibility Eligibility
+	// Switches counts them. LastSwitchPoll is the poll during which the
+	// last switch happened (the value of Polls then; 0 before the first
+	// switch).
+	LastSwitch     time.Time
+	Switches       uint64
+	LastSwitchPoll uint64
+	// Polls counts the polls begun: each re-reads the rollout config
+	// (except the first, right after Dial read it) and, while eligible,
+	// the panic flag, then moves new RPCs if needed.
+	Polls uint64
+	// Eligibility is the latest rollout decision: made at Dial, then again
+	// at every poll from the config read then. A failed read keeps the
+	// last decision (at Dial: not eligible) and counts in RolloutErrors;
+	// LastRolloutError is the latest failure, nil after a good read.
+	Eligibility      Eligibility
+	RolloutErrors    uint64
+	LastRolloutError error
+	// Bootstrap says where the xDS channel's bootstrap comes from:
+	// "env:GRPC_XDS_BOOTSTRAP", "env:GRPC_XDS_BOOTSTRAP_CONFIG" (the
+	// process's, see the package doc) or "per-conn" (WithPerConnBootstrap);
+	// "" before an xDS channel was first built.
+	Bootstrap string
 	// NodeID is the xDS node id; "" when there is no xDS channel.
 	NodeID string
 	// Flag is the last panic flag read: "on" or "off"; "" before the first
@@ -117,13 +136,22 @@ type Conn struct {
 	opts     options
 	log      *slog.Logger
 	dns      *grpc.ClientConn
-	xds      *grpc.ClientConn // nil when the caller may not use xDS
 	flags    *dnsquery.Client
 	flagName string
 	metrics  *collector // nil without WithRegisterer
+	kick     chan struct{}
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
 	close    sync.Once
+
+	// owner only (Dial, then the run goroutine; Close after it returned):
+	// the xDS channel, nil while the caller is not eligible; the stop of
+	// its state watcher; why it could not be built; and the poll at which
+	// a channel kept after the caller left the rollout is closed (0: none).
+	xds        *grpc.ClientConn
+	xdsStop    func()
+	xdsErr     error
+	retirePoll uint64
 
 	// active is the channel of new RPCs; status is the latest snapshot.
 	// Both are written only by the run goroutine (and Dial, before it
@@ -184,29 +212,26 @@ func Dial(ctx context.Context, target string, opts ...Option) (*Conn, error) {
 	c.active.Store(c.dns)
 
 	// Eligibility, then the xDS channel only for the eligible.
-	c.st.Eligibility = o.decide(ctx)
-	c.st.Reason, c.st.Detail = ReasonStarting, "panic flag not read yet"
-	switch {
-	case !c.st.Eligibility.Eligible:
-		c.st.Reason, c.st.Detail = ReasonIneligible, c.st.Eligibility.String()
-		c.log.Info("dns only", "eligibility", c.st.Eligibility.String())
-	default:
-		c.st.NodeID = nodeID(o.service)
-		if err := c.buildXDS(); err != nil {
-			c.st.Reason, c.st.Detail, c.st.NodeID = ReasonXDSUnavailable, err.Error(), ""
-			c.log.Error("dns only: xds channel unavailable", "err", err)
-			break
-		}
-		timeout := min(2*time.Second, max(o.pollInterval, 200*time.Millisecond))
-		c.flags, err = dnsquery.New(o.dnsServer, timeout)
-		if err != nil {
-			c.xds.Close()
-			c.dns.Close()
-			return nil, fmt.Errorf("%w: WithDNSServer: %v", ErrInvalidOption, err)
-		}
-		c.flagName = "_xds." + o.domain
-		c.log.Info("eligible for xds; starting on dns", "eligibility", c.st.Eligibility.String(), "node", c.st.NodeID)
+	timeout := min(2*time.Second, max(o.pollInterval, 200*time.Millisecond))
+	c.flags, err = dnsquery.New(o.dnsServer, timeout)
+	if err != nil {
+		c.dns.Close()
+		return nil, fmt.Errorf("%w: WithDNSServer: %v", ErrInvalidOption, err)
 	}
+	c.flagName = "_xds." + o.domain
+	c.kick = make(chan struct{}, 1)
+	c.st.Eligibility = o.decide(ctx, rolloutFetchTimeout)
+	if err := c.st.Eligibility.Err; err != nil && !errors.Is(err, errNoRollout) {
+		c.st.RolloutErrors, c.st.LastRolloutError = 1, err
+	}
+	c.st.Reason, c.st.Detail = ReasonStarting, "panic flag not read yet"
+	if c.st.Eligibility.Eligible {
+		c.ensureXDS()
+		c.log.Info("eligible for xds; starting on dns", "eligibility", c.st.Eligibility.String(), "node", c.st.NodeID)
+	} else {
+		c.log.Info("not eligible for xds: on dns", "eligibility", c.st.Eligibility.String())
+	}
+	c.st.Reason, c.st.Detail = c.wantReason()
 	c.publish()
 
 	if o.registerer != nil {
@@ -219,30 +244,69 @@ func Dial(ctx context.Context, target string, opts ...Option) (*Conn, error) {
 	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	c.cancel = cancel
-	if c.xds != nil {
-		c.wg.Go(func() { c.run(runCtx) })
-	}
+	c.wg.Go(func() { c.run(runCtx) })
 	return c, nil
 }
 
-func (c *Conn) buildXDS() error {
-	bs, err := c.opts.bootstrapJSON(c.st.NodeID)
-	if err != nil {
-		return fmt.Errorf("xds bootstrap: %w", err)
+// wantReason is the reason and detail of a Conn on DNS before its first
+// poll.
+func (c *Conn) wantReason() (Reason, string) {
+	_, r, d := c.want()
+	return r, d
+}
+
+// ensureXDS builds the xDS channel if there is none, and starts watching
+// its state. A failure is kept in xdsErr (and Status) and retried at the
+// next poll.
+func (c *Conn) ensureXDS() {
+	if c.xds != nil {
+		return
 	}
-	// The ForTesting builder is grpc-go's only way to give one channel a
-	// bootstrap of its own (the environment's is one per process), and
-	// every Conn has its own node identity.
-	rb, err := grpcxds.NewXDSResolverWithConfigForTesting(bs)
+	cc, bs, err := c.buildXDS()
 	if err != nil {
-		return fmt.Errorf("xds bootstrap: %w", err)
+		if c.xdsErr == nil || c.xdsErr.Error() != err.Error() {
+			c.log.Error("no xds channel: serving from dns", "err", err)
+		}
+		c.xdsErr = err
+		return
 	}
-	xopts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithResolvers(rb)}
-	c.xds, err = grpc.NewClient("xds:///"+c.target, append(xopts, c.opts.dialOptions...)...)
+	c.xds, c.xdsErr, c.st.Bootstrap = cc, nil, bs.source
+	c.st.NodeID = bs.nodeID
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { watchState(ctx, cc, c.kick) })
+	c.xdsStop = func() {
+		cancel()
+		wg.Wait()
+	}
+}
+
+// closeXDS stops watching the xDS channel and closes it; RPCs still on it
+// fail with codes.Canceled.
+func (c *Conn) closeXDS() error {
+	if c.xds == nil {
+		return nil
+	}
+	c.xdsStop()
+	err := c.xds.Close()
+	c.xds, c.xdsStop, c.retirePoll, c.st.NodeID = nil, nil, 0, ""
+	return err
+}
+
+func (c *Conn) buildXDS() (*grpc.ClientConn, bootstrapInfo, error) {
+	bs, rb, err := c.opts.xdsBootstrap(c.log)
 	if err != nil {
-		return fmt.Errorf("xds channel: %w", err)
+		return nil, bs, err
 	}
-	return nil
+	xopts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	if rb != nil {
+		xopts = append(xopts, grpc.WithResolvers(rb))
+	}
+	cc, err := grpc.NewClient("xds:///"+c.target, append(xopts, c.opts.dialOptions...)...)
+	if err != nil {
+		return nil, bs, fmt.Errorf("xds channel: %w", err)
+	}
+	return cc, bs, nil
 }
 
 // Invoke sends a unary RPC on the active channel. It implements
@@ -276,10 +340,7 @@ func (c *Conn) Close() error {
 		if c.metrics != nil {
 			c.opts.registerer.Unregister(c.metrics)
 		}
-		err = c.dns.Close()
-		if c.xds != nil {
-			err = errors.Join(err, c.xds.Close())
-		}
+		err = errors.Join(c.dns.Close(), c.closeXDS())
 	})
 	return err
 }
@@ -291,32 +352,92 @@ func (c *Conn) publish() {
 	c.status.Store(&s)
 }
 
-// run owns the switching: it reads the flag at once and then every poll
-// interval (jittered), and after each read moves new RPCs to the channel
-// the flag asks for, once that channel is ready. Between reads, a change
-// of the xDS channel's state (READY, or TRANSIENT_FAILURE) is acted on at
-// once, without waiting.
+// run owns the switching. At once and then every poll interval
+// (jittered) it re-reads the rollout config (not at the first poll: Dial
+// just read it), reads the flag while eligible, and moves new RPCs to the
+// channel they ask for, once that channel is ready. Between polls, a
+// change of the xDS channel's state (READY, or TRANSIENT_FAILURE) is acted
+// on at once, without waiting.
 func (c *Conn) run(ctx context.Context) {
-	kick := make(chan struct{}, 1)
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	wg.Go(func() { watchState(ctx, c.xds, kick) })
 	timer := time.NewTimer(0)
 	defer timer.Stop()
-	for {
+	for first := true; ; first = false {
 		select {
 		case <-ctx.Done():
 			return
-		case <-kick:
-			c.reconcile(ctx, false)
-		case <-timer.C:
-			c.pollFlag(ctx)
+		case <-c.kick:
+			if c.xds != nil {
+				c.reconcile(ctx, false)
+			}
 			c.publish()
-			c.reconcile(ctx, true)
-			timer.Reset(jitter(c.opts.pollInterval))
+			continue
+		case <-timer.C:
+		}
+		c.st.Polls++
+		c.publish()
+		if !first {
+			c.pollRollout(ctx)
+		}
+		if c.st.Eligibility.Eligible {
+			c.ensureXDS()
+			if c.xds != nil {
+				c.pollFlag(ctx)
+			}
+		} else {
+			c.st.Flag = ""
 		}
 		c.publish()
+		c.reconcile(ctx, true)
+		c.retire()
+		c.publish()
+		timer.Reset(jitter(c.opts.pollInterval))
 	}
+}
+
+// retirePolls is how many polls an xDS channel stays open after its
+// caller left the rollout, so that RPCs and streams begun on it before the
+// move to DNS can finish.
+const retirePolls = 3
+
+// pollRollout re-reads the rollout config and decides again; a failed
+// read keeps the last decision.
+func (c *Conn) pollRollout(ctx context.Context) {
+	if c.opts.rolloutFile == "" && c.opts.rolloutURL == "" {
+		return
+	}
+	e := c.opts.decide(ctx, min(rolloutFetchTimeout, max(c.opts.pollInterval, 200*time.Millisecond)))
+	if ctx.Err() != nil {
+		return
+	}
+	if e.Err != nil {
+		c.st.RolloutErrors++
+		c.st.LastRolloutError = e.Err
+		c.log.Warn("rollout config read failed; keeping the last decision", "eligibility", c.st.Eligibility.String(), "err", e.Err)
+		return
+	}
+	prev := c.st.Eligibility
+	c.st.Eligibility, c.st.LastRolloutError = e, nil
+	switch {
+	case prev.Eligible == e.Eligible:
+	case e.Eligible:
+		c.retirePoll = 0
+		c.log.Info("now eligible for xds", "eligibility", e.String(), "version", e.Version)
+	default:
+		c.retirePoll = c.st.Polls + retirePolls
+		c.log.Info("no longer eligible for xds", "eligibility", e.String(), "version", e.Version)
+	}
+}
+
+// retire closes the xDS channel of a caller that left the rollout, once
+// new RPCs have been on DNS for retirePolls polls.
+func (c *Conn) retire() {
+	if c.xds == nil || c.st.Eligibility.Eligible || c.st.Channel != DNS || c.st.Polls < c.retirePoll {
+		return
+	}
+	if err := c.closeXDS(); err != nil {
+		c.log.Warn("closing the xds channel", "err", err)
+	}
+	c.log.Info("closed the xds channel: not eligible", "eligibility", c.st.Eligibility.String())
 }
 
 // watchState kicks when cc becomes READY or falls into TRANSIENT_FAILURE,
@@ -382,8 +503,18 @@ func (c *Conn) readFlag(ctx context.Context) (string, error) {
 	return "", fmt.Errorf("panic flag %s: %w", strings.TrimSuffix(c.flagName, "."), errNoFlag)
 }
 
-// want is the channel the flag asks for.
+// want is the channel the rollout decision and the flag ask for.
 func (c *Conn) want() (Channel, Reason, string) {
+	if !c.st.Eligibility.Eligible {
+		return DNS, ReasonIneligible, c.st.Eligibility.String()
+	}
+	if c.xds == nil {
+		detail := "no xds channel"
+		if c.xdsErr != nil {
+			detail += ": " + c.xdsErr.Error()
+		}
+		return DNS, ReasonXDSUnavailable, detail
+	}
 	switch c.st.Flag {
 	case "on":
 		return XDS, ReasonFlagOn, "panic flag xds=on"
@@ -473,6 +604,7 @@ func (c *Conn) switchTo(ch Channel, r Reason, detail string) {
 	c.setReason(r, detail)
 	c.st.LastSwitch = time.Now()
 	c.st.Switches++
+	c.st.LastSwitchPoll = c.st.Polls
 	c.st.switchCounts[switchKey{ch, r}]++
 	c.log.Info("switched", "from", from, "to", ch, "reason", r, "detail", detail)
 }

@@ -17,15 +17,16 @@ import (
 // errNoRollout is Eligibility.Err when no rollout config is configured.
 var errNoRollout = errors.New(`none configured (WithRolloutURL("") and no WithRolloutFile)`)
 
-// rolloutFetchTimeout bounds the GET of the rollout config at Dial.
+// rolloutFetchTimeout bounds the GET of the rollout config at Dial; at a
+// poll, the GET is bounded by the poll interval too.
 const rolloutFetchTimeout = 5 * time.Second
 
 // maxRolloutBytes bounds the rollout config read.
 const maxRolloutBytes = 4 << 20
 
-// Eligibility is the rollout decision, made once at Dial: may this caller
-// use xDS at all? The panic flag decides, later and again and again,
-// whether it does.
+// Eligibility is the rollout decision, made at Dial and again at every
+// poll: may this caller use xDS at all? The panic flag decides whether it
+// does.
 type Eligibility struct {
 	// Eligible is true when a rule matched and the caller's bucket is
 	// under its percentage.
@@ -86,7 +87,7 @@ func Decide(cfg *rollout.Config, service string, md map[string]string) Eligibili
 
 // decide reads the rollout config (the file, else the URL) and decides;
 // a config that cannot be read makes the caller not eligible.
-func (o *options) decide(ctx context.Context) Eligibility {
+func (o *options) decide(ctx context.Context, timeout time.Duration) Eligibility {
 	var (
 		cfg     *rollout.Config
 		source  string
@@ -99,7 +100,7 @@ func (o *options) decide(ctx context.Context) Eligibility {
 		cfg, err = readRolloutFile(o.rolloutFile)
 	case o.rolloutURL != "":
 		source = o.rolloutURL
-		cfg, version, err = fetchRollout(ctx, o.rolloutURL)
+		cfg, version, err = fetchRollout(ctx, o.rolloutURL, timeout)
 	default:
 		err = errNoRollout
 	}
@@ -131,8 +132,8 @@ type rolloutDoc struct {
 	Version uint64         `json:"version"`
 }
 
-func fetchRollout(ctx context.Context, u string) (*rollout.Config, uint64, error) {
-	ctx, cancel := context.WithTimeout(ctx, rolloutFetchTimeout)
+func fetchRollout(ctx context.Context, u string, timeout time.Duration) (*rollout.Config, uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {

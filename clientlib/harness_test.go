@@ -121,6 +121,7 @@ func (e *env) dial(caller string, extra ...clientlib.Option) *clientlib.Conn {
 		clientlib.WithDNSServer(e.dnsAddr),
 		clientlib.WithControlPlane(e.xdsAddr),
 		clientlib.WithRolloutURL(""),
+		clientlib.WithPerConnBootstrap(), // several identities in one test process
 		clientlib.WithPanicPollInterval(pollInterval),
 		clientlib.WithXDSTimeout(5 * time.Second),
 	}, extra...)

@@ -58,6 +58,8 @@ type options struct {
 	logger        *slog.Logger
 	dialOptions   []grpc.DialOption
 	registerer    prometheus.Registerer
+
+	perConnBootstrap bool
 }
 
 func defaultOptions() options {
@@ -132,6 +134,16 @@ func WithXDSTimeout(d time.Duration) Option { return func(o *options) { o.xdsTim
 // for it to be ready; after that the Conn stays where it is, says why, and
 // tries again at the next poll. Default 5 s.
 func WithSwitchTimeout(d time.Duration) Option { return func(o *options) { o.switchTimeout = d } }
+
+// WithPerConnBootstrap gives this Conn's xDS channel a bootstrap of its
+// own, written by the library (see BootstrapJSON), instead of the
+// process's ($GRPC_XDS_BOOTSTRAP or $GRPC_XDS_BOOTSTRAP_CONFIG), so that
+// one process may hold Conns with different identities (calling service,
+// zone, metadata). It uses grpc-go's NewXDSResolverWithConfigForTesting,
+// which grpc-go documents as for tests (and as not working with CSDS):
+// use it for tests, or when one process really calls as several
+// services. See the package doc.
+func WithPerConnBootstrap() Option { return func(o *options) { o.perConnBootstrap = true } }
 
 // WithLogger sets the logger; nil (the default) discards.
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }

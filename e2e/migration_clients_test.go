@@ -208,7 +208,8 @@ func (f *mcFixture) dial(t *testing.T) map[string]*clientlib.Conn {
 			clientlib.WithDNSServer(f.s.flag("--dns-addr")),
 			clientlib.WithRolloutURL("http://"+f.s.httpAddr+"/v1/rollout"),
 			clientlib.WithPanicPollInterval(mcPoll),
-			clientlib.WithXDSTimeout(5*time.Second))
+			clientlib.WithXDSTimeout(5*time.Second),
+			clientlib.WithPerConnBootstrap()) // 20 identities in one test process
 		if err != nil {
 			t.Fatalf("Dial as %s: %v", name, err)
 		}
