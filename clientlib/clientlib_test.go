@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -554,4 +555,75 @@ func deadUDP(t *testing.T) string {
 	addr := pc.LocalAddr().String()
 	pc.Close()
 	return addr
+}
+
+// TestRolloutChangeMovesRunningConn: a Conn re-reads its rollout config at
+// every poll. Raised from 0% to 100%, it builds its xDS channel and moves
+// within two polls; lowered to 0%, it moves back within two polls and
+// closes the xDS channel (its stream leaves the control plane); the flag
+// still wins. Not one RPC fails.
+func TestRolloutChangeMovesRunningConn(t *testing.T) {
+	e := newEnv(t)
+	file := e.rollout(0)
+	set := func(percent int) {
+		t.Helper()
+		if err := os.WriteFile(file, fmt.Appendf(nil, "rules:\n  - name: all\n    match: {}\n    percent: %d\n", percent), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := e.dial("caller", clientlib.WithRolloutFile(file))
+	l := startLoad([]*clientlib.Conn{c}, 2)
+	defer l.stop()
+	if s := c.Status(); s.Reason != clientlib.ReasonIneligible || s.NodeID != "" {
+		t.Fatalf("at 0%%: %+v, want ineligible without an xds channel", s)
+	}
+	// moved sets the rollout and waits for the Conn to be on ch, then
+	// checks that it switched within two polls of the change.
+	moved := func(what string, percent int, ch clientlib.Channel, reason clientlib.Reason) {
+		t.Helper()
+		set(percent)
+		p0 := c.Status().Polls
+		if _, ok := waitFor(10*time.Second, func() bool { s := c.Status(); return s.Channel == ch && s.Reason == reason }); !ok {
+			t.Fatalf("%s: %+v, want on %v (%s)", what, c.Status(), ch, reason)
+		}
+		if s := c.Status(); s.LastSwitchPoll > p0+2 {
+			t.Errorf("%s: switched at poll %d, %d polls after the change (seen at poll %d), want at most 2", what, s.LastSwitchPoll, s.LastSwitchPoll-p0, p0)
+		}
+	}
+	moved("0% -> 100%", 100, clientlib.XDS, clientlib.ReasonFlagOn)
+	if s := c.Status(); !s.Eligibility.Eligible || s.NodeID == "" || s.Bootstrap != "per-conn" || s.Flag != "on" {
+		t.Errorf("at 100%%: %+v, want eligible, a node, a per-conn bootstrap and the flag read", s)
+	}
+	before := l.ok.Load()
+	if _, ok := waitFor(5*time.Second, func() bool { return l.ok.Load() > before+50 }); !ok {
+		t.Fatal("RPCs stalled on xds")
+	}
+	moved("100% -> 0%", 0, clientlib.DNS, clientlib.ReasonIneligible)
+	if _, ok := waitFor(10*time.Second, func() bool { return len(e.xds.Subscriptions()) == 0 && c.Status().NodeID == "" }); !ok {
+		t.Errorf("at 0%% again: xds streams %d, node %q; want the xds channel closed", len(e.xds.Subscriptions()), c.Status().NodeID)
+	}
+	if s := c.Status(); s.Flag != "" {
+		t.Errorf("ineligible Conn keeps flag %q, want none", s.Flag)
+	}
+	// The flag wins over the rollout: at 100% with xds=off, DNS.
+	e.setFlag("off")
+	moved("100% with xds=off", 100, clientlib.DNS, clientlib.ReasonFlagOff)
+	e.setFlag("on")
+	moved("100% with xds=on", 100, clientlib.XDS, clientlib.ReasonFlagOn)
+	// A rollout that cannot be read keeps the last decision.
+	if err := os.WriteFile(file, []byte("rules: [\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	errs := c.Status().RolloutErrors
+	if _, ok := waitFor(5*time.Second, func() bool { return c.Status().RolloutErrors >= errs+2 }); !ok {
+		t.Fatalf("bad rollout file: %+v, want read errors counted", c.Status())
+	}
+	if s := c.Status(); s.Channel != clientlib.XDS || !s.Eligibility.Eligible || s.LastRolloutError == nil {
+		t.Errorf("bad rollout file: %+v, want still eligible on xds, with the error", s)
+	}
+	l.stop()
+	if n := l.failed.Load(); n != 0 {
+		t.Errorf("%d RPCs failed (last: %v) of %d, want 0", n, l.err(), n+l.ok.Load())
+	}
+	t.Logf("%d RPCs, none failed; %d switches", l.ok.Load(), c.Status().Switches)
 }

@@ -348,8 +348,8 @@ func TestMigrationClients(t *testing.T) {
 		c.Close()
 	}
 
-	// 50%: exactly the hashed half moves to xDS (eligibility is decided
-	// when a connection is built, so the clients dial again).
+	// 50%: exactly the hashed half moves to xDS, for clients dialled
+	// under it (TestMigrationRolloutLive moves running ones).
 	f.setRollout(t, 50)
 	conns = f.dial(t)
 	l = startMCLoad(conns)
@@ -405,6 +405,101 @@ func TestMigrationClients(t *testing.T) {
 		}
 	}
 	l.stop(t, "50% with panic on and off")
+}
+
+// TestMigrationRolloutLive is issue 10 point 7: rollout changes apply to
+// running clients. 20 callers at 0%; the rollout set to 50% moves the
+// hashed half to xDS within two polls each, without a redial; back to 0%
+// every one returns to DNS within two polls; at 50% again, panic on sends
+// every one to DNS. Not one RPC fails throughout. "Within two polls" is
+// counted with Status.Polls and Status.LastSwitchPoll, not timed.
+func TestMigrationRolloutLive(t *testing.T) {
+	f := newMCFixture(t)
+	isHalf := func(n string) bool { return slices.Contains(mcHalf, n) }
+	half50 := func(n string) clientlib.Channel {
+		if isHalf(n) {
+			return clientlib.XDS
+		}
+		return clientlib.DNS
+	}
+	f.setRollout(t, 0)
+	conns := f.dial(t)
+	l := startMCLoad(conns)
+	mcWait(t, conns, 5*time.Second, "0%", func(_ string, s clientlib.Status) bool {
+		return s.Channel == clientlib.DNS && s.Reason == clientlib.ReasonIneligible && s.Eligibility.Version > 0
+	})
+	mcChannels(t, f, l, "0%", func(string) clientlib.Channel { return clientlib.DNS })
+
+	// change sets the rollout, waits until every client is where want
+	// says, and checks that each one that moved did so within two polls
+	// of the change: the config is in force once spillwayctl has
+	// returned, so a switch must come at most two polls after the poll
+	// count the client had then (clients that move while spillwayctl is
+	// still running pass easily).
+	change := func(percent int, want func(string) clientlib.Channel, reason func(string) clientlib.Reason) {
+		t.Helper()
+		what := fmt.Sprintf("rollout %d%%", percent)
+		before, set := map[string]clientlib.Status{}, map[string]uint64{}
+		for n, c := range conns {
+			before[n] = c.Status()
+		}
+		f.setRollout(t, percent)
+		for n, c := range conns {
+			set[n] = c.Status().Polls
+		}
+		mcWait(t, conns, 15*time.Second, what, func(n string, s clientlib.Status) bool {
+			return s.Channel == want(n) && s.Reason == reason(n)
+		})
+		var moved, maxPolls, maxFromStart uint64
+		for n, c := range conns {
+			s, b := c.Status(), before[n]
+			if s.Switches == b.Switches {
+				if b.Channel != want(n) {
+					t.Errorf("%s: %s on %v without a switch", what, n, s.Channel)
+				}
+				continue
+			}
+			moved++
+			maxFromStart = max(maxFromStart, s.LastSwitchPoll-b.Polls)
+			if s.LastSwitchPoll > set[n] {
+				maxPolls = max(maxPolls, s.LastSwitchPoll-set[n])
+			}
+			if s.LastSwitchPoll > set[n]+2 {
+				t.Errorf("%s: %s switched at its poll %d, %d polls after the change was in force (at its poll %d), want at most 2", what, n, s.LastSwitchPoll, s.LastSwitchPoll-set[n], set[n])
+			}
+		}
+		t.Logf("%s: %d of %d clients moved, the slowest %d polls after spillwayctl returned (%d after it started)", what, moved, len(conns), maxPolls, maxFromStart)
+		mcChannels(t, f, l, what, want)
+	}
+	eligibleReason := func(n string) clientlib.Reason {
+		if isHalf(n) {
+			return clientlib.ReasonFlagOn
+		}
+		return clientlib.ReasonIneligible
+	}
+	ineligible := func(string) clientlib.Reason { return clientlib.ReasonIneligible }
+	allDNS := func(string) clientlib.Channel { return clientlib.DNS }
+
+	change(50, half50, eligibleReason)
+	var onXDS int
+	for _, c := range conns {
+		if c.Status().Channel == clientlib.XDS {
+			onXDS++
+		}
+	}
+	if onXDS != len(mcHalf) {
+		t.Errorf("at 50%%: %d of %d clients on xds, want the %d hashed under 5000", onXDS, len(conns), len(mcHalf))
+	}
+	change(0, allDNS, ineligible)
+	change(50, half50, eligibleReason)
+
+	// The flag still wins: panic on at 50% sends every client to DNS.
+	f.panic(t, "on")
+	mcWait(t, conns, 10*time.Second, "panic on at 50%", func(n string, s clientlib.Status) bool {
+		return s.Channel == clientlib.DNS && s.Reason == map[bool]clientlib.Reason{true: clientlib.ReasonFlagOff, false: clientlib.ReasonIneligible}[isHalf(n)]
+	})
+	mcChannels(t, f, l, "panic on at 50%", allDNS)
+	l.stop(t, "rollout 0% -> 50% -> 0% -> 50%, then panic on")
 }
 
 // TestMigrationControlPlaneDown is acceptance 2: with the control plane
