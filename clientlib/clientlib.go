@@ -173,10 +173,11 @@ const dnsServiceConfig = `{"loadBalancingConfig":[{"` + wrr.Name + `":{}},{"roun
 // Dial returns a Conn to the target service (a name such as "payments").
 // It reads the rollout config (WithRolloutFile, else WithRolloutURL,
 // bounded by ctx and 5 s) and builds the channels; it does not wait for
-// any connection. The Conn starts on DNS; when the caller is eligible, a
-// background goroutine reads the panic flag at once and then every poll
-// interval, and moves new RPCs to xDS when the flag says xds=on and the
-// xDS channel is ready.
+// any connection. The Conn starts on DNS; a background goroutine polls at
+// once and then every poll interval, re-reading the rollout config and,
+// while the caller is eligible, the panic flag, and moves new RPCs to xDS
+// when the caller is eligible, the flag says xds=on and the xDS channel is
+// ready, and back to DNS when one of these stops holding.
 //
 // Dial fails only for invalid options (errors.Is(err, ErrInvalidOption);
 // the message names the option) or when a channel cannot be created. A

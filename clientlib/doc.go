@@ -26,8 +26,8 @@
 // zone and region come from WithZone and WithRegion, or from
 // $SPILLWAY_ZONE and $SPILLWAY_REGION.
 //
-// Make sure to Close the Conn when done with it: it owns two channels and,
-// for an eligible caller, a goroutine that polls the panic flag. Close
+// Make sure to Close the Conn when done with it: it owns two channels and
+// a goroutine that polls the rollout config and the panic flag. Close
 // cancels RPCs still in flight. A Conn is meant to live as long as the
 // process talks to the target; dial once per target and share it.
 //
@@ -40,18 +40,33 @@
 //
 // # Which channel, and when
 //
-// The rollout decision is made once, in Dial: the calling service's
-// metadata (WithService as "service", WithMetadata, and the region and
-// zone unless the metadata has them) is matched against the rollout config
-// read from WithRolloutFile, else from WithRolloutURL. A caller the config
-// leaves out, or whose config cannot be read, uses DNS for the life of the
-// Conn and never builds an xDS channel; Status says why. See
-// package migration for the rules, and Decide for a dry run.
+// The rollout decision is made in Dial and again at every poll: the
+// calling service's metadata (WithService as "service", WithMetadata, and
+// the region and zone unless the metadata has them) is matched against the
+// rollout config read from WithRolloutFile, else from WithRolloutURL (see
+// package rollout for the rules, and Decide for a dry run). A caller the
+// config leaves out, or whose config could not be read at Dial, uses DNS
+// and has no xDS channel; Status says why.
 //
-// An eligible caller starts on DNS and reads the panic flag at once, then
-// every WithPanicPollInterval (10 s ± 10%). xds=on moves new RPCs to xDS,
-// xds=off moves them back to DNS. A failed read keeps the last state; until
-// the first good read the Conn stays on DNS.
+// The Conn polls at once and then every WithPanicPollInterval (10 s ±
+// 10%). Each poll re-reads the rollout config (except the first, right
+// after Dial read it; a failed read keeps the last decision and counts in
+// Status.RolloutErrors) and, while the caller is eligible, the panic flag;
+// then it moves new RPCs if they should be elsewhere:
+//
+//   - not eligible: DNS. A caller that leaves the rollout moves to DNS like
+//     for xds=off, and its xDS channel is closed three polls later (RPCs
+//     still on it then are cancelled).
+//   - eligible: the channel the flag asks for. A caller that joins the
+//     rollout builds its xDS channel and moves once the flag is read and
+//     the channel is ready. xds=on moves new RPCs to xDS, xds=off moves
+//     them back to DNS: the flag wins over the rollout. A failed flag read
+//     keeps the last state; until the first good read the Conn stays on
+//     DNS.
+//
+// Status.Polls counts polls and Status.LastSwitchPoll says during which
+// one the last switch happened, so "moved within two polls of the change"
+// can be checked without a clock.
 //
 // A switch never fails an RPC. RPCs and streams in flight finish on the
 // channel they started on, which stays open; only new RPCs move. Before
@@ -92,8 +107,8 @@
 //     WithDialOptions combination).
 //
 // Nothing on the network makes Dial fail: an unreachable rollout URL, DNS
-// server or control plane shows in Status, in the logs and in the metrics,
-// and the Conn serves from DNS.
+// server or control plane, or a missing xDS bootstrap, shows in Status, in
+// the logs and in the metrics, and the Conn serves from DNS.
 //
 // RPCs return what grpc-go returns on the channel they used: a context
 // error or a gRPC status (status.Code works on both). codes.Unavailable
@@ -103,8 +118,9 @@
 // # Observability
 //
 // Status reports the active channel, the reason and a sentence saying why,
-// the last switch and the number of switches, the rollout decision, the
-// last flag read and the flag read errors. Logs (WithLogger) carry
+// the last switch and the number of switches, the polls, the rollout
+// decision and its read errors, the bootstrap, the last flag read and the
+// flag read errors. Logs (WithLogger) carry
 // component=clientlib, service and target; switches are logged at Info,
 // failed flag reads at Warn. WithRegisterer exports, labelled with service
 // and target:
@@ -115,6 +131,8 @@
 //	spillway_client_eligible{rule}                the rollout decision (1 or 0)
 //	spillway_client_panic_flag_xds                last flag read: 1 xds=on, 0 xds=off
 //	spillway_client_panic_flag_errors_total       failed flag reads
+//	spillway_client_polls_total                   polls begun
+//	spillway_client_rollout_errors_total          failed rollout config reads
 //
 // # Channels
 //
@@ -124,16 +142,33 @@
 // weights honoured by the spillway.wrr balancer (package wrr, linked in by
 // this package), round_robin where it is not registered.
 //
-// The xDS channel dials xds:///<target> with grpc-go's xDS resolver and a
-// bootstrap written by the library: the control plane at WithControlPlane,
-// node id "<service>~<host>~<random>", node.cluster = the calling service,
+// The xDS channel dials xds:///<target> with grpc-go's xDS resolver. Its
+// bootstrap, and so the caller's identity to the control plane, is the
+// process's: grpc-go's supported way, one bootstrap per process, which is
+// enough when one process is one calling service (the normal case). Set
+// $GRPC_XDS_BOOTSTRAP (a file) or $GRPC_XDS_BOOTSTRAP_CONFIG (the JSON) in
+// the environment the process starts with; BootstrapJSON writes the
+// bootstrap spillway expects: the control plane at WithControlPlane, node
+// id "<service>~<host>~<random>", node.cluster = the calling service,
 // node.locality from WithRegion and WithZone, node.metadata from the
 // caller's metadata, and the server feature ignore_resource_deletion, so
 // that a restarting control plane cannot take the channel's Listener or
-// Cluster away. Each Conn has its own bootstrap and its own xDS client
-// (grpc-go's per-channel bootstrap API, marked experimental), so one
-// process may hold Conns with different identities; nothing is read from
-// GRPC_XDS_BOOTSTRAP.
+// Cluster away. grpc-go reads those variables during package
+// initialisation, before any of the caller's code runs, so the library
+// cannot set them itself; without them an eligible Conn stays on DNS with
+// ReasonXDSUnavailable, and the Conn logs a warning when the process
+// bootstrap names another service, zone or control plane than its options.
+//
+// WithPerConnBootstrap gives a Conn the bootstrap above for itself alone,
+// so that one process may hold Conns with different identities (tests do;
+// so may a process that calls as several services). grpc-go has no
+// supported API for a per-channel bootstrap: this uses
+// NewXDSResolverWithConfigForTesting, which grpc-go documents as for
+// tests, experimental, and not working with CSDS. TestPerConnBootstrapPin
+// pins what this rests on (the grpc-go version, one identity per channel,
+// the variables read at start) and fails on a grpc-go upgrade until
+// someone checks it again. Status.Bootstrap says which bootstrap a Conn
+// uses.
 //
 // WithDialOptions are given to both channels, after the library's own
 // (insecure transport credentials, the resolver, the DNS channel's default

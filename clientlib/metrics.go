@@ -11,6 +11,7 @@ import (
 type collector struct {
 	c                                                 *Conn
 	active, reason, switches, eligible, flag, flagErr *prometheus.Desc
+	polls, rolloutErr                                 *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*collector)(nil)
@@ -31,6 +32,10 @@ func newCollector(c *Conn) *collector {
 			"The last panic flag read: 1 for xds=on, 0 for xds=off; absent before the first read.", nil, l),
 		flagErr: prometheus.NewDesc("spillway_client_panic_flag_errors_total",
 			"Failed reads of the panic flag (TXT _xds.<domain>).", nil, l),
+		polls: prometheus.NewDesc("spillway_client_polls_total",
+			"Polls begun: each re-reads the rollout config and, while eligible, the panic flag.", nil, l),
+		rolloutErr: prometheus.NewDesc("spillway_client_rollout_errors_total",
+			"Failed reads of the rollout config (the last decision is kept).", nil, l),
 	}
 }
 
@@ -41,6 +46,8 @@ func (m *collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.eligible
 	ch <- m.flag
 	ch <- m.flagErr
+	ch <- m.polls
+	ch <- m.rolloutErr
 }
 
 func (m *collector) Collect(ch chan<- prometheus.Metric) {
@@ -68,4 +75,6 @@ func (m *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(m.flag, prometheus.GaugeValue, 0)
 	}
 	ch <- prometheus.MustNewConstMetric(m.flagErr, prometheus.CounterValue, float64(s.FlagErrors))
+	ch <- prometheus.MustNewConstMetric(m.polls, prometheus.CounterValue, float64(s.Polls))
+	ch <- prometheus.MustNewConstMetric(m.rolloutErr, prometheus.CounterValue, float64(s.RolloutErrors))
 }

@@ -109,7 +109,8 @@ func WithDNSServer(addr string) Option { return func(o *options) { o.dnsServer =
 // WithDomain sets spillway's DNS domain. Default spillway.internal.
 func WithDomain(domain string) Option { return func(o *options) { o.domain = domain } }
 
-// WithRolloutURL sets where the rollout config is read at Dial: spillway's
+// WithRolloutURL sets where the rollout config is read at Dial and at
+// every poll: spillway's
 // GET /v1/rollout. Default http://127.0.0.1:18080/v1/rollout; "" reads no
 // config, so the caller is not eligible (unless WithRolloutFile is given).
 func WithRolloutURL(u string) Option { return func(o *options) { o.rolloutURL = u } }
@@ -119,8 +120,9 @@ func WithRolloutURL(u string) Option { return func(o *options) { o.rolloutURL = 
 // one host or for tests.
 func WithRolloutFile(path string) Option { return func(o *options) { o.rolloutFile = path } }
 
-// WithPanicPollInterval sets how often the panic flag (TXT _xds.<domain>)
-// is read; each wait is jittered by ±10%. Default 10 s.
+// WithPanicPollInterval sets how often the rollout config and the panic
+// flag (TXT _xds.<domain>) are read; each wait is jittered by ±10%.
+// Default 10 s.
 func WithPanicPollInterval(d time.Duration) Option {
 	return func(o *options) { o.pollInterval = d }
 }
