@@ -58,7 +58,7 @@ func (s *Server) DeltaAggregatedResources(stream v3discoverygrpc.AggregatedDisco
 func (st *deltaStream) close() {
 	st.stop(&st.s.hub)
 	if st.known {
-		st.s.metrics.streams.WithLabelValues("delta", zoneLabel(st.node.zone)).Dec()
+		st.s.streamClosed("delta", st.node)
 	}
 }
 
@@ -66,7 +66,7 @@ func (st *deltaStream) handle(req *v3discoverypb.DeltaDiscoveryRequest) error {
 	if !st.known && req.GetNode() != nil {
 		st.known = true
 		st.node = nodeOf(req.GetNode())
-		st.s.metrics.streams.WithLabelValues("delta", zoneLabel(st.node.zone)).Inc()
+		st.s.streamOpened("delta", &st.node)
 	}
 	t := typeIndex(req.GetTypeUrl())
 	if t < 0 {

@@ -28,6 +28,26 @@
 // queue of responses. A response whose content equals the last one sent on
 // the stream, or the last one the stream rejected, is not sent.
 //
+// # Bounds
+//
+// Zone names from node.locality, node ids and clusters, and the cluster
+// names and localities of LRS reports are chosen by clients; none of them
+// makes memory or metric series grow without bound. Client zones share a
+// set of Config.MaxZones slots (default 64): the first zones seen keep
+// their name as the zone label of spillway_xds_streams and
+// spillway_lrs_requests_total, in the load table and as a client zone of
+// the zone-aware planner; later ones are "other" ("none" for no zone,
+// "invalid" for a zone that is not a DNS label). A zone frees its slot, and
+// its series, 5 min after its last stream ended and its last report. The
+// planner gives a route, hence an EDS variant, only to client zones where
+// the service has endpoints or that hold a slot; the demand of the others
+// counts as zoneless and they get the zoneless route, so a service has at
+// most endpoint zones + MaxZones + 1 variants. A load report for a cluster
+// that is not a service, or for a locality where the service has no
+// endpoint, is not recorded (spillway_lrs_dropped_total); an LRS stream's
+// samples go when it ends, and a flow's totals 5 min after its last report.
+// Node ids are kept only per connected stream, and logged.
+//
 // # Cost
 //
 // A resource is marshaled once per content (per service version and zone

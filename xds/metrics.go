@@ -12,6 +12,7 @@ type metrics struct {
 	pushLatency prometheus.Histogram
 	lrsReports  prometheus.Counter
 	lrsRequests *prometheus.CounterVec
+	lrsDropped  *prometheus.CounterVec
 
 	sameZone      *prometheus.GaugeVec
 	sameZoneFleet prometheus.Gauge
@@ -49,6 +50,9 @@ func newMetrics(*Server) *metrics {
 		lrsRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "spillway_lrs_requests_total", Help: "Requests reported over LRS, by client zone, upstream zone and result.",
 		}, []string{"client_zone", "upstream_zone", "result"}),
+		lrsDropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "spillway_lrs_dropped_total", Help: "Load reports not recorded: per cluster for an unknown cluster (not a service) or no interval, per upstream locality for a locality where the service has no endpoint.",
+		}, []string{"reason"}),
 		sameZone: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "spillway_zoneaware_same_zone_ratio", Help: "Estimated share of a service's traffic served in the client's own zone under the pushed weights.",
 		}, []string{"service"}),
@@ -61,8 +65,15 @@ func newMetrics(*Server) *metrics {
 	}
 }
 
+// freeZone deletes the series of a client zone that lost its slot in the
+// zone set; no stream holds it.
+func (m *metrics) freeZone(zone string) {
+	m.streams.DeletePartialMatch(prometheus.Labels{"zone": zone})
+	m.lrsRequests.DeletePartialMatch(prometheus.Labels{"client_zone": zone})
+}
+
 func (m *metrics) register(r prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.streams, m.pushes, m.suppressed, m.stale, m.nacks, m.invalid, m.pushLatency, m.lrsReports, m.lrsRequests, m.sameZone, m.sameZoneFleet, m.fallbacks} {
+	for _, c := range []prometheus.Collector{m.streams, m.pushes, m.suppressed, m.stale, m.nacks, m.invalid, m.pushLatency, m.lrsReports, m.lrsRequests, m.lrsDropped, m.sameZone, m.sameZoneFleet, m.fallbacks} {
 		if err := r.Register(c); err != nil {
 			return err
 		}

@@ -141,20 +141,39 @@ func (s *Server) planCycle(now time.Time) {
 
 // planInput fills in from the store and the load table. It reuses the
 // slices of the previous call.
+//
+// Client zones are chosen by clients, and each client zone the planner
+// sees gets its own route and EDS variant. So a client zone counts as
+// itself only if the service has endpoints there or the zone holds a slot
+// in the zone set (Config.MaxZones); the demand and client counts of the
+// others are added to the zoneless row ("") and those clients get the
+// zoneless route. Loads reported to upstream zones where the service has
+// no endpoint are left out (the load table records none).
 func (s *Server) planInput(in *zoneaware.Input, svc *registry.Service, loads []Load, clients map[string]int, now time.Time) *zoneaware.Input {
 	in.Now = now
 	in.Endpoints, in.Loads, in.Demand, in.Clients = in.Endpoints[:0], in.Loads[:0], in.Demand[:0], in.Clients[:0]
+	zones := map[string]struct{}{}
 	for _, e := range svc.Endpoints {
+		zones[e.Locality.Zone] = struct{}{}
 		if _, ok := endpointPort(e, s.cfg.PortName); !ok {
 			continue
 		}
 		in.Endpoints = append(in.Endpoints, zoneaware.Endpoint{ID: e.ID, Zone: e.Locality.Zone, Healthy: e.Health == registry.Healthy, Registered: e.Registered})
+	}
+	clientZone := func(z string) string {
+		if _, ok := zones[z]; ok || z == "" || s.zones.has(z) {
+			return z
+		}
+		return ""
 	}
 	up := map[string]int{}
 	down := map[string]int{}
 	for _, l := range loads {
 		if l.Reporters == 0 {
 			continue // only totals left: no fresh report
+		}
+		if _, ok := zones[l.Locality.Zone]; !ok {
+			continue
 		}
 		i, ok := up[l.Locality.Zone]
 		if !ok {
@@ -170,11 +189,12 @@ func (s *Server) planInput(in *zoneaware.Input, svc *registry.Service, loads []L
 		if l.Updated.After(zl.Updated) {
 			zl.Updated = l.Updated
 		}
-		j, ok := down[l.ClientZone]
+		cz := clientZone(l.ClientZone)
+		j, ok := down[cz]
 		if !ok {
 			j = len(in.Demand)
-			down[l.ClientZone] = j
-			in.Demand = append(in.Demand, zoneaware.Demand{ClientZone: l.ClientZone})
+			down[cz] = j
+			in.Demand = append(in.Demand, zoneaware.Demand{ClientZone: cz})
 		}
 		d := &in.Demand[j]
 		d.RPS += l.Issued
@@ -182,7 +202,11 @@ func (s *Server) planInput(in *zoneaware.Input, svc *registry.Service, loads []L
 			d.Updated = l.Updated
 		}
 	}
+	counts := map[string]int{}
 	for z, n := range clients {
+		counts[clientZone(z)] += n
+	}
+	for z, n := range counts {
 		in.Clients = append(in.Clients, zoneaware.ClientCount{Zone: z, Count: n})
 	}
 	return in

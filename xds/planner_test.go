@@ -59,7 +59,7 @@ func TestPlannerWorkedExample(t *testing.T) {
 				TotalSuccessfulRequests: rps,
 			})
 		}
-		s.loads.record(stream, nodeInfo{id: "n-" + cz, zone: cz, cluster: "checkout"}, cs, now)
+		s.loads.record(stream, nodeInfo{id: "n-" + cz, zone: cz, cluster: "checkout"}, cs, now, store.Snapshot(), nil)
 	}
 	s.planCycle(now)
 

@@ -47,6 +47,15 @@ type Config struct {
 	// that get the same weights share one encoded resource; nil means one
 	// variant for all zones. It must agree with Weights.
 	ZoneVariant func(svc *registry.Service, zone string) string
+	// MaxZones caps the client zones (node.locality.zone, chosen by
+	// clients) that keep their own name: as the zone label of metrics, in
+	// the load table and as a client zone of the zone-aware planner (which
+	// makes a route and an EDS variant per client zone). The first
+	// MaxZones distinct zones get a slot; later ones are "other" in metrics
+	// and the load table and get the zoneless route, unless the service
+	// has endpoints in them. A zone with no stream and no load report for
+	// 5 min frees its slot. Zero means 64; negative is an error.
+	MaxZones int
 	// Logger; nil discards.
 	Logger *slog.Logger
 	// Registerer receives the metrics; nil registers nothing.
@@ -83,6 +92,12 @@ func (c *Config) validate() error {
 	if c.LRSInterval < time.Second {
 		return fmt.Errorf("xds config: LRSInterval %v: want at least 1s", c.LRSInterval)
 	}
+	switch {
+	case c.MaxZones == 0:
+		c.MaxZones = 64
+	case c.MaxZones < 0:
+		return fmt.Errorf("xds config: MaxZones %d is negative", c.MaxZones)
+	}
 	if c.Weights == nil {
 		c.Weights = healthyCountWeights
 	}
@@ -106,8 +121,13 @@ type Server struct {
 	cache   cache
 	hub     hub
 	loads   *LoadTable
-	planner *planner // nil when zone-aware weights are off
+	zones   *labelSet // client zones that keep their name
+	planner *planner  // nil when zone-aware weights are off
 }
+
+// labelIdle is how long a client-chosen value (a client zone, a load
+// table flow) with no stream and no report is kept.
+const labelIdle = 5 * time.Minute
 
 // New validates cfg and returns a Server. Register it on a grpc.Server made
 // with grpc.ForceServerCodecV2(Codec()), and Run it.
@@ -121,7 +141,7 @@ func New(cfg Config) (*Server, error) {
 		log:   cfg.Logger,
 		cache: cache{entries: map[string]*entry{}},
 		hub:   hub{by: map[string]map[*watcher]struct{}{}, wild: map[*watcher]struct{}{}, nodes: map[*watcher]nodeInfo{}},
-		loads: newLoadTable(),
+		loads: newLoadTable(labelIdle),
 	}
 	if cfg.ZoneAware != nil {
 		zc := *cfg.ZoneAware
@@ -135,6 +155,7 @@ func New(cfg Config) (*Server, error) {
 		s.planner = p
 	}
 	s.metrics = newMetrics(s)
+	s.zones = newLabelSet(cfg.MaxZones, labelIdle, s.metrics.freeZone)
 	if cfg.Registerer != nil {
 		if err := s.metrics.register(cfg.Registerer); err != nil {
 			return nil, fmt.Errorf("xds metrics: %w", err)
@@ -190,8 +211,29 @@ func (s *Server) Run(ctx context.Context) error {
 			first = time.Time{}
 		case now := <-resync.C:
 			s.hub.dispatchAll(now)
+			s.sweep(now)
 		}
 	}
+}
+
+// sweep frees what clients stopped using: idle zone slots (and their
+// metric series) and stale load-table entries.
+func (s *Server) sweep(now time.Time) {
+	s.zones.sweep(now)
+	s.loads.prune(now, s.store.Snapshot())
+}
+
+// streamOpened counts an ADS stream whose node is n, and takes its zone's
+// slot into n.label until streamClosed.
+func (s *Server) streamOpened(protocol string, n *nodeInfo) {
+	n.label = s.zones.acquire(n.zone, time.Now())
+	s.metrics.streams.WithLabelValues(protocol, n.label).Inc()
+}
+
+// streamClosed undoes streamOpened.
+func (s *Server) streamClosed(protocol string, n nodeInfo) {
+	s.metrics.streams.WithLabelValues(protocol, n.label).Dec()
+	s.zones.release(n.label, time.Now())
 }
 
 // streamCore is what both stream kinds share: one goroutine, the gRPC
@@ -260,9 +302,11 @@ func (c *streamCore) stop(h *hub) {
 	c.wg.Wait()
 }
 
-// nodeInfo is what a stream's node says about its client.
+// nodeInfo is what a stream's node says about its client, and the label
+// its zone got from the zone set (the zone itself while it holds a slot).
 type nodeInfo struct {
 	id, zone, cluster string
+	label             string
 }
 
 // hub knows which streams want which services. Dispatch never blocks: it
@@ -437,6 +481,8 @@ func (h *hub) dispatchAll(at time.Time) {
 }
 
 // Subscription is one client's interest, for the graph of who calls whom.
+// Zone is the client's zone while it holds a slot (Config.MaxZones), else
+// "other" ("invalid" when it is not a DNS label).
 type Subscription struct {
 	NodeID, Zone, ClientService string
 	Services                    []string
@@ -449,7 +495,11 @@ func (s *Server) Subscriptions() []Subscription {
 	defer s.hub.mu.Unlock()
 	out := make([]Subscription, 0, len(s.hub.nodes))
 	for w, n := range s.hub.nodes {
-		sub := Subscription{NodeID: n.id, Zone: n.zone, ClientService: n.cluster, Wildcard: w.wildcard}
+		zone := n.zone
+		if zone != "" && n.label != zone {
+			zone = n.label
+		}
+		sub := Subscription{NodeID: n.id, Zone: zone, ClientService: n.cluster, Wildcard: w.wildcard}
 		for name := range w.names {
 			sub.Services = append(sub.Services, name)
 		}

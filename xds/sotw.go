@@ -61,7 +61,7 @@ func (s *Server) StreamAggregatedResources(stream v3discoverygrpc.AggregatedDisc
 func (st *sotwStream) close() {
 	st.stop(&st.s.hub)
 	if st.known {
-		st.s.metrics.streams.WithLabelValues("sotw", zoneLabel(st.node.zone)).Dec()
+		st.s.streamClosed("sotw", st.node)
 	}
 }
 
@@ -73,7 +73,7 @@ func (st *sotwStream) handle(req *v3discoverypb.DiscoveryRequest) error {
 	if !st.known && req.GetNode() != nil {
 		st.known = true
 		st.node = nodeOf(req.GetNode())
-		st.s.metrics.streams.WithLabelValues("sotw", zoneLabel(st.node.zone)).Inc()
+		st.s.streamOpened("sotw", &st.node)
 	}
 	t := typeIndex(req.GetTypeUrl())
 	if t < 0 {

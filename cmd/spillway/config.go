@@ -56,6 +56,10 @@ type XDSConfig struct {
 	ZoneAware       bool          `yaml:"zone_aware"`
 	WeightsInterval time.Duration `yaml:"weights_interval"`
 	ProbeShare      float64       `yaml:"probe_share"`
+	// MaxZones caps the client zones that keep their own name in metrics,
+	// the load table and zone-aware routes; later ones share "other" and
+	// the zoneless route (xds.Config.MaxZones).
+	MaxZones int `yaml:"max_zones"`
 }
 
 // DNSConfig tunes the DNS server; zero values take the resolver's defaults.
@@ -128,6 +132,7 @@ func defaultConfig() Config {
 			ZoneAware:       true,
 			WeightsInterval: 10 * time.Second,
 			ProbeShare:      0.01,
+			MaxZones:        64,
 		},
 		Leases: LeaseConfig{
 			DefaultTTL:    30 * time.Second,
@@ -170,6 +175,7 @@ func parseConfig(args []string, stderr io.Writer) (Config, error) {
 	fs.BoolVar(&f.XDS.ZoneAware, "zone-aware", cfg.XDS.ZoneAware, "zone-aware, load-aware locality weights (false: weights follow healthy endpoint counts)")
 	fs.DurationVar(&f.XDS.WeightsInterval, "weights-interval", cfg.XDS.WeightsInterval, "how often zone-aware weights are recomputed")
 	fs.Float64Var(&f.XDS.ProbeShare, "probe-share", cfg.XDS.ProbeShare, "share of each client zone's traffic kept on the other healthy zones so they stay measured")
+	fs.IntVar(&f.XDS.MaxZones, "xds-max-zones", cfg.XDS.MaxZones, "client zones that keep their own name in metrics and zone-aware routes; later ones share \"other\" and the zoneless route")
 	var kubeconfigs kubeconfigFlag
 	fs.Var(&kubeconfigs, "kubeconfig", "kubeconfig `PATH` of a cluster whose EndpointSlices to watch, named after the file; repeat for more clusters (replaces kubernetes.clusters)")
 	if err := fs.Parse(args); err != nil {
@@ -214,6 +220,7 @@ func parseConfig(args []string, stderr io.Writer) (Config, error) {
 		"zone-aware":       func() { cfg.XDS.ZoneAware = f.XDS.ZoneAware },
 		"weights-interval": func() { cfg.XDS.WeightsInterval = f.XDS.WeightsInterval },
 		"probe-share":      func() { cfg.XDS.ProbeShare = f.XDS.ProbeShare },
+		"xds-max-zones":    func() { cfg.XDS.MaxZones = f.XDS.MaxZones },
 		"kubeconfig":       func() { cfg.Kubernetes.Clusters = kubeconfigs.clusters() },
 	}
 	fs.Visit(func(fl *flag.Flag) {
@@ -267,6 +274,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("--weights-interval (xds.weights_interval): %v, want at least 100ms", x.WeightsInterval)
 	case x.ProbeShare < 0 || x.ProbeShare > 0.2:
 		return fmt.Errorf("--probe-share (xds.probe_share): %v, want 0..0.2", x.ProbeShare)
+	case x.MaxZones < 1 || x.MaxZones > 10000:
+		return fmt.Errorf("--xds-max-zones (xds.max_zones): %d, want 1..10000", x.MaxZones)
 	}
 	l := c.Leases
 	switch {

@@ -19,6 +19,10 @@ func TestParseConfig(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("grpc_adr: 127.0.0.1:19000\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	zonesFile := filepath.Join(dir, "zones.yaml")
+	if err := os.WriteFile(zonesFile, []byte("xds:\n  max_zones: 12\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name    string
 		args    []string
@@ -47,6 +51,10 @@ func TestParseConfig(t *testing.T) {
 		{name: "bad_min_count", args: []string{"--guard-min-count", "0"}, wantErr: "--guard-min-count"},
 		{name: "bad_level", args: []string{"--log-level", "loud"}, wantErr: "--log-level"},
 		{name: "bad_domain", args: []string{"--domain", "a..b"}, wantErr: "--domain"},
+		{name: "max_zones_default", args: nil, check: func(c Config) bool { return c.XDS.MaxZones == 64 }},
+		{name: "max_zones_flag", args: []string{"--xds-max-zones", "8"}, check: func(c Config) bool { return c.XDS.MaxZones == 8 }},
+		{name: "max_zones_file", args: []string{"--config", zonesFile}, check: func(c Config) bool { return c.XDS.MaxZones == 12 }},
+		{name: "bad_max_zones", args: []string{"--xds-max-zones", "0"}, wantErr: "--xds-max-zones (xds.max_zones)"},
 		{name: "stray_argument", args: []string{"serve"}, wantErr: "serve"},
 		{name: "unknown_flag", args: []string{"--grpc-port", "1"}, wantErr: "grpc-port"},
 	}

@@ -98,6 +98,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		LRSInterval:     cfg.XDS.LRSInterval,
 		ZoneAware:       zoneAware,
 		WeightsInterval: cfg.XDS.WeightsInterval,
+		MaxZones:        cfg.XDS.MaxZones,
 		Logger:          log.With("component", "xds"),
 		Registerer:      metrics,
 	})

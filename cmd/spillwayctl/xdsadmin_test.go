@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -44,7 +45,19 @@ type xdsStack struct {
 
 func startXDSStack(t *testing.T) *xdsStack {
 	t.Helper()
-	x, err := xds.New(xds.Config{Store: registry.NewStore(), LRSInterval: 10 * time.Second})
+	// The server records load only for services it has, and localities
+	// where they have endpoints: payments in r1/zone-a and r1/zone-b.
+	store := registry.NewStore()
+	for i, zone := range []string{"zone-a", "zone-b"} {
+		if _, err := store.Apply(registry.Upsert("payments", &registry.Endpoint{
+			ID: zone, Address: netip.AddrFrom4([4]byte{10, 0, 0, byte(i + 1)}),
+			Ports:    []registry.Port{{Name: "grpc", Number: 8080, Protocol: registry.TCP}},
+			Locality: registry.Locality{Region: "r1", Zone: zone}, Health: registry.Healthy, Source: registry.SourceStatic,
+		})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	x, err := xds.New(xds.Config{Store: store, LRSInterval: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,13 +18,15 @@
 //
 // Load answers one service's flows: one row per client service, client
 // zone and upstream locality, with the rates of the fresh LRS reports and
-// the totals since the server started. A service nobody reports load for
+// the totals since the flow was first reported (a flow not reported for 5
+// min is forgotten). Client zones beyond the server's cap (xds
+// Config.MaxZones) show as "other". A service nobody reports load for
 // gets an empty list; a name that is not DNS labels joined by dots is
 // InvalidArgument / HTTP 400 naming the field "service" (in the message and
 // in the "field" member of the JSON error).
 //
 // Graph joins what the connected ADS streams subscribe to (streams, nodes
-// and client zones per client service and service) with the fresh load of
+// and client zones, "other" beyond the cap, per client service and service) with the fresh load of
 // the same pair. A pair with only stale reports and no stream is left out.
 //
 // Weights shows one service's zone-aware weights as of the last weights
