@@ -22,8 +22,12 @@
 // Each stream has its own subscriptions and, per client zone, its own
 // endpoint content. A stream's requests are read by one goroutine; another
 // owns its state and every Send. A store change marks the service on the
-// streams subscribed to it (after Config.Debounce, and every Config.Resync
-// for everything) through a one-slot channel: a slow or stuck stream never
+// streams subscribed to it (and every Config.Resync, everything) through a
+// one-slot channel. A change after a quiet period is marked at once; the
+// changes that follow it are gathered for Config.Debounce, and while a
+// burst goes on each window doubles up to Config.MaxDelay, so a burst of a
+// thousand changes in a second reaches a stream in a handful of pushes and
+// no change waits longer than MaxDelay. A slow or stuck stream never
 // blocks the others, and holds at most one pending change set, never a
 // queue of responses. A response whose content equals the last one sent on
 // the stream, or the last one the stream rejected, is not sent.

@@ -25,9 +25,15 @@ type Config struct {
 	// PortName is the endpoint port xDS clients dial; zero means "grpc".
 	// Endpoints without it use their first TCP port.
 	PortName string
-	// Debounce is how long a burst of store changes is gathered before
-	// streams are told; zero means 100 ms.
+	// Debounce is the first coalescing window: a change after a quiet
+	// period reaches the streams at once, and the changes that follow
+	// within Debounce are gathered into one push; zero means 100 ms.
 	Debounce time.Duration
+	// MaxDelay bounds the coalescing window: while changes keep coming,
+	// each window is twice the one before, up to MaxDelay, so a long burst
+	// becomes a handful of pushes; zero means 8×Debounce. Less than
+	// Debounce means Debounce.
+	MaxDelay time.Duration
 	// Resync is the period of a full re-evaluation of every stream; zero
 	// means 10 s. Unchanged content is not re-sent.
 	Resync time.Duration
@@ -81,6 +87,7 @@ func (c *Config) validate() error {
 		{"Resync", &c.Resync, 10 * time.Second},
 		{"LRSInterval", &c.LRSInterval, 10 * time.Second},
 		{"WeightsInterval", &c.WeightsInterval, 10 * time.Second},
+		{"MaxDelay", &c.MaxDelay, 0},
 	} {
 		if *d.v == 0 {
 			*d.v = d.def
@@ -91,6 +98,9 @@ func (c *Config) validate() error {
 	}
 	if c.LRSInterval < time.Second {
 		return fmt.Errorf("xds config: LRSInterval %v: want at least 1s", c.LRSInterval)
+	}
+	if c.MaxDelay == 0 {
+		c.MaxDelay = 8 * c.Debounce
 	}
 	switch {
 	case c.MaxZones == 0:
@@ -193,22 +203,41 @@ func (s *Server) Run(ctx context.Context) error {
 	defer sub.Close()
 	resync := time.NewTicker(s.cfg.Resync)
 	defer resync.Stop()
-	debounce := time.NewTimer(0)
-	<-debounce.C
+	window := time.NewTimer(0)
+	<-window.C
+	co := newCoalescer(s.cfg.Debounce, s.cfg.MaxDelay)
+	// A new subscription starts with every name marked: that is the state
+	// at start, not a change, so it opens no window.
+	select {
+	case <-sub.C():
+		s.hub.dispatch(sub.Changed(), time.Now())
+	default:
+	}
 	var first time.Time // earliest change not yet dispatched
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-sub.C():
-			if first.IsZero() {
-				first = time.Now()
-				debounce.Reset(s.cfg.Debounce)
+			now := time.Now()
+			dispatch, arm := co.change()
+			if dispatch {
+				s.hub.dispatch(sub.Changed(), now)
+			} else if first.IsZero() {
+				first = now
 			}
-		case <-debounce.C:
-			names := sub.Changed()
-			s.hub.dispatch(names, first)
-			first = time.Time{}
+			if arm > 0 {
+				window.Reset(arm)
+			}
+		case <-window.C:
+			dispatch, arm := co.expire()
+			if dispatch {
+				s.hub.dispatch(sub.Changed(), first)
+				first = time.Time{}
+			}
+			if arm > 0 {
+				window.Reset(arm)
+			}
 		case now := <-resync.C:
 			s.hub.dispatchAll(now)
 			s.sweep(now)

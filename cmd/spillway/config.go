@@ -48,8 +48,10 @@ type Config struct {
 // XDSConfig tunes the ADS and LRS server.
 type XDSConfig struct {
 	// PortName is the endpoint port xDS clients dial (default "grpc").
-	PortName    string        `yaml:"port_name"`
-	Debounce    time.Duration `yaml:"debounce"`
+	PortName string        `yaml:"port_name"`
+	Debounce time.Duration `yaml:"debounce"`
+	// MaxDelay bounds how long a change waits in a burst (default 800ms).
+	MaxDelay    time.Duration `yaml:"max_delay"`
 	Resync      time.Duration `yaml:"resync"`
 	LRSInterval time.Duration `yaml:"lrs_interval"`
 	// ZoneAware turns on zone-aware, load-aware locality weights.
@@ -127,6 +129,7 @@ func defaultConfig() Config {
 		XDS: XDSConfig{
 			PortName:        "grpc",
 			Debounce:        100 * time.Millisecond,
+			MaxDelay:        800 * time.Millisecond,
 			Resync:          10 * time.Second,
 			LRSInterval:     10 * time.Second,
 			ZoneAware:       true,
@@ -169,7 +172,8 @@ func parseConfig(args []string, stderr io.Writer) (Config, error) {
 	fs.Float64Var(&f.Leases.GuardShare, "guard-share", cfg.Leases.GuardShare, "share of VM leases at risk above which expiry pauses (1 disables)")
 	fs.IntVar(&f.Leases.GuardMinCount, "guard-min-count", cfg.Leases.GuardMinCount, "least number of leases at risk that can pause expiry")
 	fs.StringVar(&f.XDS.PortName, "xds-port-name", cfg.XDS.PortName, "endpoint port that xDS clients dial")
-	fs.DurationVar(&f.XDS.Debounce, "xds-debounce", cfg.XDS.Debounce, "how long a burst of changes is gathered before xDS pushes")
+	fs.DurationVar(&f.XDS.Debounce, "xds-debounce", cfg.XDS.Debounce, "the first coalescing window: a lone change is pushed at once, the changes that follow within this window are pushed together")
+	fs.DurationVar(&f.XDS.MaxDelay, "xds-max-delay", cfg.XDS.MaxDelay, "the longest a change waits while a burst goes on (the coalescing window doubles up to it)")
 	fs.DurationVar(&f.XDS.Resync, "xds-resync", cfg.XDS.Resync, "period of a full xDS re-evaluation")
 	fs.DurationVar(&f.XDS.LRSInterval, "lrs-interval", cfg.XDS.LRSInterval, "load reporting interval asked of xDS clients")
 	fs.BoolVar(&f.XDS.ZoneAware, "zone-aware", cfg.XDS.ZoneAware, "zone-aware, load-aware locality weights (false: weights follow healthy endpoint counts)")
@@ -215,6 +219,7 @@ func parseConfig(args []string, stderr io.Writer) (Config, error) {
 		"guard-min-count":  func() { cfg.Leases.GuardMinCount = f.Leases.GuardMinCount },
 		"xds-port-name":    func() { cfg.XDS.PortName = f.XDS.PortName },
 		"xds-debounce":     func() { cfg.XDS.Debounce = f.XDS.Debounce },
+		"xds-max-delay":    func() { cfg.XDS.MaxDelay = f.XDS.MaxDelay },
 		"xds-resync":       func() { cfg.XDS.Resync = f.XDS.Resync },
 		"lrs-interval":     func() { cfg.XDS.LRSInterval = f.XDS.LRSInterval },
 		"zone-aware":       func() { cfg.XDS.ZoneAware = f.XDS.ZoneAware },
@@ -266,6 +271,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("--xds-port-name (xds.port_name): %q is not a port name (a DNS label)", x.PortName)
 	case x.Debounce < 0 || x.Debounce > time.Minute:
 		return fmt.Errorf("--xds-debounce (xds.debounce): %v, want 0..1m", x.Debounce)
+	case x.MaxDelay < 0 || x.MaxDelay > time.Minute:
+		return fmt.Errorf("--xds-max-delay (xds.max_delay): %v, want 0..1m", x.MaxDelay)
 	case x.Resync < time.Second:
 		return fmt.Errorf("--xds-resync (xds.resync): %v, want at least 1s", x.Resync)
 	case x.LRSInterval < time.Second:

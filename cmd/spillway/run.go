@@ -94,6 +94,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		Store:           store,
 		PortName:        cfg.XDS.PortName,
 		Debounce:        cfg.XDS.Debounce,
+		MaxDelay:        cfg.XDS.MaxDelay,
 		Resync:          cfg.XDS.Resync,
 		LRSInterval:     cfg.XDS.LRSInterval,
 		ZoneAware:       zoneAware,
