@@ -277,6 +277,9 @@ func checkDNSReply(t *testing.T, q dnsQuery, r *dnsReply, tc dnsCase) {
 	if r.Rcode != tc.rcode {
 		errorf("rcode = %s, want %s", r.Rcode, tc.rcode)
 	}
+	if r.Opcode != "" && r.Opcode != "QUERY" {
+		errorf("opcode = %s, want QUERY", r.Opcode)
+	}
 	if r.Flags != tc.flags {
 		errorf("flags = %q, want %q", r.Flags, tc.flags)
 	}

@@ -40,6 +40,8 @@ type dnsQuery struct {
 	// bufsize is the EDNS0 UDP size advertised: 0 means 1232 (dig's
 	// default), noEDNS sends no OPT record.
 	bufsize int
+	// args are more tool arguments, e.g. "+header-only" (dig only).
+	args []string
 }
 
 func (q dnsQuery) String() string {
@@ -60,6 +62,7 @@ func (q dnsQuery) String() string {
 // dnsReply is a response as dig or kdig parsed it. The OPT record is in
 // EDNS, not in Additional.
 type dnsReply struct {
+	Opcode                        string // "QUERY", …; "" from kdig
 	Rcode                         string // "NOERROR", "NXDOMAIN", …
 	Flags                         string // header flags set, in the order "qr aa tc rd ra ad cd"
 	Question                      []dnsQuestion
@@ -161,6 +164,7 @@ func askDNS(t *testing.T, tool, addr string, q dnsQuery) *dnsReply {
 	default:
 		t.Fatalf("unknown DNS tool %q", tool)
 	}
+	args = append(args, q.args...)
 	args = append(args, q.name, q.qtype)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -214,10 +218,7 @@ func parseDig(b string) (*dnsReply, error) {
 		}
 		if m := digHeaderRE.FindStringSubmatch(line); m != nil {
 			headers++
-			if m[1] != "QUERY" {
-				return nil, fmt.Errorf("opcode %q, want QUERY", m[1])
-			}
-			r.Rcode = m[2]
+			r.Opcode, r.Rcode = m[1], m[2]
 			continue
 		}
 		if m := digFlagsRE.FindStringSubmatch(line); m != nil {

@@ -8,6 +8,13 @@
 // Readers (the DNS resolver, the xDS server, the admin APIs) take a Snapshot,
 // which is immutable, and subscribe to changes with Store.Subscribe.
 //
+// Names are DNS names under the domain the store is made with
+// (NewStoreWith, StoreConfig.Domain): Apply refuses, with a *FieldError
+// naming the field, an endpoint whose SRV target <id>.<service>.<domain>
+// or SRV name would pass 255 octets on the wire, and a service "<id>.<s>"
+// next to endpoint <id> of service <s>, whichever comes second (the error
+// also wraps ErrNameTaken). Edges map both to InvalidArgument / HTTP 400.
+//
 // A service that is unknown (Snapshot.Service returns ok=false) is different
 // from a known service with zero endpoints: the first is NXDOMAIN in DNS, the
 // second NODATA. Until Store.MarkSynced is called, readers must not treat

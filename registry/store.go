@@ -108,7 +108,8 @@ func shardOf(name string) int {
 // next snapshot outside the readers' view and publish it with one atomic
 // store.
 type Store struct {
-	cur atomic.Pointer[Snapshot]
+	cur   atomic.Pointer[Snapshot]
+	names dnsNames // read-only after NewStoreWith
 
 	synced     atomic.Bool
 	syncedOnce sync.Once
@@ -124,9 +125,34 @@ type Store struct {
 	subsBy  map[string]map[*Subscription]struct{}
 }
 
-// NewStore returns an empty store at version 0, not yet synced.
+// StoreConfig holds a Store's settings.
+type StoreConfig struct {
+	// Domain is the DNS domain the store's names are served under, e.g.
+	// "spillway.internal." (a trailing dot is added if missing). Apply
+	// rejects a name that would not fit in a DNS name under it (see
+	// CheckNames). Empty means DefaultDomain.
+	Domain string
+}
+
+// NewStore returns an empty store at version 0, not yet synced, whose
+// names are checked against DefaultDomain.
 func NewStore() *Store {
+	s, err := NewStoreWith(StoreConfig{})
+	if err != nil {
+		panic(err) // DefaultDomain is valid
+	}
+	return s
+}
+
+// NewStoreWith is NewStore with cfg; an invalid cfg.Domain is a
+// *FieldError naming "Domain".
+func NewStoreWith(cfg StoreConfig) (*Store, error) {
+	names, err := newDNSNames(cfg.Domain)
+	if err != nil {
+		return nil, fmt.Errorf("store config: %w", err)
+	}
 	s := &Store{
+		names:   names,
 		syncedC: make(chan struct{}),
 		subsAll: make(map[*Subscription]struct{}),
 		subsBy:  make(map[string]map[*Subscription]struct{}),
@@ -136,7 +162,7 @@ func NewStore() *Store {
 		sh[i] = map[string]*Service{}
 	}
 	s.cur.Store(&Snapshot{shards: &sh})
-	return s
+	return s, nil
 }
 
 // Snapshot returns the current snapshot. It never blocks.
@@ -223,7 +249,7 @@ func (s *Store) Apply(ops ...Op) (uint64, error) {
 
 	old := s.cur.Load()
 	next := old.version + 1
-	b := builder{old: old, next: next}
+	b := builder{old: old, next: next, dns: &s.names}
 	for i := range ops {
 		if err := b.apply(&ops[i]); err != nil {
 			return old.version, err
@@ -242,6 +268,7 @@ func (s *Store) Apply(ops ...Op) (uint64, error) {
 // builder makes the next snapshot copy-on-write: it copies only the shards
 // and services a batch touches.
 type builder struct {
+	dns       *dnsNames
 	old       *Snapshot
 	next      uint64
 	sh        *shards
@@ -337,7 +364,15 @@ func (b *builder) apply(op *Op) error {
 		if err := e.Validate("endpoint"); err != nil {
 			return fmt.Errorf("upsert %s/%s: %w", op.service, e.ID, err)
 		}
-		if cur, ok := b.lookup(op.service); ok {
+		if err := b.dns.checkService(op.service); err != nil {
+			return fmt.Errorf("upsert %s/%s: %w", op.service, e.ID, err)
+		}
+		if err := b.dns.checkEndpoint(op.service, e); err != nil {
+			return fmt.Errorf("upsert %s/%s: %w", op.service, e.ID, err)
+		}
+		cur, known := b.lookup(op.service)
+		isNew := true
+		if known {
 			if old, ok := cur.Endpoint(e.ID); ok {
 				if old.Source != e.Source {
 					return fmt.Errorf("upsert %s/%s: endpoint is %s's, not %s's: %w", op.service, e.ID, old.Source, e.Source, ErrConflict)
@@ -345,6 +380,14 @@ func (b *builder) apply(op *Op) error {
 				if old.Equal(e) {
 					return nil
 				}
+				isNew = false
+			}
+		} else if err := b.checkNewService(op.service); err != nil {
+			return err
+		}
+		if isNew {
+			if err := b.checkNewEndpoint(op.service, e.ID); err != nil {
+				return err
 			}
 		}
 		w, _ := b.writable(op.service, true)
@@ -374,6 +417,12 @@ func (b *builder) apply(op *Op) error {
 	case opDeclare:
 		if _, ok := b.lookup(op.service); ok {
 			return nil
+		}
+		if err := b.dns.checkService(op.service); err != nil {
+			return fmt.Errorf("declare %s: %w", op.service, err)
+		}
+		if err := b.checkNewService(op.service); err != nil {
+			return err
 		}
 		b.writable(op.service, true)
 	case opForget:

@@ -15,7 +15,10 @@ import (
 // which does not change their length).
 type section struct {
 	an, ar uint16
-	body   []byte
+	// anLen is the size of the answer records at the start of body; the
+	// rest is additional records (glue), which may be left out.
+	anLen int
+	body  []byte
 }
 
 // answer is the positive answer to one (name, type). When the whole answer
@@ -204,7 +207,7 @@ func (s *Server) buildAddrs(eps []*registry.Endpoint, qlen int) *answer {
 		for _, e := range eps {
 			b = appendAddr(b, ptrQName, s.ttl.a, e.Address)
 		}
-		return section{an: uint16(len(eps)), body: b}
+		return section{an: uint16(len(eps)), anLen: len(b), body: b}
 	}
 	a := &answer{}
 	per := addrLen(eps[0].Address)
@@ -284,6 +287,7 @@ func (s *Server) buildSRV(eps []*registry.Endpoint, split []ZoneWeight, port, se
 			targets[i] = base + len(b)
 			b = appendName(b, target)
 		}
+		anLen := len(b)
 		for i, e := range eps {
 			if targets[i] <= maxPtr {
 				b = appendAddr(b, 0xC000|uint16(targets[i]), s.ttl.a, e.Address)
@@ -293,7 +297,7 @@ func (s *Server) buildSRV(eps []*registry.Endpoint, split []ZoneWeight, port, se
 			b = appendName(b, e.ID+suffix)
 			b = appendAddrRest(b, s.ttl.a, e.Address)
 		}
-		return section{an: uint16(len(eps)), ar: uint16(len(eps)), body: b}
+		return section{an: uint16(len(eps)), ar: uint16(len(eps)), anLen: anLen, body: b}
 	}
 	// Worst case per endpoint: SRV + address record with its owner written
 	// out.
@@ -407,4 +411,31 @@ func zoneSubsets(eps []*registry.Endpoint, k int) [][]*registry.Endpoint {
 		}
 	}
 	return out
+}
+
+// glueThatFits returns how many bytes and records of glue, whole records
+// from the start, fit in room. glue is what buildSRV wrote after the SRV
+// records: address records whose owner is a compression pointer or a
+// name written out.
+func glueThatFits(glue []byte, room int) (n int, count uint16) {
+	for n < len(glue) {
+		i := n
+		for i < len(glue) && glue[i] != 0 && glue[i]&0xC0 != 0xC0 {
+			i += 1 + int(glue[i]) // a label
+		}
+		if i < len(glue) && glue[i] != 0 {
+			i += 2 // a pointer ends the owner
+		} else {
+			i++ // the root label
+		}
+		if i+10 > len(glue) {
+			return n, count // cannot happen: buildSRV writes whole records
+		}
+		end := i + 10 + (int(glue[i+8])<<8 | int(glue[i+9]))
+		if end > room || end > len(glue) {
+			return n, count
+		}
+		n, count = end, count+1
+	}
+	return n, count
 }

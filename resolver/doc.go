@@ -14,8 +14,12 @@
 //	_xds.<domain>                        TXT "xds=on" or "xds=off": the panic flag
 //	<domain>                             SOA, NS (ns.<domain>)
 //
-// A service name shadows an endpoint name spelled the same ("a.b" as a
-// service wins over endpoint "a" of service "b").
+// The registry store keeps these names apart and within DNS's limits: it
+// refuses a service "a.b" next to endpoint "a" of service "b" (both would
+// be a.b.<domain>), whichever comes second, and any name whose SRV target
+// <id>.<service>.<domain> or SRV name would pass 255 octets on the wire
+// under the domain (registry.StoreConfig.Domain, which must be this
+// Config.Domain). Should such a pair exist anyway, the service wins.
 //
 // # Answers
 //
@@ -27,7 +31,13 @@
 // NODATA. ANY is answered minimally (RFC 8482): with the name's one
 // record where it has exactly one (the apex SOA, the _xds TXT, an endpoint's
 // address), else with one synthesized HINFO "RFC8482". A query whose EDNS
-// version is not 0 gets BADVERS. Until the store is synced (every source has
+// version is not 0 gets BADVERS. Every reply to a query with an OPT
+// record carries one (RFC 6891 7), whatever its rcode: FORMERR (no
+// question or several, more than one OPT record, a malformed client
+// subnet), NOTIMP (an opcode other than QUERY), REFUSED, SERVFAIL and
+// BADVERS included; a reply to a query without one carries none. A
+// message miekg/dns cannot parse at all gets its FORMERR, without OPT.
+// Until the store is synced (every source has
 // delivered its initial state) every name in the domain gets SERVFAIL: a
 // restarting server must never tell the fleet that services do not exist.
 //
@@ -71,7 +81,10 @@
 //
 // Over UDP the limit is 512 bytes, or the client's EDNS0 size capped at
 // Config.UDPSizeCap (1232). An answer that does not fit is sent with TC set
-// and no records, never a partial record set. Over TCP a message never
+// and no records, never a partial record set, unless only its glue does
+// not fit: the additional section is optional (RFC 2181 9), so the SRV
+// records are sent whole with as many whole glue records as fit, and no
+// TC. Over TCP a message never
 // passes 65,535 bytes: a service whose whole answer would not fit gets a
 // subset that fits, taking from every zone in proportion to its endpoints,
 // and successive queries rotate through subsets that together cover every

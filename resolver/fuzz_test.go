@@ -1,6 +1,7 @@
 package resolver
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/miekg/dns"
@@ -43,6 +44,26 @@ func FuzzServeDNS(f *testing.F) {
 		}
 		f.Add(b)
 	}
+	// The DNS edges: FORMERR and NOTIMP with an OPT record, and an SRV
+	// answer whose glue does not all fit.
+	for _, edit := range []func(m *dns.Msg){
+		func(m *dns.Msg) { m.Question = nil },
+		func(m *dns.Msg) { m.Question = append(m.Question, m.Question[0]) },
+		func(m *dns.Msg) { m.Opcode = dns.OpcodeUpdate },
+		func(m *dns.Msg) {
+			m.Extra = append(m.Extra, &dns.OPT{Hdr: dns.RR_Header{Name: ".", Rrtype: dns.TypeOPT, Class: 512}})
+		},
+		func(m *dns.Msg) { m.Question[0].Name = "_grpc._tcp.glue.spillway.internal." },
+	} {
+		m := newQuery("web.spillway.internal.", dns.TypeSRV)
+		m.SetEdns0(1232, true)
+		edit(m)
+		b, err := m.Pack()
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
 	store, plain := newTestServer(f)
 	plans := &fakeWeights{}
 	plans.set("web", "", zw("z1", 1), zw("z2", 3))
@@ -53,6 +74,9 @@ func FuzzServeDNS(f *testing.F) {
 			upsert("web", endpointSpec{id: "a", addr: "10.0.0.1", zone: "z1"}),
 			upsert("web", endpointSpec{id: "b", addr: "2001:db8::2", zone: "z2"}))
 		bigService(f, st, "big", 2000)
+		for i := range 24 {
+			mustApply(f, st, upsert("glue", endpointSpec{id: fmt.Sprintf("e%02d", i), addr: fmt.Sprintf("10.4.0.%d", i+1), zone: "z1"}))
+		}
 	}
 
 	f.Fuzz(func(t *testing.T, in []byte) {
@@ -78,7 +102,10 @@ func FuzzServeDNS(f *testing.F) {
 			}
 			limit := 65535
 			if !tcp {
-				limit = 4096
+				limit = 512
+				if opt := req.IsEdns0(); opt != nil {
+					limit = min(max(int(opt.UDPSize()), 512), DefaultUDPSizeCap)
+				}
 			}
 			if len(w.out) > limit {
 				t.Fatalf("tcp=%v reply of %d bytes, over %d", tcp, len(w.out), limit)
@@ -89,6 +116,9 @@ func FuzzServeDNS(f *testing.F) {
 			}
 			if m.Id != req.Id || !m.Response {
 				t.Fatalf("reply id %d response %v, want id %d and QR", m.Id, m.Response, req.Id)
+			}
+			if (req.IsEdns0() != nil) != (m.IsEdns0() != nil) {
+				t.Fatalf("tcp=%v rcode %s: query OPT %v, reply OPT %v; want one exactly when the query had one", tcp, dns.RcodeToString[m.Rcode], req.IsEdns0() != nil, m.IsEdns0() != nil)
 			}
 			if len(req.Question) == 1 && m.Rcode != dns.RcodeFormatError && m.Rcode != dns.RcodeNotImplemented {
 				if len(m.Question) != 1 || m.Question[0] != req.Question[0] {

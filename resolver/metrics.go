@@ -52,6 +52,7 @@ type metrics struct {
 	latency   prometheus.Histogram
 	truncated prometheus.Counter
 	subsets   prometheus.Counter
+	glueCut   prometheus.Counter
 	zonedVec  *prometheus.CounterVec
 	zoned     [2]prometheus.Counter // by zoneByECS, zoneBySource
 }
@@ -77,6 +78,9 @@ func newMetrics() *metrics {
 		subsets: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "spillway_dns_subset_answers_total", Help: "TCP answers that carried a rotating subset because the whole answer would pass 65,535 bytes.",
 		}),
+		glueCut: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "spillway_dns_glue_dropped_total", Help: "UDP SRV answers sent whole but with some or all of their glue left out, because the SRV records fit and the glue did not (RFC 2181 9: no TC).",
+		}),
 		zonedVec: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "spillway_dns_zone_answers_total", Help: "SRV answers whose weights follow the zone-aware split of the querier's zone, by how the zone was known (ecs: EDNS Client Subnet, source: source address).",
 		}, []string{"by"}),
@@ -100,7 +104,7 @@ func (m *metrics) observe(qtype uint16, rcode int, d time.Duration) {
 }
 
 func (m *metrics) register(r prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.queries, m.latency, m.truncated, m.subsets, m.zonedVec} {
+	for _, c := range []prometheus.Collector{m.queries, m.latency, m.truncated, m.subsets, m.glueCut, m.zonedVec} {
 		if err := r.Register(c); err != nil {
 			return err
 		}

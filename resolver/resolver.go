@@ -74,10 +74,10 @@ func New(cfg Config) (*Server, error) {
 func (s *Server) Serve(ctx context.Context, pc net.PacketConn, l net.Listener) error {
 	var servers []*dns.Server
 	if pc != nil {
-		servers = append(servers, &dns.Server{PacketConn: pc, Handler: s, UDPSize: 65535})
+		servers = append(servers, &dns.Server{PacketConn: pc, Handler: s, UDPSize: 65535, MsgAcceptFunc: acceptQuery})
 	}
 	if l != nil {
-		servers = append(servers, &dns.Server{Listener: l, Handler: s, ReadTimeout: 5 * time.Second, IdleTimeout: func() time.Duration { return 10 * time.Second }})
+		servers = append(servers, &dns.Server{Listener: l, Handler: s, MsgAcceptFunc: acceptQuery, ReadTimeout: 5 * time.Second, IdleTimeout: func() time.Duration { return 10 * time.Second }})
 	}
 	errc := make(chan error, len(servers))
 	for _, srv := range servers {
@@ -113,6 +113,7 @@ type reply struct {
 	rcode      int
 	tc         bool
 	qtype      uint16
+	edns       bool // the query had an OPT record, so the reply gets one
 
 	// The querier, for zone-aware SRV weights.
 	w         dns.ResponseWriter
@@ -137,7 +138,9 @@ func (s *Server) serve(w dns.ResponseWriter, r *dns.Msg) (rcode int, qtype uint1
 	if r.Opcode != dns.OpcodeQuery {
 		return s.slowReply(w, r, dns.RcodeNotImplemented), 0
 	}
-	if len(r.Question) != 1 {
+	if len(r.Question) != 1 || len(r.Answer) > 1 || len(r.Ns) > 1 || len(r.Extra) > 2 || manyOPT(r.Extra) {
+		// miekg/dns's default checks (see acceptQuery), and RFC 6891
+		// 6.1.1: more than one OPT record is FORMERR.
 		return s.slowReply(w, r, dns.RcodeFormatError), 0
 	}
 	q := r.Question[0]
@@ -160,7 +163,7 @@ func (s *Server) serve(w dns.ResponseWriter, r *dns.Msg) (rcode int, qtype uint1
 
 	sc := s.bufs.Get().(*scratch)
 	defer s.bufs.Put(sc)
-	rp := reply{b: sc.b[:headerLen], qlen: wireLen(q.Name), qtype: q.Qtype, w: w, sc: sc, ecs: ecs}
+	rp := reply{b: sc.b[:headerLen], qlen: wireLen(q.Name), qtype: q.Qtype, edns: opt != nil, w: w, sc: sc, ecs: ecs}
 	rp.b = appendName(rp.b, q.Name) // echoes the client's case
 	rp.b = appendU16(rp.b, q.Qtype)
 	rp.b = appendU16(rp.b, q.Qclass)
@@ -384,13 +387,30 @@ func (s *Server) send(rp *reply, a *answer, tcp bool, limit int) {
 		if subset {
 			s.metrics.subsets.Inc()
 		}
-	} else if a.tooBig || len(rp.b)+len(sec.body)+optLen+rp.ecs.optECSLen() > limit {
-		rp.tc = true
-		s.metrics.truncated.Inc()
+	} else if room := limit - len(rp.b) - rp.optLen(); a.tooBig || len(sec.body) > room {
+		if a.tooBig || sec.anLen > room {
+			rp.tc = true
+			s.metrics.truncated.Inc()
+			return
+		}
+		// The answer records fit, the glue does not: the glue is extra
+		// (RFC 2181 9), so send what fits of it and no TC.
+		n, ar := glueThatFits(sec.body[sec.anLen:], room-sec.anLen)
+		rp.b = append(rp.b, sec.body[:sec.anLen+n]...)
+		rp.an, rp.ar = sec.an, ar
+		s.metrics.glueCut.Inc()
 		return
 	}
 	rp.b = append(rp.b, sec.body...)
 	rp.an, rp.ar = sec.an, sec.ar
+}
+
+// optLen is the size of the OPT record the reply will carry, 0 without.
+func (rp *reply) optLen() int {
+	if !rp.edns {
+		return 0
+	}
+	return optLen + rp.ecs.optECSLen()
 }
 
 // rfc8482 answers ANY minimally with one synthesized HINFO (RFC 8482 4.2).
@@ -458,6 +478,29 @@ func (s *Server) apex(rp *reply, snap *registry.Snapshot, qtype uint16) {
 	}
 }
 
+// manyOPT reports whether extra holds more than one OPT record.
+func manyOPT(extra []dns.RR) bool {
+	n := 0
+	for _, rr := range extra {
+		if rr.Header().Rrtype == dns.TypeOPT {
+			n++
+		}
+	}
+	return n > 1
+}
+
+// acceptQuery is the dns.Server's MsgAcceptFunc: it drops responses and
+// passes every other message to ServeDNS, which answers what miekg/dns's
+// default would reject (other opcodes, question counts other than one,
+// too many records) itself, so that the reply carries an OPT record when
+// the query had one.
+func acceptQuery(dh dns.Header) dns.MsgAcceptAction {
+	if dh.Bits&(1<<15) != 0 { // QR: a response
+		return dns.MsgIgnore
+	}
+	return dns.MsgAccept
+}
+
 // slowReply answers the unusual cases with a packed dns.Msg.
 func (s *Server) slowReply(w dns.ResponseWriter, r *dns.Msg, rcode int) int {
 	m := new(dns.Msg)
@@ -471,9 +514,12 @@ func (s *Server) slowReply(w dns.ResponseWriter, r *dns.Msg, rcode int) int {
 			Refresh: 3600, Retry: 600, Expire: 86400, Minttl: s.ttl.neg,
 		}}
 	}
-	if opt := r.IsEdns0(); opt != nil && rcode != dns.RcodeFormatError {
+	// Every reply to a query with an OPT record carries one (RFC 6891 7),
+	// FORMERR and NOTIMP included. A FORMERR does not echo the client
+	// subnet: it may be what was malformed.
+	if opt := r.IsEdns0(); opt != nil {
 		m.SetEdns0(uint16(s.cfg.UDPSizeCap), opt.Do())
-		if s.zones != nil {
+		if s.zones != nil && rcode != dns.RcodeFormatError {
 			// RFC 7871: echo the client subnet, scope 0 (not tailored).
 			if cs, _ := readClientSubnet(opt); cs.present {
 				e := &dns.EDNS0_SUBNET{Code: dns.EDNS0SUBNET, Family: cs.family, SourceNetmask: cs.source, Address: net.IP(cs.addr.AsSlice())}

@@ -39,7 +39,11 @@ type storage interface {
 
 // run wires the parts, serves until ctx ends, then drains and returns.
 func run(ctx context.Context, cfg Config, log *slog.Logger) error {
-	store := registry.NewStore()
+	// The store checks names against the domain DNS serves them under.
+	store, err := registry.NewStoreWith(registry.StoreConfig{Domain: cfg.Domain})
+	if err != nil {
+		return fmt.Errorf("--domain (domain): %w", err)
+	}
 	metrics := prometheus.NewRegistry()
 	metrics.MustRegister(
 		collectors.NewGoCollector(),

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -524,5 +525,44 @@ func TestSourceConflict(t *testing.T) {
 	}
 	if strings.Join(ids, ",") != strings.Join(want, ",") {
 		t.Errorf("web.prod = %v, want %v (the VM keeps its id)", ids, want)
+	}
+}
+
+// TestEndpointNameRefused: an endpoint whose SRV target would pass 255
+// octets under the store's domain, or whose name is a service's, is left
+// out and counted; the other endpoints of its Service are applied.
+func TestEndpointNameRefused(t *testing.T) {
+	// web.prod under a 198-character domain (199 octets) leaves room for
+	// ids of at most 255-1-(8+1)-199 = 46 characters.
+	domain := strings.Repeat(strings.Repeat("d", 62)+".", 3) + "internal."
+	store, err := registry.NewStoreWith(registry.StoreConfig{Domain: domain})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Apply(registry.Declare("taken.web.prod")); err != nil {
+		t.Fatal(err)
+	}
+	longPod := strings.Repeat("p", 60)
+	c := newFakeCluster("east", eslice("prod", "web", "web-a", v4, grpcPort,
+		ep("web-1", "10.0.0.1", "", ready), ep(longPod, "10.0.0.2", "", ready), ep("taken", "10.0.0.3", "", ready)))
+	src, err := New(Config{Clusters: []ClusterConfig{{Name: "east", Client: c.cs}}, Store: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	ready := make(chan struct{}, 1)
+	go func() { done <- src.Run(ctx, ready) }()
+	defer func() { cancel(); <-done }()
+	<-ready
+	var ids []string
+	for _, v := range services(store.Snapshot(), "web.prod")["web.prod"] {
+		ids = append(ids, v.ID)
+	}
+	if want := []string{"web-1"}; !slices.Equal(ids, want) {
+		t.Errorf("web.prod = %v, want %v (the too-long and the taken names left out, the rest applied)", ids, want)
+	}
+	if n := testutil.ToFloat64(src.metrics.badNames); n != 2 {
+		t.Errorf("bad names counted = %v, want 2", n)
 	}
 }

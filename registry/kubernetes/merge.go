@@ -2,6 +2,7 @@ package kubernetes
 
 import (
 	"cmp"
+	"fmt"
 	"log/slog"
 	"maps"
 	"slices"
@@ -202,6 +203,20 @@ func sameContent(a, b *registry.Endpoint) bool {
 	return x.Equal(b)
 }
 
+// checkName is the store's name check of a new endpoint e of service,
+// done here so that one bad endpoint is left out instead of failing its
+// service's batch: the SRV target must fit under the domain and must not
+// be the name of a service in snap.
+func (m *merger) checkName(service string, e *registry.Endpoint, snap *registry.Snapshot) error {
+	if err := m.store.CheckNames(service, e); err != nil {
+		return err
+	}
+	if _, taken := snap.Service(e.ID + "." + service); taken {
+		return fmt.Errorf("endpoint.id: %q: %s.%s is service %q's name: %w", e.ID, e.ID, service, e.ID+"."+service, registry.ErrNameTaken)
+	}
+	return nil
+}
+
 // diff returns the ops that make the store's Kubernetes endpoints of
 // service name equal to the union of its parts.
 func (m *merger) diff(name string, snap *registry.Snapshot, fresh bool, now time.Time) []registry.Op {
@@ -223,6 +238,14 @@ func (m *merger) diff(name string, snap *registry.Snapshot, fresh bool, now time
 		}
 		switch {
 		case old == nil:
+			// A new id: one whose DNS name does not fit, or is a
+			// service's, would make the store refuse the whole service.
+			if err := m.checkName(name, e, snap); err != nil {
+				m.metrics.badNames.Inc()
+				m.log.Warn("Kubernetes endpoint left out: its DNS name is refused",
+					"service", name, "id", e.ID, "err", err)
+				continue
+			}
 		case old.Source != registry.SourceKubernetes:
 			m.metrics.conflicts.Inc()
 			m.log.Warn("endpoint id taken by another source; Kubernetes endpoint left out",

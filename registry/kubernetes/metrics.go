@@ -12,6 +12,7 @@ type metrics struct {
 	events    *prometheus.CounterVec
 	applyErrs prometheus.Counter
 	conflicts prometheus.Counter
+	badNames  prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -48,9 +49,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "spillway_kubernetes_id_conflicts_total",
 			Help: "Endpoints not applied because their id is taken by another source or another cluster's endpoint.",
 		}),
+		badNames: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "spillway_kubernetes_bad_names_total",
+			Help: "Endpoints not applied because their DNS name <id>.<service>.<domain> would pass 255 octets or is a service's name.",
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.stale, m.synced, m.dropped, m.endpoints, m.skipped, m.events, m.applyErrs, m.conflicts)
+		reg.MustRegister(m.stale, m.synced, m.dropped, m.endpoints, m.skipped, m.events, m.applyErrs, m.conflicts, m.badNames)
 	}
 	return m
 }

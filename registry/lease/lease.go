@@ -245,7 +245,8 @@ func (m *Manager) Register(ctx context.Context, service string, e *registry.Endp
 	}
 	version, err := m.cfg.Store.Apply(registry.Upsert(service, e))
 	if err != nil {
-		// Only a conflict that raced us can land here; undo the record.
+		// A conflict that raced us, or a name the store refuses (too long
+		// for the domain, or a service's name): undo the record.
 		if derr := m.cfg.Storage.Delete(context.WithoutCancel(ctx), key); derr != nil {
 			m.log.Error("undo registration record", "key", key, "err", derr)
 		}
@@ -337,6 +338,11 @@ func (m *Manager) Restore(ctx context.Context) (int, error) {
 			continue
 		}
 		if err := e.Validate("endpoint"); err != nil || r.LeaseID == "" || r.TTL <= 0 {
+			m.log.Error("skipped invalid registration", "key", r.Key(), "err", err)
+			continue
+		}
+		if err := m.cfg.Store.CheckNames(r.Service, &e); err != nil {
+			// Saved under a shorter domain: it does not fit this one.
 			m.log.Error("skipped invalid registration", "key", r.Key(), "err", err)
 			continue
 		}

@@ -138,6 +138,15 @@ func TestBadInput(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// A service whose name an endpoint id of payments must not take.
+	if _, err := h.store.Apply(registry.Declare("taken.payments")); err != nil {
+		t.Fatal(err)
+	}
+	// DNS name limits: a 180-character service in spillway.internal.
+	// leaves 54 characters for an id and 48 for a port name.
+	svc180 := strings.Repeat("s", 59) + "." + strings.Repeat("s", 60) + "." + strings.Repeat("s", 59)
+	svc234 := svc180 + "." + strings.Repeat("t", 53)
+
 	reg := func(edit func(r *pb.RegisterRequest)) *pb.RegisterRequest {
 		r := goodRequest()
 		r.Endpoint.Address = "10.0.0.99"
@@ -180,6 +189,11 @@ func TestBadInput(t *testing.T) {
 		{name: "metadata_too_many_keys", reg: reg(func(r *pb.RegisterRequest) { r.Endpoint.Metadata = bigMeta }), code: codes.InvalidArgument, field: "endpoint.metadata"},
 		{name: "metadata_value_too_long", reg: reg(func(r *pb.RegisterRequest) { r.Endpoint.Metadata["v"] = strings.Repeat("x", 300) }), code: codes.InvalidArgument, field: "endpoint.metadata[v]"},
 		{name: "ttl_too_long", reg: reg(func(r *pb.RegisterRequest) { r.TtlSeconds = 86400 }), code: codes.InvalidArgument, field: "ttl_seconds"},
+		{name: "srv_target_over_255", reg: reg(func(r *pb.RegisterRequest) { r.Service, r.Endpoint.Id = svc180, strings.Repeat("i", 55) }), code: codes.InvalidArgument, field: "endpoint.id"},
+		{name: "srv_name_over_255", reg: reg(func(r *pb.RegisterRequest) { r.Service, r.Endpoint.Ports[0].Name = svc180, strings.Repeat("p", 49) }), code: codes.InvalidArgument, field: "endpoint.ports[0].name"},
+		{name: "service_leaves_no_room", reg: reg(func(r *pb.RegisterRequest) { r.Service, r.Endpoint.Id = svc234, "x" }), code: codes.InvalidArgument, field: "service"},
+		{name: "service_named_like_endpoint", reg: reg(func(r *pb.RegisterRequest) { r.Service = seed.EndpointId + ".payments" }), code: codes.InvalidArgument, field: "service"},
+		{name: "endpoint_named_like_service", reg: reg(func(r *pb.RegisterRequest) { r.Endpoint.Id = "taken" }), code: codes.InvalidArgument, field: "endpoint.id"},
 		{name: "heartbeat_unknown_lease", hb: "0123456789abcdef", code: codes.NotFound},
 		{name: "heartbeat_expired_lease", hb: exp.LeaseId, code: codes.NotFound},
 		{name: "heartbeat_empty_lease", hb: " ", code: codes.NotFound},

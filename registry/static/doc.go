@@ -42,8 +42,10 @@
 // listed that are now gone and have no endpoints left. An endpoint's
 // Registered time is the load that first saw it, and is kept while its id
 // and address stay the same, so reloading unchanged content writes nothing.
-// A file that cannot be read, parsed or validated, or that lists an endpoint
-// id another source owns, changes nothing.
+// A file that cannot be read, parsed or validated, that lists an endpoint
+// id another source owns, or a name the store refuses (an SRV target
+// <id>.<service>.<domain> over 255 octets, or a service "a.b" next to
+// endpoint a of service b), changes nothing: the previous load stays.
 //
 // # Usage
 //
