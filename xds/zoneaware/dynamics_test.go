@@ -310,3 +310,92 @@ func btoi(b bool) int {
 	}
 	return 0
 }
+
+// TestSlowStartRelief: slow start discounts a cold cohort against the
+// warm endpoints only while the cohort is a minority of the service:
+// in full up to 40% of it (by coldness), not at all from half, linear
+// between; and the relief is fixed when the endpoints join, so their
+// trust only grows as they warm.
+func TestSlowStartRelief(t *testing.T) {
+	const interval = 10 * time.Second
+	for _, tc := range []struct {
+		name       string
+		warm, cold int     // endpoints; the cold ones join at t0
+		want       float64 // trust of a cold endpoint at the join
+	}{
+		{"all-new", 0, 8, 1},
+		{"most-new", 3, 5, 1},
+		{"half-new", 4, 4, 1},
+		{"cold-pod-among-warm", 9, 1, DefaultSlowStartFraction},
+		{"a-third-new", 8, 4, DefaultSlowStartFraction},
+		{"forty-percent-new", 6, 4, DefaultSlowStartFraction},
+		{"between", 11, 9, DefaultSlowStartFraction + (1-DefaultSlowStartFraction)*0.5}, // coldness 0.45
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			calc := mustNew(t, Config{})
+			var st State
+			var out Result
+			var eps []Endpoint
+			for i := range tc.warm {
+				eps = append(eps, Endpoint{ID: fmt.Sprintf("warm-%d", i), Zone: "a", Healthy: true, Registered: t0.Add(-time.Hour)})
+			}
+			for i := range tc.cold {
+				eps = append(eps, Endpoint{ID: fmt.Sprintf("cold-%d", i), Zone: "b", Healthy: true, Registered: t0})
+			}
+			clients := []ClientCount{{"a", 1}, {"b", 1}}
+			prev := 0.0
+			for i := range 8 {
+				calc.Compute(&st, &Input{Now: t0.Add(time.Duration(i) * interval), Endpoints: eps, Clients: clients}, &out)
+				b := zoneInfo(&out, "b")
+				per := b.Trusted / float64(tc.cold)
+				if i == 0 && math.Abs(per-tc.want) > 1e-9 {
+					t.Errorf("trust of a cold endpoint at the join = %.4f, want %.4f", per, tc.want)
+				}
+				if per < prev-1e-12 {
+					t.Errorf("cycle %d: trust of a cold endpoint fell %.4f -> %.4f", i, prev, per)
+				}
+				if (b.SlowStarting == 0) != (per >= 1) {
+					t.Errorf("cycle %d: trust %.4f, SlowStarting = %d", i, per, b.SlowStarting)
+				}
+				prev = per
+			}
+		})
+	}
+}
+
+// TestSlowStartCreditNormalised: endpoints earn at most the fleet's
+// successful requests per unit of trust, so an endpoint whose zone is sent
+// far more than its trust (its clients send the most) earns no faster
+// than one the traffic followed by trust would.
+func TestSlowStartCreditNormalised(t *testing.T) {
+	const interval = 10 * time.Second
+	calc := mustNew(t, Config{})
+	var st State
+	var out Result
+	// 3 warm endpoints in c, one cold endpoint in a sent 60 rps.
+	eps := fleet(map[string]int{"c": 3})
+	eps = append(eps, Endpoint{ID: "a-new", Zone: "a", Healthy: true, Registered: t0})
+	const sentA, sentC = 60.0, 240.0
+	progress := 0.0
+	for i := range 12 {
+		now := t0.Add(time.Duration(i) * interval)
+		if i > 0 && progress < 1 {
+			trust := 0.05 + 0.95*progress
+			fleetRate := (sentA + sentC) / (3 + trust) // successes per unit of trust
+			rate := min(sentA/trust, fleetRate)
+			progress = min(1, progress+max(rate*interval.Seconds()*trust/1000, interval.Seconds()/(2*DefaultSlowStartRamp.Seconds())))
+		}
+		in := lrsInput(now, eps, map[string]float64{"a": 100, "c": 200}, map[string]float64{"a": sentA, "c": sentC})
+		calc.Compute(&st, in, &out)
+		want := 0.05 + 0.95*progress
+		a := zoneInfo(&out, "a")
+		if math.Abs(a.Trusted-want) > 1e-9 {
+			t.Fatalf("cycle %d: trust %.4f, want %.4f (credited at the fleet's rate, not its zone's %.0f rps)", i, a.Trusted, want, sentA)
+		}
+		// Credited with its zone's 600 requests a cycle, it would be
+		// fully trusted after two cycles.
+		if i == 2 && a.Trusted > 0.5 {
+			t.Errorf("after two cycles: trust %.4f, want well below 1", a.Trusted)
+		}
+	}
+}
