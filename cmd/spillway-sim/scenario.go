@@ -554,6 +554,7 @@ var spillwayFields = []struct {
 	{"error_sensitivity", "number", func(c *zoneaware.Config, f float64, _ time.Duration) { c.ErrorSensitivity = new(f) }},
 	{"capacity_floor", "nonzero", func(c *zoneaware.Config, f float64, _ time.Duration) { c.CapacityFloor = f }},
 	{"recovery_ramp", "duration", func(c *zoneaware.Config, _ float64, d time.Duration) { c.RecoveryRamp = d }},
+	{"degraded_target", "nonzero", func(c *zoneaware.Config, f float64, _ time.Duration) { c.DegradedTarget = f }},
 	{"stale_after", "int", func(c *zoneaware.Config, f float64, _ time.Duration) { c.StaleAfter = int(f) }},
 	{"move_threshold", "number", func(c *zoneaware.Config, f float64, _ time.Duration) { c.MoveThreshold = new(f) }},
 }

@@ -208,6 +208,29 @@ func checkDegradedZone(t *testing.T, sc *Scenario) {
 			t.Errorf("spillway's errors %.0f are %.1f%% below %s's %.0f, want at least 85%%", sum.Errors, 100*cut, other, o.Errors)
 		}
 	}
+	// Issue 10, point 2: after the first report of the throttle zone a's
+	// load climbs back (health rising over the recovery ramp) without
+	// overload to DegradedTarget of its measured capacity; once settled
+	// (three cycles later) it runs at or under its capacity and under
+	// 0.1% of the requests fail, without oscillating, for as long as it
+	// stays degraded.
+	const settled = degraded + 4
+	for _, st := range spill.Steps[degraded+2 : settled] {
+		if u, p := st.Zones[a].Utilization(), spill.Steps[st.Index-1].Zones[a].Utilization(); u < p || u > 1 || st.Errors > 0 {
+			t.Errorf("step %d (degraded, settling): zone a's utilization %.3f -> %.3f, errors %.1f rps: want a climb to at most 1, no errors", st.Index, p, u, st.Errors)
+		}
+	}
+	for _, st := range spill.Steps[settled:recovered] {
+		if u := st.Zones[a].Utilization(); u > 1 {
+			t.Errorf("step %d (degraded, settled): zone a at %.3f of its capacity, want at most 1", st.Index, u)
+		}
+		if st.ErrorRate() >= 0.001 {
+			t.Errorf("step %d (degraded, settled): %.2f%% of requests fail, want under 0.1%%", st.Index, 100*st.ErrorRate())
+		}
+		if p := &spill.Steps[st.Index-1]; st.Index > settled && math.Abs(st.Zones[a].Utilization()-p.Zones[a].Utilization()) > 0.05 {
+			t.Errorf("step %d (degraded, settled): zone a's utilization moved %.3f -> %.3f: oscillation", st.Index, p.Zones[a].Utilization(), st.Zones[a].Utilization())
+		}
+	}
 	healthy := offeredShare(&spill.Steps[degraded-1], a)
 	prev := 0.0
 	for _, st := range spill.Steps[recovered:] {

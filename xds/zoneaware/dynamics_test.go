@@ -19,6 +19,7 @@ type plant struct {
 	capRPS    map[string]float64
 	errRate   map[string]float64
 	slow      map[string]float64
+	hardCap   map[string]float64 // requests beyond it fail, if set
 }
 
 const baseLatency = 0.02 // seconds
@@ -44,6 +45,9 @@ func (p *plant) serve(out *Result, now time.Time) ([]ZoneLoad, []Demand) {
 		}
 		latency := baseLatency * slow * (1 + 3*max(0, rho-1))
 		e := r * p.errRate[y]
+		if c, ok := p.hardCap[y]; ok && r-c > e { // what it cannot serve fails
+			e = r - c
+		}
 		loads = append(loads, ZoneLoad{Zone: y, IssuedRPS: r, SucceededRPS: r - e, ErroredRPS: e, InProgress: r * latency, Updated: now})
 	}
 	return loads, demand
@@ -397,5 +401,96 @@ func TestSlowStartCreditNormalised(t *testing.T) {
 		if i == 2 && a.Trusted > 0.5 {
 			t.Errorf("after two cycles: trust %.4f, want well below 1", a.Trusted)
 		}
+	}
+}
+
+// TestDegradedZoneHeadroom: zone a loses 90% of its capacity (it serves at
+// most 36 of the 300 rps it was sending, fails the rest, and is 4× slower).
+// Its traffic moves away at once; then, rather than settle where errors
+// hold it (over its capacity, failing requests for as long as it stays
+// degraded), it settles at DegradedTarget of its measured capacity with no
+// error and no oscillation; when it recovers its share comes back over
+// the recovery ramp without overshoot.
+func TestDegradedZoneHeadroom(t *testing.T) {
+	const interval = 10 * time.Second
+	p := &plant{
+		zones:     []string{"a", "b", "c"},
+		clientRPS: map[string]float64{"a": 300, "b": 300, "c": 300},
+		capRPS:    map[string]float64{"a": 400, "b": 400, "c": 400},
+		errRate:   map[string]float64{},
+		slow:      map[string]float64{},
+		hardCap:   map[string]float64{},
+	}
+	eps := fleet(map[string]int{"a": 3, "b": 3, "c": 3})
+	calc := mustNew(t, Config{})
+	var st State
+	var out Result
+	now := t0
+	calc.Compute(&st, &Input{Now: now, Endpoints: eps, Clients: []ClientCount{{"a", 1}, {"b", 1}, {"c", 1}}}, &out)
+	var log strings.Builder
+	defer func() { t.Log(log.String()) }()
+	step := func(phase string) (loadA, errs float64) {
+		loads, demand := p.serve(&out, now.Add(interval))
+		now = now.Add(interval)
+		calc.Compute(&st, &Input{Now: now, Endpoints: eps, Loads: loads, Demand: demand}, &out)
+		var total float64
+		for _, l := range loads {
+			errs += l.ErroredRPS
+			total += l.IssuedRPS
+			if l.Zone == "a" {
+				loadA = l.IssuedRPS
+			}
+		}
+		a := zoneInfo(&out, "a")
+		fmt.Fprintf(&log, "\n%-10s a sent %5.1f rps (reported)  health %.3f  limit %5.1f  errors %5.2f%%", phase, loadA, a.Health, a.Limit, 100*errs/total)
+		return loadA, errs / total
+	}
+	for range 4 {
+		step("healthy")
+	}
+	const capA = 36.0
+	p.hardCap["a"], p.slow["a"] = capA, 4
+	step("degrading")
+	var sent []float64
+	for i := range 16 {
+		load, errs := step("degraded")
+		if i >= 5 {
+			sent = append(sent, load)
+			if load > capA {
+				t.Errorf("degraded cycle %d: zone a sent %.1f rps, over its capacity %.0f", i, load, capA)
+			}
+			if errs > 0.001 {
+				t.Errorf("degraded cycle %d: %.2f%% of requests fail, want under 0.1%%", i, 100*errs)
+			}
+		}
+	}
+	settled := sent[len(sent)-1]
+	if settled < 0.8*capA {
+		t.Errorf("zone a settled at %.1f rps, want near %.0f%% of its capacity %.0f (not written off)", settled, 100*DefaultDegradedTarget, capA)
+	}
+	for i := 1; i < len(sent); i++ {
+		if math.Abs(sent[i]-sent[i-1]) > 0.02*capA {
+			t.Errorf("settled cycles: zone a sent %.1f then %.1f rps: oscillation", sent[i-1], sent[i])
+		}
+	}
+	delete(p.hardCap, "a")
+	p.slow["a"] = 1
+	step("recovering")
+	prev := 0.0
+	for i := range 14 {
+		load, errs := step("recovered")
+		if load > 300*1.03 {
+			t.Errorf("recovered cycle %d: zone a sent %.1f rps, over its healthy 300: overshoot", i, load)
+		}
+		if load < prev-1 {
+			t.Errorf("recovered cycle %d: zone a's load fell %.1f -> %.1f", i, prev, load)
+		}
+		if errs > 0 {
+			t.Errorf("recovered cycle %d: errors %.2f%%", i, 100*errs)
+		}
+		prev = load
+	}
+	if prev < 290 {
+		t.Errorf("after recovery zone a is sent %.1f rps, want back near 300", prev)
 	}
 }

@@ -216,7 +216,15 @@ type zoneHealth struct {
 	zone string
 	h    float64
 	at   time.Time
+	// limit is the most the zone is sent while it looks degraded, in
+	// requests per second: DegradedTarget × its measured capacity; 0 when
+	// none.
+	limit float64
 }
+
+// saturatedErrors is the error ratio above which a zone is taken to be
+// at its capacity: its successful rate is what it can serve.
+const saturatedErrors = 0.01
 
 type pushedRoute struct {
 	zone     string
@@ -234,6 +242,9 @@ type zone struct {
 
 	inflight, latency, errRatio, qf, ef, health float64
 	capacity, C                                 float64
+	limit                                       float64 // see zoneHealth.limit
+	hidx                                        int     // index in State.healthNext, -1 if none
+	capped                                      bool
 
 	demandRow bool // has a Demand row (seen by checkLoads)
 	demand    float64
@@ -526,7 +537,7 @@ func (c *Calculator) capacities(st *State, in *Input, lrs bool) float64 {
 	var qSum, tSum float64
 	for i := range st.zones {
 		z := &st.zones[i]
-		z.qf, z.ef, z.health, z.latency = 1, 1, 1, 0
+		z.qf, z.ef, z.health, z.latency, z.limit, z.hidx, z.capped = 1, 1, 1, 0, 0, -1, false
 		if !lrs || z.trusted == 0 || z.load < 0 {
 			continue
 		}
@@ -570,9 +581,17 @@ func (c *Calculator) capacities(st *State, in *Input, lrs bool) float64 {
 				j++
 			}
 			z.health = target
+			slow := qAvg > 0 && z.latency > queueDeadBand*qAvg
 			if j < len(st.health) && st.health[j].zone == z.name {
 				prev := st.health[j]
-				if target > prev.h {
+				z.limit = prev.limit
+				if target > prev.h && slow && z.qf == 1 && z.limit == 0 {
+					// Slower than the dead band allows, but holding too
+					// few requests for the queue factor to count, and no
+					// measured capacity to rise to: no rise until it
+					// looks healthy.
+					z.health = prev.h
+				} else if target > prev.h {
 					// Rise multiplicatively: a zone just taken off
 					// traffic looks healthy because it has none, and an
 					// additive step from the floor would hand it several
@@ -585,7 +604,19 @@ func (c *Calculator) capacities(st *State, in *Input, lrs bool) float64 {
 					z.health = min(target, prev.h*grow)
 				}
 			}
-			next = append(next, zoneHealth{zone: z.name, h: z.health, at: in.Now})
+			// Headroom: a zone failing requests is at its capacity, its
+			// successful rate; hold it under DegradedTarget of that until
+			// it looks healthy again.
+			if z.load >= 0 && in.Loads[z.load].IssuedRPS > 0 {
+				switch {
+				case z.errRatio > saturatedErrors:
+					z.limit = p.degraded * in.Loads[z.load].SucceededRPS
+				case !slow:
+					z.limit = 0
+				}
+			}
+			z.hidx = len(next)
+			next = append(next, zoneHealth{zone: z.name, h: z.health, at: in.Now, limit: z.limit})
 		}
 		st.health, st.healthNext = next, st.health[:0]
 	}
@@ -595,12 +626,78 @@ func (c *Calculator) capacities(st *State, in *Input, lrs bool) float64 {
 		z.capacity = z.trusted * z.health
 		total += z.capacity
 	}
+	if lrs {
+		total = c.applyLimits(st, in, total)
+	}
 	for i := range st.zones {
 		if total > 0 {
 			st.zones[i].C = st.zones[i].capacity / total
 		}
 	}
 	return total
+}
+
+// applyLimits lowers the capacity of every zone whose share would send it
+// more than its limit (in requests per second of this cycle's issued
+// total) to exactly that share, the others sharing the rest in proportion
+// to their capacity, and stores the health that gives. It returns the new
+// total capacity.
+func (c *Calculator) applyLimits(st *State, in *Input, total float64) float64 {
+	var issued float64
+	for i := range in.Loads {
+		issued += in.Loads[i].IssuedRPS
+	}
+	if issued <= 0 || total <= 0 {
+		return total
+	}
+	// Water-filling: cap the zones above their limit; the others grow, and
+	// may cross theirs; at most one pass per zone.
+	var cappedShare, free float64
+	for range st.zones {
+		cappedShare, free = 0, 0
+		for i := range st.zones {
+			z := &st.zones[i]
+			if z.capped {
+				cappedShare += z.limit / issued
+			} else {
+				free += z.capacity
+			}
+		}
+		if cappedShare >= 1 || free <= 0 {
+			return total // the limits cannot all hold: leave the shares as they are
+		}
+		more := false
+		for i := range st.zones {
+			z := &st.zones[i]
+			if !z.capped && z.limit > 0 && z.capacity/free*(1-cappedShare) > z.limit/issued {
+				z.capped, more = true, true
+			}
+		}
+		if !more {
+			break
+		}
+	}
+	if cappedShare == 0 {
+		return total
+	}
+	newTotal := free / (1 - cappedShare)
+	for i := range st.zones {
+		z := &st.zones[i]
+		if !z.capped || z.trusted == 0 {
+			continue
+		}
+		z.capacity = z.limit / issued * newTotal
+		z.health = max(c.p.floor, z.capacity/z.trusted)
+		z.capacity = z.trusted * z.health
+		if z.hidx >= 0 {
+			st.health[z.hidx].h = z.health
+		}
+	}
+	newTotal = 0
+	for i := range st.zones {
+		newTotal += st.zones[i].capacity
+	}
+	return newTotal
 }
 
 // Compute runs one cycle for one service: it reads in and st, advances
@@ -864,7 +961,7 @@ func (c *Calculator) Compute(st *State, in *Input, out *Result) {
 			Zone: z.name, Healthy: z.healthy, SlowStarting: z.slow, Trusted: z.trusted,
 			InFlightPerEndpoint: z.inflight, ErrorRatio: z.errRatio,
 			QueueFactor: z.qf, ErrorFactor: z.ef, Health: z.health,
-			Capacity: z.capacity, CapacityShare: z.C,
+			Capacity: z.capacity, CapacityShare: z.C, Limit: z.limit,
 			Demand: z.demand, DemandShare: z.D, Load: z.loadEst,
 		})
 	}
