@@ -42,7 +42,15 @@
 //
 // Trust of a healthy endpoint e, with f0 = SlowStartFraction:
 //
-//	trust(e) = f0 + (1 − f0)·progress(e),  progress in [0, 1]
+//	trust(e) = f0 + (1 − f0)·(ρ_e + (1 − ρ_e)·progress(e)),  progress in [0, 1]
+//
+// Slow start protects a cold endpoint among warm ones, not a fleet from
+// itself: the relief ρ_e is set when e (re)starts, from the service's
+// coldness κ = Σ (1 − progress) / healthy endpoints (e included):
+// ρ = clamp((κ − 0.4)/0.1, 0, 1). A cohort of up to 40% of the service is
+// discounted in full; one that is half of it or more (a fresh deploy, a
+// full rollout) not at all, so no zone gets ahead by earning trust first.
+// ρ is fixed, so trust only grows as e warms.
 //
 // An endpoint seen for the first time starts at progress = age/SlowStartRamp
 // (age from Registered; the zero time counts as long ago), so a restarted
@@ -50,13 +58,16 @@
 // unhealthy starts again at 0 (as Envoy's slow start does); unhealthy
 // endpoints earn nothing. Each cycle, Δt after the previous one:
 //
-//	with load data for its zone:  progress += max(S_z·min(Δt, StaleAfter·ReportInterval)·trust(e)/Σ_z trust / SlowStartRequests,
+//	with load data for its zone:  progress += max(min(S_z/Σ_z trust, S/Σ trust)·min(Δt, StaleAfter·ReportInterval)·trust(e) / SlowStartRequests,
 //	                                              Δt / (2·SlowStartRamp))
 //	without:                      progress += Δt / SlowStartRamp
 //
 // where S_z is the zone's successful rate, credited to the zone's endpoints
 // in proportion to their trust (Σ_z over those healthy at the previous
-// cycle). With load data, time alone earns at half the ramp's rate: traffic
+// cycle), but at most at the fleet's rate per unit of trust (S, Σ over the
+// zones with load data): a zone sent more than its trust, because its
+// clients send the most, does not earn faster than identical endpoints
+// elsewhere. With load data, time alone earns at half the ramp's rate: traffic
 // follows trust, so credit by requests alone would let endpoints that
 // happened to start with more traffic pull ahead of identical ones and stay
 // ahead.
@@ -71,6 +82,16 @@
 //	H*_z = max(CapacityFloor, Q_z·E_z)
 //	H_z = H*_z if it is not above the previous H_z, else min(H*_z, H_prev·(1 + 2·Δt/RecoveryRamp))
 //	c_z = T_z·H_z,   C_z = c_z / Σ c
+//
+// Headroom on a degraded zone: when z fails more than 1% of what it is
+// sent while its time in flight is above the dead band (below), it is at
+// its capacity, and its limit becomes DegradedTarget·Succeeded_z (rps); a
+// report with neither errors above 1% nor time in flight above the band
+// clears it. While set, C_z is lowered to at most limit_z / Σ Issued (the
+// other zones sharing the rest by capacity) and H_z stored accordingly, so
+// the zone settles under its measured capacity instead of where errors
+// hold it, and recovers from there over RecoveryRamp. A zone that fails
+// fast is not measured: a small pool rejects long before it is saturated.
 //
 // q_z is the mean time a request spends in flight in zone z (Little's law),
 // so a zone is marked down for queueing, not for being given more traffic.

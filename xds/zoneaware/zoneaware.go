@@ -585,13 +585,7 @@ func (c *Calculator) capacities(st *State, in *Input, lrs bool) float64 {
 			if j < len(st.health) && st.health[j].zone == z.name {
 				prev := st.health[j]
 				z.limit = prev.limit
-				if target > prev.h && slow && z.qf == 1 && z.limit == 0 {
-					// Slower than the dead band allows, but holding too
-					// few requests for the queue factor to count, and no
-					// measured capacity to rise to: no rise until it
-					// looks healthy.
-					z.health = prev.h
-				} else if target > prev.h {
+				if target > prev.h {
 					// Rise multiplicatively: a zone just taken off
 					// traffic looks healthy because it has none, and an
 					// additive step from the floor would hand it several
@@ -604,12 +598,14 @@ func (c *Calculator) capacities(st *State, in *Input, lrs bool) float64 {
 					z.health = min(target, prev.h*grow)
 				}
 			}
-			// Headroom: a zone failing requests is at its capacity, its
-			// successful rate; hold it under DegradedTarget of that until
-			// it looks healthy again.
+			// Headroom: a zone failing requests while slow is at its
+			// capacity, its successful rate; hold it under DegradedTarget
+			// of that until it looks healthy again. (A zone that fails
+			// fast is not measured: a small pool rejects long before it
+			// is saturated, and its errors are left to the error factor.)
 			if z.load >= 0 && in.Loads[z.load].IssuedRPS > 0 {
 				switch {
-				case z.errRatio > saturatedErrors:
+				case z.errRatio > saturatedErrors && slow:
 					z.limit = p.degraded * in.Loads[z.load].SucceededRPS
 				case !slow:
 					z.limit = 0
