@@ -317,10 +317,14 @@ type zaPlan struct {
 // registry API, a raw EDS watch and a grpc-go xDS channel per client zone,
 // and the load the channels carry.
 type zaFixture struct {
-	s        *server
-	backends []*zaBackend
-	watches  []*zaWatch         // by client zone index
-	conns    []*grpc.ClientConn // by client zone index
+	s *server
+	// backendCount and rates are the topology: backends per zone and the
+	// open-loop demand of each zone's client (RPCs per second).
+	backendCount map[string]int
+	rates        map[string]float64
+	backends     []*zaBackend
+	watches      []*zaWatch         // by client zone index
+	conns        []*grpc.ClientConn // by client zone index
 	// weightsAPI: GET /v1/weights serves the plan; else it is read from
 	// the metrics.
 	weightsAPI bool
@@ -335,16 +339,25 @@ type zaFixture struct {
 
 func newZAFixture(t *testing.T, zoneAware bool) *zaFixture {
 	t.Helper()
+	return newZAFixtureWith(t, zoneAware, xdsBackendCount, zaRates)
+}
+
+// newZAFixtureWith is newZAFixture with counts[zone] backends in each
+// zone and rates[zone] RPCs per second from each zone's client. The
+// backends register together, so the service is new: every endpoint
+// starts in slow start.
+func newZAFixtureWith(t *testing.T, zoneAware bool, counts map[string]int, rates map[string]float64) *zaFixture {
+	t.Helper()
 	s := newServer(t,
 		"--xds-debounce", "20ms", "--lrs-interval", zaCycle.String(), "--weights-interval", zaCycle.String(),
 		"--lease-ttl", "1h", fmt.Sprintf("--zone-aware=%t", zoneAware))
 	s.start()
-	f := &zaFixture{s: s, http: &http.Client{Timeout: 5 * time.Second}}
+	f := &zaFixture{s: s, backendCount: counts, rates: rates, http: &http.Client{Timeout: 5 * time.Second}}
 	reg := s.client()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, zone := range xdsZones {
-		for i := range xdsBackendCount[zone] {
+		for i := range counts[zone] {
 			b := startZABackend(t, fmt.Sprintf("%s-%d", zone, i), zone)
 			if _, err := reg.Register(ctx, &pb.RegisterRequest{Service: zaService, Endpoint: &pb.Endpoint{
 				Id: b.id, Address: "127.0.0.1",
@@ -438,7 +451,7 @@ func (f *zaFixture) startLoad(d time.Duration) (stop func()) {
 	quit := make(chan struct{})
 	var wg sync.WaitGroup
 	for i, zone := range xdsZones {
-		rate := zaRates[zone]
+		rate := f.rates[zone]
 		hc := healthpb.NewHealthClient(f.conns[i])
 		wg.Go(func() {
 			ctx := metadata.AppendToOutgoingContext(context.Background(), clientZoneKey, zone)
@@ -531,7 +544,7 @@ func (f *zaFixture) checkClients(t *testing.T) {
 			t.Errorf("client in %s: %d RPCs failed other than ResourceExhausted, want 0", zone, n)
 		}
 		if n := f.dropped[i].Load(); n > 0 {
-			t.Errorf("client in %s: %d RPCs not issued because %d were outstanding, want 0", zone, n, int(2*zaRates[zone]))
+			t.Errorf("client in %s: %d RPCs not issued because %d were outstanding, want 0", zone, n, int(2*f.rates[zone]))
 		}
 	}
 }
@@ -1134,4 +1147,141 @@ func TestZoneAwareThrottle(t *testing.T) {
 		t.Errorf("errors of all zones in the window = %.0f of %.0f RPCs with zone-aware weights (%.0f outside zone-b), %.0f of %.0f without: cut %.1f%%, want at least 75%%",
 			onAll, on.post.total(), on.otherErrors, offAll, off.post.total(), 100*allCut)
 	}
+}
+
+// zaWindowLoad is the share of the RPCs of slices[i:j] that arrived in
+// each upstream zone, and their number.
+func zaWindowLoad(slices []zaSlice) (share [3]float64, n float64) {
+	for _, s := range slices {
+		for cz := range len(xdsZones) + 1 {
+			for uz := range xdsZones {
+				a := float64(s.d.arrived(cz, uz))
+				share[uz] += a
+				n += a
+			}
+		}
+	}
+	if n > 0 {
+		for uz := range share {
+			share[uz] /= n
+		}
+	}
+	return share, n
+}
+
+// TestZoneAwareNewService is issue 10, point 1, with real grpc-go clients:
+// a service whose backends all register together (every endpoint new, in
+// slow start) and whose heaviest client zone has few of them. From the
+// first weights cycle computed from load reports on, no zone carries more
+// than its capacity share (its share of the backends, all alike) + 5
+// points in any 2-second window, measured from the backends' counts; and
+// from three cycles later the measured same-zone share is within 2 points
+// of the optimum Σ min(D, C). Before the fix the heaviest zone earned
+// trust first and pulled the load to itself (46% on a quarter of the
+// backends for ~30 s).
+func TestZoneAwareNewService(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		counts map[string]int
+		rates  map[string]float64
+	}{
+		{"3-3-2/zone-c-sends-60pct", map[string]int{"zone-a": 3, "zone-b": 3, "zone-c": 2}, map[string]float64{"zone-a": 80, "zone-b": 80, "zone-c": 240}},
+		{"1-2-3/zone-a-sends-50pct", xdsBackendCount, zaRates},
+	} {
+		t.Run(tc.name, func(t *testing.T) { runNewService(t, tc.counts, tc.rates) })
+	}
+}
+
+func runNewService(t *testing.T, counts map[string]int, rates map[string]float64) {
+	const (
+		window  = 2 * time.Second
+		settle  = 3 * zaCycle
+		measure = 10 * time.Second
+	)
+	f := newZAFixtureWith(t, true, counts, rates)
+	stop := f.startLoad(30 * time.Second)
+	defer stop()
+	start := time.Now()
+	f.waitPlan(t, 15*time.Second)
+	first := time.Now()
+	t.Logf("first plan from load reports %v after the load started", first.Sub(start).Round(10*time.Millisecond))
+	rec := f.record(t, first.Add(settle+measure), false)
+	stop()
+	f.logClients(t)
+	if p := f.plan(t); p != nil {
+		for _, e := range p.explain {
+			t.Logf("plan at the end: %s", e)
+		}
+		t.Logf("plan at the end: %s", p.zones)
+	}
+
+	var capShare [3]float64
+	var backends, rate float64
+	for _, zone := range xdsZones {
+		backends += float64(counts[zone])
+		rate += rates[zone]
+	}
+	for uz, zone := range xdsZones {
+		capShare[uz] = float64(counts[zone]) / backends
+	}
+	all, n := zaWindowLoad(rec)
+	if want := rate * (settle + measure).Seconds(); n < zaSustain*want {
+		t.Fatalf("%.0f RPCs recorded, want about %.0f: the machine did not sustain the load", n, want)
+	}
+	f.checkClients(t)
+	t.Logf("load over the run %s on capacity %s", fmtShares(all), fmtShares(capShare))
+
+	// Every 2-second window, sliding by one sample.
+	per := int(window / zaTick)
+	worst, worstAt, worstZone := math.Inf(-1), time.Duration(0), 0
+	for i := 0; i+per <= len(rec); i++ {
+		share, _ := zaWindowLoad(rec[i : i+per])
+		for uz := range xdsZones {
+			if ex := share[uz] - capShare[uz]; ex > worst {
+				worst, worstAt, worstZone = ex, rec[i].at.Sub(first), uz
+			}
+		}
+	}
+	t.Logf("largest excess of a zone's load over its capacity share in a %v window: %+.1f points (%s, window at %v)", window, 100*worst, xdsZones[worstZone], worstAt.Round(100*time.Millisecond))
+	if worst > zaPoints {
+		t.Errorf("%s carried %+.1f points over its capacity share %s in the %v window %v after the first plan from load reports, want at most %.0f",
+			xdsZones[worstZone], 100*worst, pts(capShare[worstZone]), window, worstAt.Round(100*time.Millisecond), 100*zaPoints)
+	}
+
+	// Same-zone after three cycles, against the optimum of the measured
+	// demand and the backends' capacity.
+	var from [3]float64
+	var local, sum float64
+	for _, s := range rec {
+		if s.at.Before(first.Add(settle)) {
+			continue
+		}
+		for cz := range xdsZones {
+			for uz := range xdsZones {
+				a := float64(s.d.arrived(cz, uz))
+				from[cz] += a
+				sum += a
+				if cz == uz {
+					local += a
+				}
+			}
+		}
+	}
+	var opt float64
+	for z := range xdsZones {
+		opt += min(from[z]/sum, capShare[z])
+	}
+	got := local / sum
+	t.Logf("same zone from %v after the first plan: %s of %.0f RPCs, optimum %s", settle, pts(got), sum, pts(opt))
+	if math.Abs(got-opt) > 0.02 {
+		t.Errorf("same-zone share = %s, optimum %s: more than 2 points apart", pts(got), pts(opt))
+	}
+}
+
+func fmtShares(s [3]float64) string {
+	var parts []string
+	for uz, zone := range xdsZones {
+		parts = append(parts, zone+" "+pts(s[uz]))
+	}
+	return strings.Join(parts, ", ")
 }
