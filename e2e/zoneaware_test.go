@@ -1199,13 +1199,40 @@ func runNewService(t *testing.T, counts map[string]int, rates map[string]float64
 		measure = 10 * time.Second
 	)
 	f := newZAFixtureWith(t, true, counts, rates)
+	// The load starts once every client has the weights the server
+	// computes from client counts (its plan before any load report), as
+	// when a new service's clients connect before they send. Started
+	// earlier, the clients first spread their RPCs by host counts, and
+	// the LRS table keeps a locality's last rate until it is three
+	// intervals old when a client's later reports leave that locality out
+	// (grpc-go omits a locality with nothing to report; the probe share
+	// sends zone-a's and zone-b's clients ~0.4 rps elsewhere): for three
+	// cycles the host-count spill of zone-a's and zone-b's clients counted
+	// as demand a second time (zone-b's client 106 rps for its 80) and
+	// zone-c kept up to 49% of its clients' RPCs local for 42%.
+	f.waitFor(t, 15*time.Second, "weights from client counts pushed to every client zone", func() bool {
+		if p := f.planMetrics(t); p == nil || p.fallback != "client_counts" {
+			return false
+		}
+		ap := f.planAPI(t)
+		if ap == nil {
+			return false
+		}
+		for cz, w := range f.watches {
+			cur, _, _ := w.state()
+			if !equalWeights(cur, ap.weights[xdsZones[cz]]) {
+				return false
+			}
+		}
+		return true
+	})
 	stop := f.startLoad(30 * time.Second)
 	defer stop()
 	start := time.Now()
 	f.waitPlan(t, 15*time.Second)
 	first := time.Now()
 	t.Logf("first plan from load reports %v after the load started", first.Sub(start).Round(10*time.Millisecond))
-	rec := f.record(t, first.Add(settle+measure), false)
+	rec := f.record(t, first.Add(settle+measure), true)
 	stop()
 	f.logClients(t)
 	if p := f.plan(t); p != nil {
@@ -1230,6 +1257,26 @@ func runNewService(t *testing.T, counts map[string]int, rates map[string]float64
 	}
 	f.checkClients(t)
 	t.Logf("load over the run %s on capacity %s", fmtShares(all), fmtShares(capShare))
+	// What happened, second by second, and the weights pushed: a failure
+	// is read from these.
+	for i := 0; i < len(rec); i += int(time.Second / zaTick) {
+		share, n := zaWindowLoad(rec[i:min(len(rec), i+int(time.Second/zaTick))])
+		t.Logf("%v after the first plan: %.0f RPCs, load %s; weights %v", rec[i].at.Sub(first).Round(100*time.Millisecond), n, fmtShares(share), rec[i].weights)
+	}
+	last := ""
+	for _, s := range rec {
+		if s.plan != nil && s.plan.zones != last {
+			last = s.plan.zones
+			t.Logf("plan at %v: %s; %s", s.at.Sub(first).Round(100*time.Millisecond), last, strings.Join(s.plan.explain, " | "))
+		}
+	}
+	for cz, w := range f.watches {
+		var line []string
+		for _, p := range w.pushes(start) {
+			line = append(line, fmt.Sprintf("%v %v", p.at.Sub(first).Round(time.Millisecond), p.weights))
+		}
+		t.Logf("pushes to %s from the load's start: %v", xdsZones[cz], line)
+	}
 
 	// Every 2-second window, sliding by one sample.
 	per := int(window / zaTick)
