@@ -63,15 +63,16 @@ type Config struct {
 	// 1000.
 	SlowStartRequests float64
 
-	// QueueSensitivity s scales the queue factor of a zone whose in-flight
-	// requests per trusted endpoint q exceed the cross-zone average q̄:
-	// 1 / (1 + s·(q/q̄ − 1)). Nil means 1; non-nil 0 ignores in-flight
+	// QueueSensitivity s scales the queue factor of a zone whose time in
+	// flight, pooled over 3 reports and less its sampling noise, is q
+	// times the dead band (see the package doc): 1 / (1 + s·(q − 1)). Nil means 1; non-nil 0 ignores in-flight
 	// requests; at most 100.
 	QueueSensitivity *float64
 	// ErrorSensitivity s scales the error factor of a zone with error
-	// ratio r: max(0, 1 − s·r), before CapacityFloor. Nil means 2 (10%
-	// errors cost a fifth of the zone's capacity, 50% send it to the
-	// floor); non-nil 0 ignores errors; at most 100.
+	// ratio r: max(0, 1 − s·(r − 0.01)) (errors up to 1% cost nothing),
+	// before CapacityFloor. Nil means 2 (10% errors cost 18% of the
+	// zone's capacity, 50% send it to the floor); non-nil 0 ignores
+	// errors; at most 100.
 	ErrorSensitivity *float64
 	// CapacityFloor is the least a zone's health factor (queue factor ×
 	// error factor) can fall to, so a zone is never written off. Zero means
