@@ -1221,15 +1221,11 @@ func runNewService(t *testing.T, counts map[string]int, rates map[string]float64
 	f := newZAFixtureWith(t, true, counts, rates)
 	// The load starts once every client has the weights the server
 	// computes from client counts (its plan before any load report), as
-	// when a new service's clients connect before they send. Started
-	// earlier, the clients first spread their RPCs by host counts, and
-	// the LRS table keeps a locality's last rate until it is three
-	// intervals old when a client's later reports leave that locality out
-	// (grpc-go omits a locality with nothing to report; the probe share
-	// sends zone-a's and zone-b's clients ~0.4 rps elsewhere): for three
-	// cycles the host-count spill of zone-a's and zone-b's clients counted
-	// as demand a second time (zone-b's client 106 rps for its 80) and
-	// zone-c kept up to 49% of its clients' RPCs local for 42%.
+	// when a new service's clients connect before they send. (Before the
+	// LRS table let a report replace its stream's earlier samples, a
+	// locality a client stopped reporting counted for three more
+	// intervals, and the host-count spill of the first seconds counted as
+	// demand twice: zone-b's client 106 rps for its 80.)
 	f.waitClientCountWeights(t)
 	stop := f.startLoad(30 * time.Second)
 	defer stop()
@@ -1312,7 +1308,10 @@ func runNewService(t *testing.T, counts map[string]int, rates map[string]float64
 	}
 
 	// Same-zone after three cycles, against the optimum of the measured
-	// demand and the backends' capacity.
+	// demand and the backends' capacity, for the server as configured:
+	// each client zone keeps its probe share (--probe-share, default 1%)
+	// on the other zones, so a zone can keep at most 99% of its own
+	// clients' RPCs local.
 	var from [3]float64
 	var local, sum float64
 	for _, s := range rec {
@@ -1330,9 +1329,10 @@ func runNewService(t *testing.T, counts map[string]int, rates map[string]float64
 			}
 		}
 	}
+	const probeShare = 0.01 // the server's default
 	var opt float64
 	for z := range xdsZones {
-		opt += min(from[z]/sum, capShare[z])
+		opt += min(from[z]/sum*(1-probeShare), capShare[z])
 	}
 	got := local / sum
 	t.Logf("same zone from %v after the first plan: %s of %.0f RPCs, optimum %s", settle, pts(got), sum, pts(opt))
