@@ -203,7 +203,7 @@ func groupLocalities(svc *registry.Service, port string) ([]Locality, [][]*regis
 	idx := map[registry.Locality]int{}
 	var locs []Locality
 	var eps [][]*registry.Endpoint
-	for _, e := range svc.Endpoints {
+	for _, e := range svc.Serving() { // one endpoint per address and port
 		if _, ok := endpointPort(e, port); !ok {
 			continue
 		}

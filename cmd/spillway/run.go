@@ -40,6 +40,7 @@ type storage interface {
 // run wires the parts, serves until ctx ends, then drains and returns.
 func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	store := registry.NewStore()
+	store.SetLogger(log.With("component", "registry"))
 	metrics := prometheus.NewRegistry()
 	metrics.MustRegister(
 		collectors.NewGoCollector(),
