@@ -247,3 +247,74 @@ func BenchmarkWriteServing(b *testing.B) {
 		}
 	}
 }
+
+// FuzzServing drives a store with random upserts and removals of
+// endpoints over a few addresses, ports, sources and health states, and
+// checks after every write that the store's incremental decision is the
+// one from scratch, that every served address and port is unique, and
+// that every endpoint is either served or shadowed by a served one.
+func FuzzServing(f *testing.F) {
+	f.Add([]byte{0x00, 0x11, 0x22, 0x33})
+	f.Add([]byte{0x01, 0x01, 0x81, 0x41, 0x05, 0xff, 0x10, 0x90})
+	f.Add([]byte("conflicts: a static entry and a vm at one address"))
+	f.Fuzz(func(t *testing.T, ops []byte) {
+		if len(ops) > 512 {
+			ops = ops[:512]
+		}
+		s := NewStore()
+		t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		sources := []Source{SourceKubernetes, SourceVM, SourceStatic}
+		healths := []Health{Healthy, Draining, Unhealthy}
+		owner := map[string]Source{}
+		for i := 0; i+1 < len(ops); i += 2 {
+			a, b := ops[i], ops[i+1]
+			id := fmt.Sprintf("e%d", a&0x0f)
+			if b&0x80 != 0 { // remove
+				if src, ok := owner[id]; ok {
+					mustApply(t, s, Remove("web", id, src))
+					delete(owner, id)
+				}
+				continue
+			}
+			src := sources[int(a>>4)%3]
+			if o, ok := owner[id]; ok {
+				src = o // an id belongs to one source
+			}
+			e := at(id, fmt.Sprintf("10.0.0.%d", b&0x03), 8080+uint16(b>>2&0x01), healths[int(b>>3&0x03)%3], src, t0.Add(time.Duration(b>>5)*time.Minute))
+			if b&0x40 != 0 {
+				e.Ports = append(e.Ports, Port{Name: "admin", Number: 9090, Protocol: TCP})
+			}
+			mustApply(t, s, Upsert("web", e))
+			owner[id] = src
+
+			svc, _ := s.Snapshot().Service("web")
+			full, fullShadowed := ResolveAddressConflicts(svc.Endpoints)
+			if !cmp.Equal(idsOf(full), idsOf(svc.Serving())) || !cmp.Equal(conflictIDs(fullShadowed), conflictIDs(svc.Shadowed())) {
+				t.Fatalf("after op %d: incremental %v/%v, from scratch %v/%v", i/2, idsOf(svc.Serving()), conflictIDs(svc.Shadowed()), idsOf(full), conflictIDs(fullShadowed))
+			}
+			seen := map[netip.AddrPort]bool{}
+			served := map[*Endpoint]bool{}
+			for _, e := range svc.Serving() {
+				served[e] = true
+				for _, p := range e.Ports {
+					k := netip.AddrPortFrom(e.Address, p.Number)
+					if seen[k] {
+						t.Fatalf("after op %d: %s served twice", i/2, k)
+					}
+					seen[k] = true
+				}
+			}
+			if len(svc.Serving())+len(svc.Shadowed()) != len(svc.Endpoints) {
+				t.Fatalf("after op %d: %d served + %d shadowed != %d endpoints", i/2, len(svc.Serving()), len(svc.Shadowed()), len(svc.Endpoints))
+			}
+			for _, c := range svc.Shadowed() {
+				if !served[c.Winner] || served[c.Shadowed] || c.Winner.Address != c.Shadowed.Address || preferred(c.Winner, c.Shadowed) >= 0 {
+					t.Fatalf("after op %d: bad conflict %s<%s", i/2, c.Shadowed.ID, c.Winner.ID)
+				}
+			}
+			if s.Snapshot().AddressConflicts() != len(svc.Shadowed()) {
+				t.Fatalf("after op %d: AddressConflicts = %d, want %d", i/2, s.Snapshot().AddressConflicts(), len(svc.Shadowed()))
+			}
+		}
+	})
+}
