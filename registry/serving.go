@@ -212,6 +212,31 @@ func (b *builder) resolveServing() (delta int, fresh []conflictEvent) {
 	return delta, fresh
 }
 
+// samePortNumbers reports whether a and b conflict with the same
+// endpoints: the same address and the same port numbers.
+func samePortNumbers(a, b *Endpoint) bool {
+	if a.Address != b.Address || len(a.Ports) != len(b.Ports) {
+		return false
+	}
+	for i := range a.Ports {
+		if a.Ports[i].Number != b.Ports[i].Number {
+			return false
+		}
+	}
+	return true
+}
+
+// involved reports whether e is in one of svc's conflicts, served or
+// shadowed.
+func involved(svc *Service, e *Endpoint) bool {
+	for _, c := range svc.serving.shadowed {
+		if c.Shadowed == e || c.Winner == e {
+			return true
+		}
+	}
+	return false
+}
+
 // maxIncremental is the most addresses a write may touch for
 // resolveChanged to decide them alone; beyond, it decides everything.
 const maxIncremental = 64
@@ -219,8 +244,10 @@ const maxIncremental = 64
 // resolveChanged decides the serving set of eps, the next version of old,
 // deciding again only the addresses of the endpoints that changed:
 // conflicts are between endpoints of one address, so the decisions about
-// other addresses stand. A write of one endpoint into a service of n
-// costs two passes over n pointers, not a map of n.
+// other addresses stand, and an endpoint that keeps its address and ports
+// and was in no conflict changes none. An update of one endpoint into a
+// service of n costs one pass over n pointers, a new endpoint two, not a
+// map of n.
 func resolveChanged(old *Service, eps []*Endpoint) servingSet {
 	var touched []netip.Addr
 	add := func(a netip.Addr) bool {
@@ -238,13 +265,21 @@ func resolveChanged(old *Service, eps []*Endpoint) servingSet {
 			i++
 			j++
 		case j == len(eps) || i < len(old.Endpoints) && old.Endpoints[i].ID < eps[j].ID:
-			ok = add(old.Endpoints[i].Address) // removed
+			// Removed: only an endpoint in a conflict changes anything.
+			if involved(old, old.Endpoints[i]) {
+				ok = add(old.Endpoints[i].Address)
+			}
 			i++
 		case i == len(old.Endpoints) || eps[j].ID < old.Endpoints[i].ID:
 			ok = add(eps[j].Address) // added
 			j++
 		default: // replaced
-			ok = add(old.Endpoints[i].Address) && add(eps[j].Address)
+			// The usual update (health, weight, metadata) keeps the
+			// address and ports of an endpoint in no conflict: it cannot
+			// start one, and needs no look at the others.
+			if !samePortNumbers(old.Endpoints[i], eps[j]) || involved(old, old.Endpoints[i]) {
+				ok = add(old.Endpoints[i].Address) && add(eps[j].Address)
+			}
 			i++
 			j++
 		}

@@ -30,7 +30,6 @@ import (
 	v1udpatypepb "github.com/cncf/xds/go/udpa/type/v1"
 	v3xdstypepb "github.com/cncf/xds/go/xds/type/v3"
 	v3clusterpb "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
-	v3corepb "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	v3endpointpb "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	v3listenerpb "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	v3routepb "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
@@ -104,71 +103,79 @@ func checkEDS(cla *v3endpointpb.ClusterLoadAssignment) error {
 	}
 	localities := map[localityKey]bool{}
 	sums := map[uint32]uint64{}
-	addrs := map[string]string{}
+	type addrKey struct {
+		host string
+		port uint32
+	}
+	addrs := map[addrKey][2]int{} // -> the locality and endpoint indexes holding it
 	for i, lle := range cla.GetEndpoints() {
-		f := fmt.Sprintf("endpoints[%d]", i)
+		// Field names are built only for an error: this runs on every
+		// endpoint of every EDS resource.
+		f := func() string { return fmt.Sprintf("endpoints[%d]", i) }
 		l := lle.GetLocality()
 		if l == nil {
-			return rejectf(f+".locality", "missing")
+			return rejectf(f()+".locality", "missing")
 		}
 		// grpc-go drops a locality without a weight or of weight 0; its
 		// endpoints would take no traffic.
 		w := lle.GetLoadBalancingWeight()
 		if w == nil || w.GetValue() == 0 {
-			return rejectf(f+".load_balancing_weight", "missing or 0: grpc-go drops the locality")
+			return rejectf(f()+".load_balancing_weight", "missing or 0: grpc-go drops the locality")
 		}
 		p := lle.GetPriority()
 		if sums[p] += uint64(w.GetValue()); sums[p] > math.MaxUint32 {
-			return rejectf(f+".load_balancing_weight", "the locality weights of priority %d sum over %d", p, uint64(math.MaxUint32))
+			return rejectf(f()+".load_balancing_weight", "the locality weights of priority %d sum over %d", p, uint64(math.MaxUint32))
 		}
 		k := localityKey{p, l.GetRegion(), l.GetZone(), l.GetSubZone()}
 		if localities[k] {
-			return rejectf(f+".locality", "%s/%s/%s appears twice at priority %d", k.region, k.zone, k.subZone, p)
+			return rejectf(f()+".locality", "%s/%s/%s appears twice at priority %d", k.region, k.zone, k.subZone, p)
 		}
 		localities[k] = true
 		if lle.GetMetadata() != nil {
-			return rejectf(f+".metadata", "set: grpc-go parses it and spillway has no rule for it")
+			return rejectf(f()+".metadata", "set: grpc-go parses it and spillway has no rule for it")
 		}
 		var sum uint64
 		for j, lb := range lle.GetLbEndpoints() {
-			ef := fmt.Sprintf("%s.lb_endpoints[%d]", f, j)
+			ef := func() string { return fmt.Sprintf("%s.lb_endpoints[%d]", f(), j) }
 			weight := uint64(1)
 			if w := lb.GetLoadBalancingWeight(); w != nil {
 				if w.GetValue() == 0 {
-					return rejectf(ef+".load_balancing_weight", "0")
+					return rejectf(ef()+".load_balancing_weight", "0")
 				}
 				weight = uint64(w.GetValue())
 			}
 			if sum += weight; sum > math.MaxUint32 {
-				return rejectf(ef+".load_balancing_weight", "the endpoint weights of the locality sum over %d", uint64(math.MaxUint32))
+				return rejectf(ef()+".load_balancing_weight", "the endpoint weights of the locality sum over %d", uint64(math.MaxUint32))
 			}
 			if lb.GetMetadata() != nil {
-				return rejectf(ef+".metadata", "set: grpc-go parses it and spillway has no rule for it")
+				return rejectf(ef()+".metadata", "set: grpc-go parses it and spillway has no rule for it")
 			}
 			ep := lb.GetEndpoint()
 			if ep == nil {
-				return rejectf(ef+".endpoint", "missing")
+				return rejectf(ef()+".endpoint", "missing")
 			}
-			sas := []*v3corepb.SocketAddress{ep.GetAddress().GetSocketAddress()}
-			for _, a := range ep.GetAdditionalAddresses() {
-				sas = append(sas, a.GetAddress().GetSocketAddress())
-			}
-			for k, sa := range sas {
-				af := ef + ".endpoint.address.socket_address"
-				if k > 0 {
-					af = fmt.Sprintf("%s.endpoint.additional_addresses[%d].address.socket_address", ef, k-1)
+			extra := ep.GetAdditionalAddresses()
+			for k := -1; k < len(extra); k++ {
+				sa := ep.GetAddress().GetSocketAddress()
+				af := func() string { return ef() + ".endpoint.address.socket_address" }
+				if k >= 0 {
+					sa = extra[k].GetAddress().GetSocketAddress()
+					af = func() string {
+						return fmt.Sprintf("%s.endpoint.additional_addresses[%d].address.socket_address", ef(), k)
+					}
 				}
 				// grpc-go dials the address as written: spillway writes an
 				// IP literal and a port.
 				if _, err := netip.ParseAddr(sa.GetAddress()); err != nil || sa.GetPortValue() == 0 || sa.GetPortValue() > math.MaxUint16 {
-					return rejectf(af, "%q port %d: want an IP address and a port 1..65535", sa.GetAddress(), sa.GetPortValue())
+					return rejectf(af(), "%q port %d: want an IP address and a port 1..65535", sa.GetAddress(), sa.GetPortValue())
 				}
-				// The same string grpc-go compares (parseAddress).
-				key := netJoin(sa.GetAddress(), sa.GetPortValue())
+				// grpc-go compares host:port as written (parseAddress).
+				key := addrKey{sa.GetAddress(), sa.GetPortValue()}
 				if other, dup := addrs[key]; dup {
-					return rejectf(af, "%s is also %s's: grpc-go rejects duplicate addresses", key, other)
+					return rejectf(af(), "%s is also endpoints[%d].lb_endpoints[%d]'s: grpc-go rejects duplicate addresses",
+						netJoin(key.host, key.port), other[0], other[1])
 				}
-				addrs[key] = ef
+				addrs[key] = [2]int{i, j}
 			}
 		}
 	}

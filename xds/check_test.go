@@ -2,6 +2,7 @@ package xds
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -436,5 +437,37 @@ func TestDuplicateAddressNeverSent(t *testing.T) {
 	}
 	if len(got) != 1 || got[0] != "vm-1" {
 		t.Errorf("EDS endpoints = %v, want [vm-1] (healthy, vm over static)", got)
+	}
+}
+
+// BenchmarkCheckEDS: the cost of the client checks on an EDS resource,
+// next to encoding it, at two sizes.
+func BenchmarkCheckEDS(b *testing.B) {
+	for _, n := range []int{100, 10000} {
+		var eps []*registry.Endpoint
+		for i := range n {
+			e := ep(fmt.Sprintf("e%05d", i), fmt.Sprintf("10.%d.%d.%d", i>>16, i>>8&0xff, i&0xff), fmt.Sprintf("zone-%d", i%3), registry.Healthy, 100)
+			eps = append(eps, e)
+		}
+		cla, err := clusterLoadAssignment(svcWith(eps...), "grpc", "zone-a", healthyCountWeights)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(fmt.Sprintf("endpoints=%d/check", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := checkForGRPC(EndpointType, cla); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("endpoints=%d/encode", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := encode("web", cla); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
