@@ -16,7 +16,10 @@ package xds
 // overrides, metadata) must stay unset: setting one must come with its
 // rule here.
 //
-// Each rule is tested in check_test.go with a resource that breaks it.
+// Each rule is tested in check_test.go with a resource that breaks it,
+// and check_grpc_test.go serves each such resource to a real grpc-go
+// client: it NACKs all but those listed there (spillwayOnly), which it
+// accepts and then drops or fails on.
 
 import (
 	"errors"

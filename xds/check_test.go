@@ -102,26 +102,48 @@ func routeAction(rc *v3routepb.RouteConfiguration) *v3routepb.RouteAction {
 	return rc.VirtualHosts[0].Routes[0].GetRoute()
 }
 
-// TestCheckForGRPC: for each rule grpc-go's parsers enforce (and that
-// could apply to what spillway emits), a resource from the builders
-// broken in that one way is rejected, naming the field, and is not
-// encoded (so never published); the unbroken resources pass.
-func TestCheckForGRPC(t *testing.T) {
-	type rule struct {
-		name  string
-		field string // what the error must name
-		eds   func(*v3endpointpb.ClusterLoadAssignment)
-		cds   func(*v3clusterpb.Cluster)
-		lds   func(*v3listenerpb.Listener)
-		rds   func(*v3routepb.RouteConfiguration)
+// checkRule is one rule of checkForGRPC, as a change that breaks it in a
+// real resource from the builders.
+type checkRule struct {
+	name  string
+	field string // what the error must name
+	eds   func(*v3endpointpb.ClusterLoadAssignment)
+	cds   func(*v3clusterpb.Cluster)
+	lds   func(*v3listenerpb.Listener)
+	rds   func(*v3routepb.RouteConfiguration)
+}
+
+// build returns the broken resource and its type URL.
+func (r checkRule) build(t *testing.T) (string, proto.Message) {
+	t.Helper()
+	switch {
+	case r.eds != nil:
+		c := baseEDS(t)
+		r.eds(c)
+		return EndpointType, c
+	case r.cds != nil:
+		c := cluster("web")
+		r.cds(c)
+		return ClusterType, c
+	case r.lds != nil:
+		l := baseLDS(t)
+		r.lds(l)
+		return ListenerType, l
 	}
+	rc := route("web")
+	r.rds(rc)
+	return RouteType, rc
+}
+
+// checkRules are the rules, each broken once.
+func checkRules(t *testing.T) []checkRule {
 	lle := func(c *v3endpointpb.ClusterLoadAssignment, i int) *v3endpointpb.LocalityLbEndpoints {
 		return c.Endpoints[i]
 	}
 	lbe := func(c *v3endpointpb.ClusterLoadAssignment, i, j int) *v3endpointpb.LbEndpoint {
 		return c.Endpoints[i].LbEndpoints[j]
 	}
-	rules := []rule{
+	return []checkRule{
 		// EDS: unmarshal_eds.go.
 		{name: "eds_cluster_name_empty", field: "cluster_name", eds: func(c *v3endpointpb.ClusterLoadAssignment) { c.ClusterName = "" }},
 		{name: "eds_drop_denominator", field: "policy.drop_overloads[0].drop_percentage.denominator", eds: func(c *v3endpointpb.ClusterLoadAssignment) {
@@ -184,12 +206,14 @@ func TestCheckForGRPC(t *testing.T) {
 		{name: "cds_transport_socket", field: "transport_socket", cds: func(c *v3clusterpb.Cluster) { c.TransportSocket = &v3corepb.TransportSocket{Name: "x"} }},
 		{name: "cds_outlier_detection", field: "outlier_detection", cds: func(c *v3clusterpb.Cluster) { c.OutlierDetection = &v3clusterpb.OutlierDetection{} }},
 		{name: "cds_metadata", field: "metadata", cds: func(c *v3clusterpb.Cluster) { c.Metadata = &v3corepb.Metadata{} }},
+		// A balancer the client lacks (spillway.wrr for a client without
+		// clientlib/wrr; this test binary has it, so another name).
 		{name: "cds_no_known_policy", field: "load_balancing_policy", cds: func(c *v3clusterpb.Cluster) {
-			c.LoadBalancingPolicy = lbPolicy(t, &v3xdstypepb.TypedStruct{TypeUrl: "type.googleapis.com/spillway.wrr", Value: &structpb.Struct{}})
+			c.LoadBalancingPolicy = lbPolicy(t, &v3xdstypepb.TypedStruct{TypeUrl: "type.googleapis.com/test.NoSuchBalancer", Value: &structpb.Struct{}})
 		}},
 		{name: "cds_wrr_locality_child_unknown", field: "load_balancing_policy.policies[0].typed_extension_config.endpoint_picking_policy", cds: func(c *v3clusterpb.Cluster) {
 			c.LoadBalancingPolicy = lbPolicy(t, &v3wrrlocalitypb.WrrLocality{EndpointPickingPolicy: lbPolicy(t,
-				&v3xdstypepb.TypedStruct{TypeUrl: "type.googleapis.com/spillway.wrr", Value: &structpb.Struct{}})})
+				&v3xdstypepb.TypedStruct{TypeUrl: "type.googleapis.com/test.NoSuchBalancer", Value: &structpb.Struct{}})})
 		}},
 		{name: "cds_policy_too_deep", field: "nested deeper than 16", cds: func(c *v3clusterpb.Cluster) {
 			p := lbPolicy(t, &v3roundrobinpb.RoundRobin{})
@@ -343,7 +367,13 @@ func TestCheckForGRPC(t *testing.T) {
 			routeAction(rc).ClusterSpecifier = &v3routepb.RouteAction_ClusterSpecifierPlugin{ClusterSpecifierPlugin: "p"}
 		}},
 	}
+}
 
+// TestCheckForGRPC: for each rule grpc-go's parsers enforce (and that
+// could apply to what spillway emits), a resource from the builders
+// broken in that one way is rejected, naming the field, and is not
+// encoded (so never published); the unbroken resources pass.
+func TestCheckForGRPC(t *testing.T) {
 	// The real resources pass.
 	base := map[string]proto.Message{
 		EndpointType: baseEDS(t), ClusterType: cluster("web"), ListenerType: baseLDS(t), RouteType: route("web"),
@@ -357,28 +387,9 @@ func TestCheckForGRPC(t *testing.T) {
 		}
 	}
 
-	for _, r := range rules {
+	for _, r := range checkRules(t) {
 		t.Run(r.name, func(t *testing.T) {
-			var typ string
-			var m proto.Message
-			switch {
-			case r.eds != nil:
-				c := baseEDS(t)
-				r.eds(c)
-				typ, m = EndpointType, c
-			case r.cds != nil:
-				c := cluster("web")
-				r.cds(c)
-				typ, m = ClusterType, c
-			case r.lds != nil:
-				l := baseLDS(t)
-				r.lds(l)
-				typ, m = ListenerType, l
-			case r.rds != nil:
-				rc := route("web")
-				r.rds(rc)
-				typ, m = RouteType, rc
-			}
+			typ, m := r.build(t)
 			err := checkForGRPC(typ, m)
 			if err == nil {
 				t.Fatalf("checkForGRPC accepted a %s that breaks the rule", shortType(typ))
