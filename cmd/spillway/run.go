@@ -44,6 +44,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("--domain (domain): %w", err)
 	}
+	store.SetLogger(log.With("component", "registry"))
 	metrics := prometheus.NewRegistry()
 	metrics.MustRegister(
 		collectors.NewGoCollector(),
