@@ -501,8 +501,11 @@ func (a *Agent) stream(ctx context.Context) (healthy bool, err error) {
 		}
 		for {
 			select {
-			case <-ctx.Done():
-				return ctx.Err()
+			case <-sctx.Done():
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				return wrap("receive heartbeat", sctx.Err())
 			case r := <-recvC:
 				if r.err != nil {
 					return wrap("receive heartbeat", r.err)
@@ -522,8 +525,13 @@ func (a *Agent) stream(ctx context.Context) (healthy bool, err error) {
 	defer ticker.Stop()
 	for {
 		select {
-		case <-ctx.Done():
-			return healthy, ctx.Err()
+		case <-sctx.Done():
+			// ctx ended, or the watchdog fired; the receiver may have
+			// returned without handing over its error.
+			if ctx.Err() != nil {
+				return healthy, ctx.Err()
+			}
+			return healthy, wrap("receive heartbeat", sctx.Err())
 		case res := <-recvC:
 			if res.err != nil {
 				return healthy, wrap("receive heartbeat", res.err)
