@@ -56,7 +56,8 @@
 // interval while it holds a lease. So a heartbeat is tried at least once
 // per interval whatever the servers do, and one dead or hung server costs
 // at most half an interval: it cannot eat the TTL. The Agent never stops
-// trying because servers are down. Status().Failovers counts the moves.
+// trying because servers are down. Status().Failovers counts the moves;
+// Collector exposes the active server and the count as metrics.
 //
 // The lease survives a move. What happens on the new server, in order:
 //

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc"
 
 	"github.com/spillway/spillway/registry/registrytest"
@@ -376,5 +377,29 @@ func TestFailoverDNSName(t *testing.T) {
 	})
 	if got := a.Status().Servers; !slices.Equal(got, []string{"10.0.0.3:18000"}) {
 		t.Errorf("Status().Servers = %v after re-resolution, want [10.0.0.3:18000]", got)
+	}
+}
+
+func TestCollector(t *testing.T) {
+	a, err := New(Config{Servers: []string{"10.0.0.1:1"}, Service: service, Endpoint: testEndpoint()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.setActive("10.0.0.1:1", false)
+	a.setActive("10.0.0.2:1", true)
+	a.setLeaseID("l1")
+	want := `
+# HELP spillway_agent_active_server 1 for the registry server the heartbeat agent uses.
+# TYPE spillway_agent_active_server gauge
+spillway_agent_active_server{server="10.0.0.2:1",service="payments"} 1
+# HELP spillway_agent_failovers_total Moves of the heartbeat agent from one registry server to another.
+# TYPE spillway_agent_failovers_total counter
+spillway_agent_failovers_total{service="payments"} 1
+# HELP spillway_agent_registered 1 while the heartbeat agent holds a lease, else 0.
+# TYPE spillway_agent_registered gauge
+spillway_agent_registered{service="payments"} 1
+`
+	if err := testutil.CollectAndCompare(a.Collector(), strings.NewReader(want)); err != nil {
+		t.Error(err)
 	}
 }
