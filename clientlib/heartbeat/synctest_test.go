@@ -233,7 +233,7 @@ func TestHungServerCannotEatTheTTL(t *testing.T) {
 // TestAllServersHungKeepsTrying: every replica hangs. The agent keeps
 // trying, at least once per interval (attempts are bounded to half an
 // interval, and so are the waits between them), and heartbeats the same
-// lease as soon as one replica answers again.
+// lease within one round of attempts of a replica answering again.
 func TestAllServersHungKeepsTrying(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const ttl = 30 * time.Second
@@ -257,11 +257,15 @@ func TestAllServersHungKeepsTrying(t *testing.T) {
 
 		f.set(addrs[1], "up")
 		back := time.Now()
-		time.Sleep(interval)
+		// It reaches that server within one round: the rest of an attempt
+		// begun on it while hung, a hung attempt on each of the others
+		// (interval/2 each), one capped wait and two staggers.
+		round := time.Duration(len(addrs)+1)*interval/2 + 2*defaultBackoffBase
+		time.Sleep(round)
 		synctest.Wait()
 		renewals, _ := f.snapshot()
 		if len(renewals) == 0 || renewals[len(renewals)-1].Before(back) {
-			t.Fatalf("no answered heartbeat within an interval of a server coming back")
+			t.Fatalf("no answered heartbeat within %v (a round of attempts) of a server coming back", round)
 		}
 		if st := a.Status(); st.Active != addrs[1] || st.LeaseID != id {
 			t.Errorf("Status() = %+v, want Active %s, LeaseID %s", st, addrs[1], id)
