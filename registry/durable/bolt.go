@@ -301,10 +301,13 @@ func (b *BoltKV) List(_ context.Context, prefix string) ([]KeyValue, int64, erro
 }
 
 // changesAfter reads, in revision order, the changes under prefix after
-// rev; ErrCompacted when tombstones after rev were dropped.
-func (b *BoltKV) changesAfter(prefix string, rev int64) ([]WatchEvent, error) {
+// rev, and the store's revision they bring the watch to; ErrCompacted when
+// tombstones after rev were dropped.
+func (b *BoltKV) changesAfter(prefix string, rev int64) ([]WatchEvent, int64, error) {
 	var out []WatchEvent
+	var now int64
 	err := b.db.View(func(tx *bolt.Tx) error {
+		now = u64(tx.Bucket(metaBucket).Get(metaRev))
 		if h := u64(tx.Bucket(metaBucket).Get(metaCompacted)); rev < h {
 			return fmt.Errorf("watch %s after revision %d: tombstones up to %d are dropped: %w", prefix, rev, h, ErrCompacted)
 		}
@@ -326,7 +329,7 @@ func (b *BoltKV) changesAfter(prefix string, rev int64) ([]WatchEvent, error) {
 		}
 		return nil
 	})
-	return out, err
+	return out, now, err
 }
 
 // Watch implements KV.
@@ -369,7 +372,7 @@ func (b *BoltKV) Watch(ctx context.Context, prefix string, afterRev int64) <-cha
 		}
 		last := afterRev
 		for {
-			evs, err := b.changesAfter(prefix, last)
+			evs, now, err := b.changesAfter(prefix, last)
 			if err != nil {
 				send(WatchEvent{Err: err})
 				return
@@ -378,8 +381,10 @@ func (b *BoltKV) Watch(ctx context.Context, prefix string, afterRev int64) <-cha
 				if !send(ev) {
 					return
 				}
-				last = ev.Rev
 			}
+			// Everything up to now is delivered, so an idle watch does
+			// not fall behind the compaction of other prefixes.
+			last = max(last, now)
 			select {
 			case <-kick:
 			case <-ctx.Done():
