@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"cloud.google.com/go/spanner/spannertest"
+	"go.uber.org/goleak"
 	"google.golang.org/api/option"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -57,4 +58,10 @@ func TestConformance(t *testing.T) {
 			}
 		},
 	})
+}
+
+// TestMain checks for leaked goroutines; opencensus (pulled in by the
+// Spanner client) starts one worker at init that never ends.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start"))
 }
