@@ -130,6 +130,7 @@ type Server struct {
 
 	cache   cache
 	hub     hub
+	fan     *fanout
 	loads   *LoadTable
 	zones   *labelSet // client zones that keep their name
 	planner *planner  // nil when zone-aware weights are off
@@ -152,6 +153,7 @@ func New(cfg Config) (*Server, error) {
 		cache: cache{entries: map[string]*entry{}},
 		hub:   hub{by: map[string]map[*watcher]struct{}{}, wild: map[*watcher]struct{}{}, nodes: map[*watcher]nodeInfo{}},
 		loads: newLoadTable(labelIdle),
+		fan:   newFanout(),
 	}
 	if cfg.ZoneAware != nil {
 		zc := *cfg.ZoneAware
@@ -267,14 +269,15 @@ func (s *Server) streamClosed(protocol string, n nodeInfo) {
 
 // streamCore is what both stream kinds share: one goroutine, the gRPC
 // handler's, receives requests and answers them; pushes for store changes
-// run on a goroutine started only while changes are pending, so an idle
-// stream costs one goroutine, not two. mu serialises the two: state and
-// Send are only touched under it. A stream stuck in Send holds its own
-// push goroutine and its own lock, nothing else.
+// run on the server's fan-out workers (fanout), only while changes are
+// pending, so an idle stream costs one goroutine, not two. mu serialises
+// the two: state and Send are only touched under it. A stream stuck in
+// Send holds its own push goroutine and its own lock, nothing else.
 type streamCore struct {
 	w       *watcher
+	fan     *fanout      // read-only
 	push    func() error // set by the owner; called with mu held
-	pushing atomic.Bool
+	pushing atomic.Bool  // queued or running on the fan-out
 	wg      sync.WaitGroup
 
 	// mu guards the stream's state, closed and err, and every Send.
@@ -283,32 +286,34 @@ type streamCore struct {
 	err    error // a failed push; the handler returns it
 }
 
-// wake starts the push goroutine unless it runs. It is called by the hub,
-// never after hub.remove(w) returned.
+// wake queues a push unless one is queued or running. It is called by the
+// hub, never after hub.remove(w) returned.
 func (c *streamCore) wake() {
 	if c.pushing.CompareAndSwap(false, true) {
 		c.wg.Add(1)
-		go c.pushLoop()
+		c.fan.enqueue(c)
 	}
 }
 
-func (c *streamCore) pushLoop() {
+// runPush runs one push on a fan-out worker. Changes marked while it ran
+// queue the stream again, at the back.
+func (c *streamCore) runPush(f *fanout) {
 	defer c.wg.Done()
-	for {
-		c.mu.Lock()
-		if c.closed || c.err != nil {
-			c.mu.Unlock()
-			c.pushing.Store(false)
-			return
-		}
-		c.err = c.push()
+	c.mu.Lock()
+	if c.closed || c.err != nil {
 		c.mu.Unlock()
 		c.pushing.Store(false)
-		// A change marked after the push took the pending set, but before
-		// pushing was cleared, found the goroutine running: look again.
-		if !c.w.pending() || !c.pushing.CompareAndSwap(false, true) {
-			return
-		}
+		return
+	}
+	c.err = c.push()
+	failed := c.err != nil
+	c.mu.Unlock()
+	c.pushing.Store(false)
+	// A change marked after the push took the pending set, but before
+	// pushing was cleared, found the push queued: look again.
+	if !failed && c.w.pending() && c.pushing.CompareAndSwap(false, true) {
+		c.wg.Add(1) // before this push's Done: stop's Wait cannot miss it
+		f.enqueue(c)
 	}
 }
 

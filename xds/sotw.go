@@ -42,6 +42,7 @@ type sotwStream struct {
 func (s *Server) StreamAggregatedResources(stream v3discoverygrpc.AggregatedDiscoveryService_StreamAggregatedResourcesServer) error {
 	st := &sotwStream{s: s, stream: stream}
 	st.w = newWatcher(st.wake)
+	st.fan = s.fan
 	st.streamCore.push = st.push
 	defer st.close()
 	for {
