@@ -365,20 +365,22 @@ type watcher struct {
 
 	// mu guards the pending changes.
 	mu    sync.Mutex
-	dirty map[string]struct{}
+	dirty map[string]struct{} // nil until a name is marked
 	all   bool
+	asked uint8     // types whose request waits for an answer, bit t for type t
 	since time.Time // earliest pending change, for push latency
 }
 
-func newWatcher(wake func()) *watcher {
-	return &watcher{wake: wake, dirty: map[string]struct{}{}}
-}
+func newWatcher(wake func()) *watcher { return &watcher{wake: wake} }
 
 func (w *watcher) mark(name string, all bool, at time.Time) {
 	w.mu.Lock()
 	if all {
 		w.all = true
 	} else {
+		if w.dirty == nil {
+			w.dirty = make(map[string]struct{}, 1)
+		}
 		w.dirty[name] = struct{}{}
 	}
 	if w.since.IsZero() || at.Before(w.since) {
@@ -388,23 +390,28 @@ func (w *watcher) mark(name string, all bool, at time.Time) {
 	w.wake()
 }
 
+// ask queues the answer to a request for type t.
+func (w *watcher) ask(t int) {
+	w.mu.Lock()
+	w.asked |= 1 << t
+	w.mu.Unlock()
+	w.wake()
+}
+
 // pending reports whether changes wait to be taken.
 func (w *watcher) pending() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.all || len(w.dirty) > 0
+	return w.all || len(w.dirty) > 0 || w.asked != 0
 }
 
 // take returns and clears the pending changes.
-func (w *watcher) take() (names map[string]struct{}, all bool, since time.Time) {
+func (w *watcher) take() (names map[string]struct{}, all bool, asked uint8, since time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	names, all, since = w.dirty, w.all, w.since
-	if len(names) > 0 {
-		w.dirty = map[string]struct{}{}
-	}
-	w.all, w.since = false, time.Time{}
-	return names, all, since
+	names, all, asked, since = w.dirty, w.all, w.asked, w.since
+	w.dirty, w.all, w.asked, w.since = nil, false, 0, time.Time{}
+	return names, all, asked, since
 }
 
 // subs is what a stream subscribes to for one resource type.
@@ -414,11 +421,11 @@ type subs struct {
 	wildcard  bool
 }
 
-// pushTypes answers the changes pending on w, type by type in ADS order
-// (listeners before routes before clusters before endpoints), for every
-// type whose subscription the changes touch.
-func pushTypes(w *watcher, types [4]*subs, respond func(t int, since time.Time) error) error {
-	names, all, since := w.take()
+// pushTypes answers the requests and changes pending on w, type by type
+// in ADS order (listeners before routes before clusters before endpoints),
+// for every type asked for or whose subscription the changes touch.
+func pushTypes(w *watcher, types [4]*subs, respond func(t int, since time.Time) error) (err error) {
+	names, all, asked, since := w.take()
 	for t, ts := range types {
 		if !ts.requested {
 			continue
@@ -430,10 +437,15 @@ func pushTypes(w *watcher, types [4]*subs, respond func(t int, since time.Time) 
 				break
 			}
 		}
-		if hit {
-			if err := respond(t, since); err != nil {
-				return err
-			}
+		switch {
+		case hit:
+			err = respond(t, since)
+		case asked&(1<<t) != 0:
+			// Only the answer to a request: no store change to time.
+			err = respond(t, time.Time{})
+		}
+		if err != nil {
+			return err
 		}
 	}
 	return nil

@@ -104,7 +104,10 @@ func (st *sotwStream) handle(req *v3discoverypb.DiscoveryRequest) error {
 	}
 	ts.requested, ts.names, ts.wildcard = true, names, wildcard
 	st.updateInterest()
-	return st.respond(t, time.Time{})
+	// The answer goes out on a fan-out worker, in turn with pushes: the
+	// handler's goroutine, which every stream keeps, stays small.
+	st.w.ask(t)
+	return nil
 }
 
 func sameSet(a, b map[string]struct{}) bool {
