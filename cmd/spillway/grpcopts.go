@@ -22,10 +22,13 @@ type GRPCConfig struct {
 	// true).
 	SharedWriteBuffer bool `yaml:"shared_write_buffer"`
 	// WriteBufferSize is how much a connection batches before a write to
-	// the socket (default 32 KiB, grpc-go's); 0 writes every frame at once.
+	// the socket (default 16 KiB, one HTTP/2 frame; grpc-go's is 32 KiB);
+	// 0 writes every frame at once. While thousands of streams are pushed at once, the
+	// shared pool holds about one buffer per connection being written.
 	WriteBufferSize int `yaml:"write_buffer_size"`
 	// ReadBufferSize is the most one read from the socket takes (default
-	// 32 KiB, grpc-go's; pooled while the connection is idle).
+	// 4 KiB: clients send small requests; grpc-go's is 32 KiB). grpc-go
+	// pools it while the connection is idle.
 	ReadBufferSize int `yaml:"read_buffer_size"`
 	// InitialWindowSize and InitialConnWindowSize fix the HTTP/2 flow
 	// control windows of a stream and of a connection; 0 keeps grpc-go's
@@ -49,8 +52,8 @@ type GRPCConfig struct {
 func defaultGRPCConfig() GRPCConfig {
 	return GRPCConfig{
 		SharedWriteBuffer: true,
-		WriteBufferSize:   32 << 10,
-		ReadBufferSize:    32 << 10,
+		WriteBufferSize:   16 << 10,
+		ReadBufferSize:    4 << 10,
 		KeepaliveTime:     5 * time.Minute,
 		KeepaliveTimeout:  20 * time.Second,
 		KeepaliveMinTime:  5 * time.Second,
