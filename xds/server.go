@@ -365,7 +365,8 @@ type watcher struct {
 
 	// mu guards the pending changes.
 	mu    sync.Mutex
-	dirty map[string]struct{} // nil until a name is marked
+	first string              // the first name marked; "" for none
+	dirty map[string]struct{} // the names marked after first; nil until one is
 	all   bool
 	asked uint8     // types whose request waits for an answer, bit t for type t
 	since time.Time // earliest pending change, for push latency
@@ -375,9 +376,12 @@ func newWatcher(wake func()) *watcher { return &watcher{wake: wake} }
 
 func (w *watcher) mark(name string, all bool, at time.Time) {
 	w.mu.Lock()
-	if all {
+	switch {
+	case all:
 		w.all = true
-	} else {
+	case w.first == "" || w.first == name:
+		w.first = name
+	default:
 		if w.dirty == nil {
 			w.dirty = make(map[string]struct{}, 1)
 		}
@@ -402,15 +406,37 @@ func (w *watcher) ask(t int) {
 func (w *watcher) pending() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.all || len(w.dirty) > 0 || w.asked != 0
+	return w.all || w.first != "" || w.asked != 0
+}
+
+// marked is the set of names a watcher had marked.
+type marked struct {
+	first string
+	more  map[string]struct{}
+}
+
+// any reports whether a name of m is in names.
+func (m marked) any(names map[string]struct{}) bool {
+	if m.first == "" {
+		return false
+	}
+	if _, ok := names[m.first]; ok {
+		return true
+	}
+	for n := range m.more {
+		if _, ok := names[n]; ok {
+			return true
+		}
+	}
+	return false
 }
 
 // take returns and clears the pending changes.
-func (w *watcher) take() (names map[string]struct{}, all bool, asked uint8, since time.Time) {
+func (w *watcher) take() (names marked, all bool, asked uint8, since time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	names, all, asked, since = w.dirty, w.all, w.asked, w.since
-	w.dirty, w.all, w.asked, w.since = nil, false, 0, time.Time{}
+	names, all, asked, since = marked{w.first, w.dirty}, w.all, w.asked, w.since
+	w.first, w.dirty, w.all, w.asked, w.since = "", nil, false, 0, time.Time{}
 	return names, all, asked, since
 }
 
@@ -430,13 +456,7 @@ func pushTypes(w *watcher, types [4]*subs, respond func(t int, since time.Time) 
 		if !ts.requested {
 			continue
 		}
-		hit := all || ts.wildcard
-		for n := range names {
-			if _, ok := ts.names[n]; ok {
-				hit = true
-				break
-			}
-		}
+		hit := all || ts.wildcard || names.any(ts.names)
 		switch {
 		case hit:
 			err = respond(t, since)
