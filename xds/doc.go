@@ -31,9 +31,10 @@
 // answers to its requests and the pushes of store changes alike, are sent
 // by a few fan-out workers (2×GOMAXPROCS, at least 4) that take the woken
 // streams first in, first out, so that at ten thousand streams none waits
-// behind streams woken after it. A store change marks the service on the
-// streams subscribed to it (and every Config.Resync, everything) and queues
-// each stream once. A change after a quiet period is marked at once; the
+// behind streams woken after it; streams woken only by the periodic
+// Config.Resync wait behind those woken by a change or a request. A store
+// change marks the service on the streams subscribed to it (and every
+// Config.Resync, everything) and queues each stream once. A change after a quiet period is marked at once; the
 // changes that follow it are gathered for Config.Debounce, and while a
 // burst goes on each window doubles up to Config.MaxDelay, so a burst of a
 // thousand changes in a second reaches a stream in a handful of pushes and

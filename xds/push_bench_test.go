@@ -72,7 +72,7 @@ func benchStream(b *testing.B, n int, zoneAware bool) (*sotwStream, *discardStre
 	}
 	ds := &discardStream{codec: newCodec()}
 	st := &sotwStream{s: s, stream: ds}
-	st.w = newWatcher(func() {})
+	st.w = newWatcher(func(bool) {})
 	st.fan = s.fan
 	node := &v3corepb.Node{Id: "bench", Locality: &v3corepb.Locality{Region: "r1", Zone: "zone-a"}}
 	for t, url := range typeURLs {

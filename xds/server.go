@@ -279,6 +279,7 @@ type streamCore struct {
 	push    func() error // set by the owner; called with mu held
 	pushing atomic.Bool  // queued or running on the fan-out
 	wg      sync.WaitGroup
+	slot    int // which fan-out queue holds it; guarded by fanout.mu
 
 	// mu guards the stream's state, closed and err, and every Send.
 	mu     sync.Mutex
@@ -286,12 +287,17 @@ type streamCore struct {
 	err    error // a failed push; the handler returns it
 }
 
-// wake queues a push unless one is queued or running. It is called by the
-// hub, never after hub.remove(w) returned.
-func (c *streamCore) wake() {
+// wake queues a push unless one is queued or running; resync says that
+// only the periodic resync wants it, which waits behind changes. It is
+// called by the hub, never after hub.remove(w) returned.
+func (c *streamCore) wake(resync bool) {
 	if c.pushing.CompareAndSwap(false, true) {
 		c.wg.Add(1)
-		c.fan.enqueue(c)
+		c.fan.enqueue(c, resync)
+		return
+	}
+	if !resync {
+		c.fan.promote(c)
 	}
 }
 
@@ -313,7 +319,7 @@ func (c *streamCore) runPush(f *fanout) {
 	// pushing was cleared, found the push queued: look again.
 	if !failed && c.w.pending() && c.pushing.CompareAndSwap(false, true) {
 		c.wg.Add(1) // before this push's Done: stop's Wait cannot miss it
-		f.enqueue(c)
+		f.enqueue(c, false)
 	}
 }
 
@@ -356,8 +362,9 @@ type hub struct {
 // watcher is a stream's side of the hub: the names it wants and the
 // changes it has not yet handled.
 type watcher struct {
-	// wake is called, never blocking, when changes are pending. Read-only.
-	wake func()
+	// wake is called, never blocking, when changes are pending; resync
+	// when only Config.Resync marked them. Read-only.
+	wake func(resync bool)
 
 	// Guarded by hub.mu.
 	names    map[string]struct{}
@@ -372,7 +379,7 @@ type watcher struct {
 	since time.Time // earliest pending change, for push latency
 }
 
-func newWatcher(wake func()) *watcher { return &watcher{wake: wake} }
+func newWatcher(wake func(resync bool)) *watcher { return &watcher{wake: wake} }
 
 func (w *watcher) mark(name string, all bool, at time.Time) {
 	w.mu.Lock()
@@ -391,7 +398,7 @@ func (w *watcher) mark(name string, all bool, at time.Time) {
 		w.since = at
 	}
 	w.mu.Unlock()
-	w.wake()
+	w.wake(all)
 }
 
 // ask queues the answer to a request for type t.
@@ -399,7 +406,7 @@ func (w *watcher) ask(t int) {
 	w.mu.Lock()
 	w.asked |= 1 << t
 	w.mu.Unlock()
-	w.wake()
+	w.wake(false)
 }
 
 // pending reports whether changes wait to be taken.
