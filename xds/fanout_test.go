@@ -40,9 +40,9 @@ func TestFanoutOrder(t *testing.T) {
 	b := testCore(f, "b", &mu, &order, nil)
 	c := testCore(f, "c", &mu, &order, nil)
 	d := testCore(f, "d", &mu, &order, nil)
-	a.w.mark("", true, time.Time{})  // resync
+	a.w.mark("", true, time.Time{})   // resync
 	b.w.mark("x", false, time.Time{}) // change
-	c.w.mark("", true, time.Time{})  // resync, then a change: promoted
+	c.w.mark("", true, time.Time{})   // resync, then a change: promoted
 	d.w.mark("x", false, time.Time{}) // change
 	c.w.mark("x", false, time.Time{})
 	a.w.mark("", true, time.Time{}) // again: keeps its place
