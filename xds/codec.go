@@ -20,7 +20,35 @@ type resource struct {
 	version string     // hash of raw
 	any     *anypb.Any // for the delta path
 	raw     []byte     // the Any, marshaled
+	// field is raw framed as DiscoveryResponse.resources (tag, length,
+	// raw), ready to go out as one buffer of a response.
+	field mem.Buffer
 }
+
+// newResource returns the resource of a marshaled Any. raw is not copied.
+func newResource(name string, a *anypb.Any, raw []byte) *resource {
+	field := make([]byte, 0, 1+binary.MaxVarintLen64+len(raw))
+	field = protowire.AppendTag(field, fieldResources, protowire.BytesType)
+	field = protowire.AppendVarint(field, uint64(len(raw)))
+	head := len(field)
+	field = append(field, raw...)
+	return &resource{name: name, any: a, raw: field[head:], version: hashHex(raw), field: mem.SliceBuffer(field)}
+}
+
+// FNV-1a, 64 bits, over strings without converting them to []byte.
+const (
+	fnvOffset uint64 = 14695981039346656037
+	fnvPrime  uint64 = 1099511628211
+)
+
+func fnvString(h uint64, s string) uint64 {
+	for i := 0; i < len(s); i++ {
+		h = (h ^ uint64(s[i])) * fnvPrime
+	}
+	return h
+}
+
+func fnvByte(h uint64, b byte) uint64 { return (h ^ uint64(b)) * fnvPrime }
 
 func hashHex(b ...[]byte) string {
 	h := fnv.New64a()
@@ -32,9 +60,12 @@ func hashHex(b ...[]byte) string {
 
 // rawResponse is a DiscoveryResponse assembled from pre-marshaled
 // resources. The codec writes it as a list of buffers: a few bytes of
-// framing per stream around the shared resource bytes.
+// framing per stream, then the shared bytes of each resource.
 type rawResponse struct {
-	bufs mem.BufferSlice
+	bufs  mem.BufferSlice
+	small [2]mem.Buffer // bufs' backing for one resource
+	head  mem.SliceBuffer
+	room  [128]byte // head's backing when it fits
 }
 
 // Field numbers of envoy.service.discovery.v3.DiscoveryResponse.
@@ -46,27 +77,31 @@ const (
 )
 
 // newRawResponse encodes a DiscoveryResponse; the resources' bytes are not
-// copied.
+// copied. It allocates once for one resource (a small response) and never
+// more than three times.
 func newRawResponse(version, typeURL, nonce string, res []*resource) *rawResponse {
-	head := make([]byte, 0, 16+len(version)+len(typeURL)+len(nonce)+len(res)*6)
+	r := &rawResponse{}
+	head := r.room[:0]
+	if n := 3*(1+binary.MaxVarintLen64) + len(version) + len(typeURL) + len(nonce); n > len(r.room) {
+		head = make([]byte, 0, n)
+	}
 	head = protowire.AppendTag(head, fieldVersionInfo, protowire.BytesType)
 	head = protowire.AppendString(head, version)
 	head = protowire.AppendTag(head, fieldTypeURL, protowire.BytesType)
 	head = protowire.AppendString(head, typeURL)
 	head = protowire.AppendTag(head, fieldNonce, protowire.BytesType)
 	head = protowire.AppendString(head, nonce)
-	bufs := make(mem.BufferSlice, 0, 1+2*len(res))
-	bufs = append(bufs, mem.SliceBuffer(head))
-	// Each resource's tag and length go in one small shared-nothing slice
-	// carved from a single allocation.
-	prefixes := make([]byte, 0, len(res)*(1+binary.MaxVarintLen64))
-	for _, r := range res {
-		start := len(prefixes)
-		prefixes = protowire.AppendTag(prefixes, fieldResources, protowire.BytesType)
-		prefixes = protowire.AppendVarint(prefixes, uint64(len(r.raw)))
-		bufs = append(bufs, mem.SliceBuffer(prefixes[start:len(prefixes):len(prefixes)]), mem.SliceBuffer(r.raw))
+	r.head = head
+	if len(res) < len(r.small) {
+		r.bufs = r.small[:0]
+	} else {
+		r.bufs = make(mem.BufferSlice, 0, 1+len(res))
 	}
-	return &rawResponse{bufs: bufs}
+	r.bufs = append(r.bufs, &r.head) // a pointer into r: no allocation
+	for _, x := range res {
+		r.bufs = append(r.bufs, x.field)
+	}
+	return r
 }
 
 // codec is the server's gRPC codec: rawResponse goes out as its buffers,

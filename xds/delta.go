@@ -39,6 +39,7 @@ type deltaStream struct {
 func (s *Server) DeltaAggregatedResources(stream v3discoverygrpc.AggregatedDiscoveryService_DeltaAggregatedResourcesServer) error {
 	st := &deltaStream{s: s, stream: stream}
 	st.w = newWatcher(st.wake)
+	st.fan = s.fan
 	st.streamCore.push = st.push
 	defer st.close()
 	for {

@@ -3,16 +3,19 @@ package xds
 import "github.com/prometheus/client_golang/prometheus"
 
 type metrics struct {
-	streams     *prometheus.GaugeVec
-	pushes      *prometheus.CounterVec
-	suppressed  *prometheus.CounterVec
-	stale       *prometheus.CounterVec
-	nacks       *prometheus.CounterVec
-	invalid     *prometheus.CounterVec
-	pushLatency prometheus.Histogram
-	lrsReports  prometheus.Counter
-	lrsRequests *prometheus.CounterVec
-	lrsDropped  *prometheus.CounterVec
+	streams    *prometheus.GaugeVec
+	pushes     *prometheus.CounterVec
+	suppressed *prometheus.CounterVec
+	// pushesBy and suppressedBy are pushes and suppressed by type index,
+	// looked up once: the send path does not hash label values.
+	pushesBy, suppressedBy [4]prometheus.Counter
+	stale                  *prometheus.CounterVec
+	nacks                  *prometheus.CounterVec
+	invalid                *prometheus.CounterVec
+	pushLatency            prometheus.Histogram
+	lrsReports             prometheus.Counter
+	lrsRequests            *prometheus.CounterVec
+	lrsDropped             *prometheus.CounterVec
 
 	sameZone      *prometheus.GaugeVec
 	sameZoneFleet prometheus.Gauge
@@ -20,6 +23,15 @@ type metrics struct {
 }
 
 func newMetrics(*Server) *metrics {
+	m := newMetricVecs()
+	for t, url := range typeURLs {
+		m.pushesBy[t] = m.pushes.WithLabelValues(shortType(url))
+		m.suppressedBy[t] = m.suppressed.WithLabelValues(shortType(url))
+	}
+	return m
+}
+
+func newMetricVecs() *metrics {
 	return &metrics{
 		streams: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "spillway_xds_streams", Help: "Connected ADS streams by protocol (sotw, delta) and client zone.",

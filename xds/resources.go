@@ -335,5 +335,5 @@ func encode(name string, m proto.Message) (*resource, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &resource{name: name, any: a, raw: raw, version: hashHex(raw)}, nil
+	return newResource(name, a, raw), nil
 }

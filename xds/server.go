@@ -130,6 +130,7 @@ type Server struct {
 
 	cache   cache
 	hub     hub
+	fan     *fanout
 	loads   *LoadTable
 	zones   *labelSet // client zones that keep their name
 	planner *planner  // nil when zone-aware weights are off
@@ -152,6 +153,7 @@ func New(cfg Config) (*Server, error) {
 		cache: cache{entries: map[string]*entry{}},
 		hub:   hub{by: map[string]map[*watcher]struct{}{}, wild: map[*watcher]struct{}{}, nodes: map[*watcher]nodeInfo{}},
 		loads: newLoadTable(labelIdle),
+		fan:   newFanout(),
 	}
 	if cfg.ZoneAware != nil {
 		zc := *cfg.ZoneAware
@@ -267,15 +269,17 @@ func (s *Server) streamClosed(protocol string, n nodeInfo) {
 
 // streamCore is what both stream kinds share: one goroutine, the gRPC
 // handler's, receives requests and answers them; pushes for store changes
-// run on a goroutine started only while changes are pending, so an idle
-// stream costs one goroutine, not two. mu serialises the two: state and
-// Send are only touched under it. A stream stuck in Send holds its own
-// push goroutine and its own lock, nothing else.
+// run on the server's fan-out workers (fanout), only while changes are
+// pending, so an idle stream costs one goroutine, not two. mu serialises
+// the two: state and Send are only touched under it. A stream stuck in
+// Send holds its own push goroutine and its own lock, nothing else.
 type streamCore struct {
 	w       *watcher
+	fan     *fanout      // read-only
 	push    func() error // set by the owner; called with mu held
-	pushing atomic.Bool
+	pushing atomic.Bool  // queued or running on the fan-out
 	wg      sync.WaitGroup
+	slot    int // which fan-out queue holds it; guarded by fanout.mu
 
 	// mu guards the stream's state, closed and err, and every Send.
 	mu     sync.Mutex
@@ -283,32 +287,39 @@ type streamCore struct {
 	err    error // a failed push; the handler returns it
 }
 
-// wake starts the push goroutine unless it runs. It is called by the hub,
-// never after hub.remove(w) returned.
-func (c *streamCore) wake() {
+// wake queues a push unless one is queued or running; resync says that
+// only the periodic resync wants it, which waits behind changes. It is
+// called by the hub, never after hub.remove(w) returned.
+func (c *streamCore) wake(resync bool) {
 	if c.pushing.CompareAndSwap(false, true) {
 		c.wg.Add(1)
-		go c.pushLoop()
+		c.fan.enqueue(c, resync)
+		return
+	}
+	if !resync {
+		c.fan.promote(c)
 	}
 }
 
-func (c *streamCore) pushLoop() {
+// runPush runs one push on a fan-out worker. Changes marked while it ran
+// queue the stream again, at the back.
+func (c *streamCore) runPush(f *fanout) {
 	defer c.wg.Done()
-	for {
-		c.mu.Lock()
-		if c.closed || c.err != nil {
-			c.mu.Unlock()
-			c.pushing.Store(false)
-			return
-		}
-		c.err = c.push()
+	c.mu.Lock()
+	if c.closed || c.err != nil {
 		c.mu.Unlock()
 		c.pushing.Store(false)
-		// A change marked after the push took the pending set, but before
-		// pushing was cleared, found the goroutine running: look again.
-		if !c.w.pending() || !c.pushing.CompareAndSwap(false, true) {
-			return
-		}
+		return
+	}
+	c.err = c.push()
+	failed := c.err != nil
+	c.mu.Unlock()
+	c.pushing.Store(false)
+	// A change marked after the push took the pending set, but before
+	// pushing was cleared, found the push queued: look again.
+	if !failed && c.w.pending() && c.pushing.CompareAndSwap(false, true) {
+		c.wg.Add(1) // before this push's Done: stop's Wait cannot miss it
+		f.enqueue(c, false)
 	}
 }
 
@@ -351,8 +362,9 @@ type hub struct {
 // watcher is a stream's side of the hub: the names it wants and the
 // changes it has not yet handled.
 type watcher struct {
-	// wake is called, never blocking, when changes are pending. Read-only.
-	wake func()
+	// wake is called, never blocking, when changes are pending; resync
+	// when only Config.Resync marked them. Read-only.
+	wake func(resync bool)
 
 	// Guarded by hub.mu.
 	names    map[string]struct{}
@@ -360,46 +372,79 @@ type watcher struct {
 
 	// mu guards the pending changes.
 	mu    sync.Mutex
-	dirty map[string]struct{}
+	first string              // the first name marked; "" for none
+	dirty map[string]struct{} // the names marked after first; nil until one is
 	all   bool
+	asked uint8     // types whose request waits for an answer, bit t for type t
 	since time.Time // earliest pending change, for push latency
 }
 
-func newWatcher(wake func()) *watcher {
-	return &watcher{wake: wake, dirty: map[string]struct{}{}}
-}
+func newWatcher(wake func(resync bool)) *watcher { return &watcher{wake: wake} }
 
 func (w *watcher) mark(name string, all bool, at time.Time) {
 	w.mu.Lock()
-	if all {
+	switch {
+	case all:
 		w.all = true
-	} else {
+	case w.first == "" || w.first == name:
+		w.first = name
+	default:
+		if w.dirty == nil {
+			w.dirty = make(map[string]struct{}, 1)
+		}
 		w.dirty[name] = struct{}{}
 	}
 	if w.since.IsZero() || at.Before(w.since) {
 		w.since = at
 	}
 	w.mu.Unlock()
-	w.wake()
+	w.wake(all)
+}
+
+// ask queues the answer to a request for type t.
+func (w *watcher) ask(t int) {
+	w.mu.Lock()
+	w.asked |= 1 << t
+	w.mu.Unlock()
+	w.wake(false)
 }
 
 // pending reports whether changes wait to be taken.
 func (w *watcher) pending() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.all || len(w.dirty) > 0
+	return w.all || w.first != "" || w.asked != 0
+}
+
+// marked is the set of names a watcher had marked.
+type marked struct {
+	first string
+	more  map[string]struct{}
+}
+
+// any reports whether a name of m is in names.
+func (m marked) any(names map[string]struct{}) bool {
+	if m.first == "" {
+		return false
+	}
+	if _, ok := names[m.first]; ok {
+		return true
+	}
+	for n := range m.more {
+		if _, ok := names[n]; ok {
+			return true
+		}
+	}
+	return false
 }
 
 // take returns and clears the pending changes.
-func (w *watcher) take() (names map[string]struct{}, all bool, since time.Time) {
+func (w *watcher) take() (names marked, all bool, asked uint8, since time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	names, all, since = w.dirty, w.all, w.since
-	if len(names) > 0 {
-		w.dirty = map[string]struct{}{}
-	}
-	w.all, w.since = false, time.Time{}
-	return names, all, since
+	names, all, asked, since = marked{w.first, w.dirty}, w.all, w.asked, w.since
+	w.first, w.dirty, w.all, w.asked, w.since = "", nil, false, 0, time.Time{}
+	return names, all, asked, since
 }
 
 // subs is what a stream subscribes to for one resource type.
@@ -409,26 +454,25 @@ type subs struct {
 	wildcard  bool
 }
 
-// pushTypes answers the changes pending on w, type by type in ADS order
-// (listeners before routes before clusters before endpoints), for every
-// type whose subscription the changes touch.
-func pushTypes(w *watcher, types [4]*subs, respond func(t int, since time.Time) error) error {
-	names, all, since := w.take()
+// pushTypes answers the requests and changes pending on w, type by type
+// in ADS order (listeners before routes before clusters before endpoints),
+// for every type asked for or whose subscription the changes touch.
+func pushTypes(w *watcher, types [4]*subs, respond func(t int, since time.Time) error) (err error) {
+	names, all, asked, since := w.take()
 	for t, ts := range types {
 		if !ts.requested {
 			continue
 		}
-		hit := all || ts.wildcard
-		for n := range names {
-			if _, ok := ts.names[n]; ok {
-				hit = true
-				break
-			}
+		hit := all || ts.wildcard || names.any(ts.names)
+		switch {
+		case hit:
+			err = respond(t, since)
+		case asked&(1<<t) != 0:
+			// Only the answer to a request: no store change to time.
+			err = respond(t, time.Time{})
 		}
-		if hit {
-			if err := respond(t, since); err != nil {
-				return err
-			}
+		if err != nil {
+			return err
 		}
 	}
 	return nil

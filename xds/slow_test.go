@@ -37,9 +37,10 @@ func heapInuse() (inuse, alloc uint64) {
 	return ms.HeapInuse, ms.HeapAlloc
 }
 
-// One stream that never reads does not delay pushes to the others, and
-// the server holds at most one pending change set for it, never a queue of
-// responses: its Send blocks on HTTP/2 flow control while the others go on.
+// Streams that never read (more of them than the server has fan-out
+// workers) do not delay pushes to the others, and the server holds at most
+// one pending change set for each, never a queue of responses: their Sends
+// block on HTTP/2 flow control while the others go on.
 func TestSlowConsumerDoesNotDelayOthers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("pushes ~200 MB through loopback")
@@ -152,21 +153,27 @@ func TestSlowConsumerDoesNotDelayOthers(t *testing.T) {
 	}
 	slices.Sort(baseline)
 
-	// The stuck stream: its own connection with a fixed 64 KB window, so
-	// the server's writes to it block after about one response.
-	stuckConn := rawDial(t, srv.addr, grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
+	// The stuck streams: each on its own connection with a fixed 64 KB
+	// window, so the server's writes to it block after about one response.
+	// There are more of them than the server has fan-out workers
+	// (max(4, 2*GOMAXPROCS)), so a worker blocked in Send must not hold up
+	// the queue.
+	stuckN := max(4, 2*runtime.GOMAXPROCS(0)) + 2
 	stuckCtx, stuckCancel := context.WithCancel(context.Background())
 	t.Cleanup(stuckCancel)
-	stuck, err := v3discoverygrpc.NewAggregatedDiscoveryServiceClient(stuckConn).StreamAggregatedResources(stuckCtx)
-	if err != nil {
-		t.Fatal(err)
+	for range stuckN {
+		stuckConn := rawDial(t, srv.addr, grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
+		stuck, err := v3discoverygrpc.NewAggregatedDiscoveryServiceClient(stuckConn).StreamAggregatedResources(stuckCtx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := stuck.Send(&v3discoverypb.DiscoveryRequest{Node: rawNode(), TypeUrl: eds, ResourceNames: []string{"web"}}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := stuck.Send(&v3discoverypb.DiscoveryRequest{Node: rawNode(), TypeUrl: eds, ResourceNames: []string{"web"}}); err != nil {
-		t.Fatal(err)
-	}
-	// Never Recv on stuck again. Its first response is on its way:
+	// Never Recv on them again. Their first responses are on their way:
 	pushes := func() float64 { return srv.metric(t, "spillway_xds_pushes_total", "type", "EDS") }
-	srv.waitMetric(t, float64(normal+1), "spillway_xds_pushes_total", "type", "EDS")
+	srv.waitMetric(t, float64(normal+stuckN), "spillway_xds_pushes_total", "type", "EDS")
 
 	before, beforeAlloc := heapInuse()
 	var mid, midAlloc uint64
@@ -180,20 +187,20 @@ func TestSlowConsumerDoesNotDelayOthers(t *testing.T) {
 	after, afterAlloc := heapInuse()
 
 	// Every EDS push the server completed went to a normal stream, except
-	// the few that fit the stuck stream's windows.
+	// the few that fit the stuck streams' windows.
 	stuckPushes := int(pushes()) - received
-	if got := srv.metric(t, "spillway_xds_streams", "protocol", "sotw"); got != normal+1 {
-		t.Errorf("sotw streams = %v, want %d (the stuck one still connected)", got, normal+1)
+	if got := srv.metric(t, "spillway_xds_streams", "protocol", "sotw"); got != float64(normal+stuckN) {
+		t.Errorf("sotw streams = %v, want %d (the stuck ones still connected)", got, normal+stuckN)
 	}
 	slices.Sort(latencies)
 	growth := int64(after) - int64(before)
 	bound := int64(changes * ref.size / 2)
 	t.Logf("response %d bytes; %d normal streams got every one of %d changes: latency p50 %v, max %v (without the stuck stream: p50 %v, max %v)",
 		ref.size, normal, changes, latencies[len(latencies)/2], latencies[len(latencies)-1], baseline[len(baseline)/2], baseline[len(baseline)-1])
-	t.Logf("stuck stream: %d of %d responses completed their Send; heap in use %d -> %d -> %d bytes (growth %d, bound %d = changes*size/2); live heap %d -> %d -> %d bytes",
-		stuckPushes, changes+1, before, mid, after, growth, bound, beforeAlloc, midAlloc, afterAlloc)
-	if stuckPushes > 4 {
-		t.Errorf("the stuck stream completed %d sends, want at most 4: it did not block, so the test proves nothing", stuckPushes)
+	t.Logf("%d stuck streams: %d Sends of %d responses each completed; heap in use %d -> %d -> %d bytes (growth %d, bound %d = changes*size/2); live heap %d -> %d -> %d bytes",
+		stuckN, stuckPushes, changes+1, before, mid, after, growth, bound, beforeAlloc, midAlloc, afterAlloc)
+	if stuckPushes > 4*stuckN {
+		t.Errorf("the %d stuck streams completed %d sends, want at most %d: they did not block, so the test proves nothing", stuckN, stuckPushes, 4*stuckN)
 	}
 	if growth > bound {
 		t.Errorf("heap in use grew by %d bytes over %d changes, want < %d: responses are queued for the stuck stream", growth, changes, bound)

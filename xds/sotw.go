@@ -2,7 +2,6 @@ package xds
 
 import (
 	"errors"
-	"hash/fnv"
 	"io"
 	"slices"
 	"strconv"
@@ -34,6 +33,7 @@ type sotwStream struct {
 	known  bool // node seen
 	types  [4]sotwType
 	nonce  uint64
+	one    [1]string // respond's list of one name
 }
 
 // StreamAggregatedResources implements state-of-the-world ADS. The
@@ -42,6 +42,7 @@ type sotwStream struct {
 func (s *Server) StreamAggregatedResources(stream v3discoverygrpc.AggregatedDiscoveryService_StreamAggregatedResourcesServer) error {
 	st := &sotwStream{s: s, stream: stream}
 	st.w = newWatcher(st.wake)
+	st.fan = s.fan
 	st.streamCore.push = st.push
 	defer st.close()
 	for {
@@ -91,6 +92,11 @@ func (st *sotwStream) handle(req *v3discoverypb.DiscoveryRequest) error {
 		ts.nacked = ts.version
 		st.s.nack(t, ts.names, st.node, ts.version, d.GetMessage())
 	}
+	if rn := req.GetResourceNames(); ts.requested && !ts.wildcard && len(rn) == 1 && len(ts.names) == 1 && rn[0] != "*" {
+		if _, ok := ts.names[rn[0]]; ok {
+			return nil // the usual ACK (or NACK) of one name, decided without a map
+		}
+	}
 	names := make(map[string]struct{}, len(req.GetResourceNames()))
 	for _, n := range req.GetResourceNames() {
 		names[n] = struct{}{}
@@ -103,7 +109,10 @@ func (st *sotwStream) handle(req *v3discoverypb.DiscoveryRequest) error {
 	}
 	ts.requested, ts.names, ts.wildcard = true, names, wildcard
 	st.updateInterest()
-	return st.respond(t, time.Time{})
+	// The answer goes out on a fan-out worker, in turn with pushes: the
+	// handler's goroutine, which every stream keeps, stays small.
+	st.w.ask(t)
+	return nil
 }
 
 func sameSet(a, b map[string]struct{}) bool {
@@ -135,9 +144,15 @@ func (st *sotwStream) respond(t int, since time.Time) error {
 	s, ts := st.s, &st.types[t]
 	snap := s.store.Snapshot()
 	var names []string
-	if ts.wildcard {
+	switch {
+	case ts.wildcard:
 		names = snap.Services()
-	} else {
+	case len(ts.names) == 1: // the usual grpc-go stream: one service
+		for n := range ts.names {
+			st.one[0] = n
+		}
+		names = st.one[:]
+	default:
 		names = make([]string, 0, len(ts.names))
 		for n := range ts.names {
 			names = append(names, n)
@@ -145,19 +160,19 @@ func (st *sotwStream) respond(t int, since time.Time) error {
 		slices.Sort(names)
 	}
 	res := make([]*resource, 0, len(names))
-	h := fnv.New64a()
+	h := fnvOffset
 	for _, n := range names {
-		h.Write([]byte(n))
-		h.Write([]byte{0})
+		h = fnvString(h, n)
+		h = fnvByte(h, 0)
 		if r, _ := s.lookup(t, n, st.node.zone, snap); r != nil {
 			res = append(res, r)
-			h.Write([]byte(r.version))
+			h = fnvString(h, r.version)
 		}
-		h.Write([]byte{1})
+		h = fnvByte(h, 1)
 	}
-	version := strconv.FormatUint(h.Sum64(), 16)
+	version := strconv.FormatUint(h, 16)
 	if version == ts.version || version == ts.nacked {
-		s.metrics.suppressed.WithLabelValues(shortType(typeURLs[t])).Inc()
+		s.metrics.suppressedBy[t].Inc()
 		return nil
 	}
 	st.nonce++
@@ -166,7 +181,7 @@ func (st *sotwStream) respond(t int, since time.Time) error {
 		return err
 	}
 	ts.version, ts.nonce = version, nonce
-	s.metrics.pushes.WithLabelValues(shortType(typeURLs[t])).Inc()
+	s.metrics.pushesBy[t].Inc()
 	if !since.IsZero() {
 		s.metrics.pushLatency.Observe(time.Since(since).Seconds())
 	}

@@ -43,6 +43,10 @@ type Config struct {
 	Leases        LeaseConfig   `yaml:"leases"`
 	DNS           DNSConfig     `yaml:"dns"`
 	XDS           XDSConfig     `yaml:"xds"`
+	GRPC          GRPCConfig    `yaml:"grpc"`
+	// Pprof serves net/http/pprof under /debug/pprof/ on the HTTP address
+	// (default false: profiles expose internals, and cost CPU while taken).
+	Pprof bool `yaml:"pprof"`
 
 	// Kubernetes configures the EndpointSlice source (kubernetes.go).
 	Kubernetes KubernetesConfig `yaml:"kubernetes"`
@@ -129,6 +133,7 @@ func defaultConfig() Config {
 		LogLevel:      "info",
 		LogFormat:     "text",
 		ShutdownGrace: 10 * time.Second,
+		GRPC:          defaultGRPCConfig(),
 		XDS: XDSConfig{
 			PortName:        "grpc",
 			Debounce:        100 * time.Millisecond,
@@ -191,6 +196,16 @@ func parseConfig(args []string, stderr io.Writer) (Config, error) {
 	fs.DurationVar(&f.XDS.WeightsInterval, "weights-interval", cfg.XDS.WeightsInterval, "how often zone-aware weights are recomputed")
 	fs.Float64Var(&f.XDS.ProbeShare, "probe-share", cfg.XDS.ProbeShare, "share of each client zone's traffic kept on the other healthy zones so they stay measured")
 	fs.IntVar(&f.XDS.MaxZones, "xds-max-zones", cfg.XDS.MaxZones, "client zones that keep their own name in metrics and zone-aware routes; later ones share \"other\" and the zoneless route")
+	fs.BoolVar(&f.Pprof, "pprof", false, "serve /debug/pprof/ (net/http/pprof) on the HTTP address")
+	fs.BoolVar(&f.GRPC.SharedWriteBuffer, "grpc-shared-write-buffer", cfg.GRPC.SharedWriteBuffer, "return a gRPC connection's write buffer to a shared pool after each flush, so an idle connection holds none")
+	fs.IntVar(&f.GRPC.WriteBufferSize, "grpc-write-buffer-size", cfg.GRPC.WriteBufferSize, "bytes a gRPC connection batches before writing to the socket (0: write each frame at once)")
+	fs.IntVar(&f.GRPC.ReadBufferSize, "grpc-read-buffer-size", cfg.GRPC.ReadBufferSize, "most bytes one socket read of a gRPC connection takes (pooled while idle)")
+	var win, connWin int
+	fs.IntVar(&win, "grpc-initial-window-size", 0, "fixed HTTP/2 stream window in bytes, at least 65536 (0: grpc-go's dynamic window)")
+	fs.IntVar(&connWin, "grpc-initial-conn-window-size", 0, "fixed HTTP/2 connection window in bytes, at least 65536 (0: grpc-go's dynamic window)")
+	fs.DurationVar(&f.GRPC.KeepaliveTime, "grpc-keepalive-time", cfg.GRPC.KeepaliveTime, "ping a gRPC connection silent for this long")
+	fs.DurationVar(&f.GRPC.KeepaliveTimeout, "grpc-keepalive-timeout", cfg.GRPC.KeepaliveTimeout, "close a gRPC connection whose ping is not acknowledged within this")
+	fs.DurationVar(&f.GRPC.KeepaliveMinTime, "grpc-keepalive-min-time", cfg.GRPC.KeepaliveMinTime, "shortest ping interval a client may use before it is told too_many_pings")
 	var kubeconfigs kubeconfigFlag
 	fs.Var(&kubeconfigs, "kubeconfig", "kubeconfig `PATH` of a cluster whose EndpointSlices to watch, named after the file; repeat for more clusters (replaces kubernetes.clusters)")
 	if err := fs.Parse(args); err != nil {
@@ -246,6 +261,16 @@ func parseConfig(args []string, stderr io.Writer) (Config, error) {
 		"probe-share":        func() { cfg.XDS.ProbeShare = f.XDS.ProbeShare },
 		"xds-max-zones":      func() { cfg.XDS.MaxZones = f.XDS.MaxZones },
 		"kubeconfig":         func() { cfg.Kubernetes.Clusters = kubeconfigs.clusters() },
+		"pprof":              func() { cfg.Pprof = f.Pprof },
+
+		"grpc-shared-write-buffer":      func() { cfg.GRPC.SharedWriteBuffer = f.GRPC.SharedWriteBuffer },
+		"grpc-write-buffer-size":        func() { cfg.GRPC.WriteBufferSize = f.GRPC.WriteBufferSize },
+		"grpc-read-buffer-size":         func() { cfg.GRPC.ReadBufferSize = f.GRPC.ReadBufferSize },
+		"grpc-initial-window-size":      func() { cfg.GRPC.InitialWindowSize = clampInt32(win) },
+		"grpc-initial-conn-window-size": func() { cfg.GRPC.InitialConnWindowSize = clampInt32(connWin) },
+		"grpc-keepalive-time":           func() { cfg.GRPC.KeepaliveTime = f.GRPC.KeepaliveTime },
+		"grpc-keepalive-timeout":        func() { cfg.GRPC.KeepaliveTimeout = f.GRPC.KeepaliveTimeout },
+		"grpc-keepalive-min-time":       func() { cfg.GRPC.KeepaliveMinTime = f.GRPC.KeepaliveMinTime },
 	}
 	fs.Visit(func(fl *flag.Flag) {
 		if apply := set[fl.Name]; apply != nil {
@@ -305,6 +330,9 @@ func (c *Config) validate() error {
 		return fmt.Errorf("--probe-share (xds.probe_share): %v, want 0..0.2", x.ProbeShare)
 	case x.MaxZones < 1 || x.MaxZones > 10000:
 		return fmt.Errorf("--xds-max-zones (xds.max_zones): %d, want 1..10000", x.MaxZones)
+	}
+	if err := c.GRPC.validate(); err != nil {
+		return err
 	}
 	l := c.Leases
 	switch {

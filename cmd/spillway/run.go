@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"net/netip"
 	"sync"
 	"time"
@@ -15,7 +16,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/keepalive"
 
 	"github.com/spillway/spillway/migration"
 	"github.com/spillway/spillway/migration/migrationapi"
@@ -209,10 +209,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	store.MarkSynced()
 
-	grpcSrv := grpc.NewServer(
-		grpc.ForceServerCodecV2(xds.Codec()), // shared, pre-marshaled xDS responses
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
-	)
+	grpcSrv := grpc.NewServer(cfg.GRPC.serverOptions()...)
 	api.RegisterGRPC(grpcSrv)
 	xdsSrv.Register(grpcSrv)
 	adminAPI.RegisterGRPC(grpcSrv)
@@ -237,6 +234,13 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	mux.Handle("/v1/load", adminAPI.Handler()) // more specific than "/v1/": wins
 	mux.Handle("/v1/graph", adminAPI.Handler())
 	mux.Handle("/v1/weights", adminAPI.Handler())
+	if cfg.Pprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index) // and the named profiles under it
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	for _, p := range migrationapi.Paths { // /v1/panic, /v1/rollout, /v1/rollout/validate
 		mux.Handle(p, migrationAPI.Handler())
 	}

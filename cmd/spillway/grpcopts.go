@@ -1,0 +1,108 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
+
+	"github.com/spillway/spillway/xds"
+)
+
+// GRPCConfig tunes the gRPC server's transport: what each connection costs
+// in memory, and how dead peers are found. Most connections are xDS
+// clients that sit idle between pushes, so the defaults keep an idle
+// connection cheap: its write buffer is taken from a shared pool only while
+// it writes (grpc-go already pools the read buffer of an idle connection).
+type GRPCConfig struct {
+	// SharedWriteBuffer returns a connection's write buffer to a pool after
+	// each flush instead of keeping it for the connection's life (default
+	// true).
+	SharedWriteBuffer bool `yaml:"shared_write_buffer"`
+	// WriteBufferSize is how much a connection batches before a write to
+	// the socket (default 16 KiB, one HTTP/2 frame; grpc-go's is 32 KiB);
+	// 0 writes every frame at once. While thousands of streams are pushed at once, the
+	// shared pool holds about one buffer per connection being written.
+	WriteBufferSize int `yaml:"write_buffer_size"`
+	// ReadBufferSize is the most one read from the socket takes (default
+	// 4 KiB: clients send small requests; grpc-go's is 32 KiB). grpc-go
+	// pools it while the connection is idle.
+	ReadBufferSize int `yaml:"read_buffer_size"`
+	// InitialWindowSize and InitialConnWindowSize fix the HTTP/2 flow
+	// control windows of a stream and of a connection; 0 keeps grpc-go's
+	// 64 KiB start with dynamic (BDP) growth. Setting either turns the
+	// dynamic growth off. At least 64 KiB when set.
+	InitialWindowSize     int32 `yaml:"initial_window_size"`
+	InitialConnWindowSize int32 `yaml:"initial_conn_window_size"`
+	// KeepaliveTime is how long a connection may be silent before the
+	// server pings it, and KeepaliveTimeout how long it waits for the ack
+	// before closing it, so a client that vanished without a FIN does not
+	// hold its streams forever (defaults 5m and 20s; grpc-go's xDS client
+	// pings every 5m itself).
+	KeepaliveTime    time.Duration `yaml:"keepalive_time"`
+	KeepaliveTimeout time.Duration `yaml:"keepalive_timeout"`
+	// KeepaliveMinTime is the shortest ping interval a client may use,
+	// with or without streams, before it is told too_many_pings (default
+	// 5s).
+	KeepaliveMinTime time.Duration `yaml:"keepalive_min_time"`
+}
+
+func defaultGRPCConfig() GRPCConfig {
+	return GRPCConfig{
+		SharedWriteBuffer: true,
+		WriteBufferSize:   16 << 10,
+		ReadBufferSize:    4 << 10,
+		KeepaliveTime:     5 * time.Minute,
+		KeepaliveTimeout:  20 * time.Second,
+		KeepaliveMinTime:  5 * time.Second,
+	}
+}
+
+// validate names the flag (and YAML key) of the first bad value.
+func (g *GRPCConfig) validate() error {
+	const maxBuf = 16 << 20
+	switch {
+	case g.WriteBufferSize < 0 || g.WriteBufferSize > maxBuf:
+		return fmt.Errorf("--grpc-write-buffer-size (grpc.write_buffer_size): %d, want 0..%d", g.WriteBufferSize, maxBuf)
+	case g.ReadBufferSize < 0 || g.ReadBufferSize > maxBuf:
+		return fmt.Errorf("--grpc-read-buffer-size (grpc.read_buffer_size): %d, want 0..%d", g.ReadBufferSize, maxBuf)
+	case g.InitialWindowSize != 0 && g.InitialWindowSize < 64<<10:
+		return fmt.Errorf("--grpc-initial-window-size (grpc.initial_window_size): %d, want 0 (dynamic) or at least 65536", g.InitialWindowSize)
+	case g.InitialConnWindowSize != 0 && g.InitialConnWindowSize < 64<<10:
+		return fmt.Errorf("--grpc-initial-conn-window-size (grpc.initial_conn_window_size): %d, want 0 (dynamic) or at least 65536", g.InitialConnWindowSize)
+	case g.KeepaliveTime < time.Second:
+		return fmt.Errorf("--grpc-keepalive-time (grpc.keepalive_time): %v, want at least 1s", g.KeepaliveTime)
+	case g.KeepaliveTimeout < time.Second:
+		return fmt.Errorf("--grpc-keepalive-timeout (grpc.keepalive_timeout): %v, want at least 1s", g.KeepaliveTimeout)
+	case g.KeepaliveMinTime <= 0:
+		return fmt.Errorf("--grpc-keepalive-min-time (grpc.keepalive_min_time): %v, want > 0", g.KeepaliveMinTime)
+	}
+	return nil
+}
+
+// serverOptions are the grpc.NewServer options for g.
+func (g GRPCConfig) serverOptions() []grpc.ServerOption {
+	opts := []grpc.ServerOption{
+		grpc.ForceServerCodecV2(xds.Codec()), // shared, pre-marshaled xDS responses
+		grpc.SharedWriteBuffer(g.SharedWriteBuffer),
+		grpc.WriteBufferSize(g.WriteBufferSize),
+		grpc.ReadBufferSize(g.ReadBufferSize),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: g.KeepaliveTime, Timeout: g.KeepaliveTimeout}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: g.KeepaliveMinTime, PermitWithoutStream: true}),
+	}
+	if g.InitialWindowSize != 0 {
+		opts = append(opts, grpc.InitialWindowSize(g.InitialWindowSize))
+	}
+	if g.InitialConnWindowSize != 0 {
+		opts = append(opts, grpc.InitialConnWindowSize(g.InitialConnWindowSize))
+	}
+	return opts
+}
+
+// clampInt32 keeps a flag's int in int32 range, so that validation sees an
+// out-of-range value as too large (or too small) rather than wrapped.
+func clampInt32(v int) int32 {
+	return int32(min(max(v, math.MinInt32), math.MaxInt32))
+}

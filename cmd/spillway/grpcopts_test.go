@@ -1,0 +1,179 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	v3discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	v3discoverypb "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
+
+	v3corepb "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+
+	"github.com/spillway/spillway/registry"
+	"github.com/spillway/spillway/xds"
+)
+
+func TestGRPCConfigValidate(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		wantErr string
+	}{
+		{name: "defaults", args: nil},
+		{name: "no_write_buffer", args: []string{"--grpc-write-buffer-size", "0"}},
+		{name: "fixed_windows", args: []string{"--grpc-initial-window-size", "1048576", "--grpc-initial-conn-window-size", "4194304"}},
+		{name: "negative_write_buffer", args: []string{"--grpc-write-buffer-size", "-1"}, wantErr: "--grpc-write-buffer-size (grpc.write_buffer_size)"},
+		{name: "huge_read_buffer", args: []string{"--grpc-read-buffer-size", "1000000000"}, wantErr: "--grpc-read-buffer-size (grpc.read_buffer_size)"},
+		{name: "small_window", args: []string{"--grpc-initial-window-size", "1024"}, wantErr: "--grpc-initial-window-size (grpc.initial_window_size)"},
+		{name: "window_overflow", args: []string{"--grpc-initial-conn-window-size", "-5"}, wantErr: "--grpc-initial-conn-window-size (grpc.initial_conn_window_size)"},
+		{name: "short_keepalive", args: []string{"--grpc-keepalive-time", "10ms"}, wantErr: "--grpc-keepalive-time (grpc.keepalive_time)"},
+		{name: "short_keepalive_timeout", args: []string{"--grpc-keepalive-timeout", "0s"}, wantErr: "--grpc-keepalive-timeout (grpc.keepalive_timeout)"},
+		{name: "zero_min_time", args: []string{"--grpc-keepalive-min-time", "0s"}, wantErr: "--grpc-keepalive-min-time (grpc.keepalive_min_time)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := parseConfig(tt.args, nil)
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Fatalf("parseConfig(%q) = %v, want no error", tt.args, err)
+			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+				t.Fatalf("parseConfig(%q) = %v, want an error naming %q", tt.args, err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestGRPCConfigDefaultsAndFlags(t *testing.T) {
+	c, err := parseConfig(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := c.GRPC, defaultGRPCConfig(); got != want {
+		t.Errorf("GRPC = %+v, want %+v", got, want)
+	}
+	if !c.GRPC.SharedWriteBuffer || c.GRPC.WriteBufferSize != 16<<10 || c.GRPC.ReadBufferSize != 4<<10 || c.Pprof {
+		t.Errorf("defaults = %+v, pprof %v; want a shared 16 KiB write buffer, a 4 KiB read buffer and no pprof", c.GRPC, c.Pprof)
+	}
+	c, err = parseConfig([]string{"--grpc-shared-write-buffer=false", "--grpc-initial-window-size", "131072", "--pprof"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.GRPC.SharedWriteBuffer || c.GRPC.InitialWindowSize != 131072 || !c.Pprof {
+		t.Errorf("flags gave %+v, pprof %v", c.GRPC, c.Pprof)
+	}
+}
+
+// BenchmarkLargeEDSPush measures the trade-off of the transport defaults:
+// one ClusterLoadAssignment of a 10,000-endpoint service (about 1 MB) sent
+// to a fresh stream, with grpc-go's defaults and with spillway's.
+func BenchmarkLargeEDSPush(b *testing.B) {
+	const endpoints = 10000
+	grpcDefaults := GRPCConfig{WriteBufferSize: 32 << 10, ReadBufferSize: 32 << 10,
+		KeepaliveTime: 2 * time.Hour, KeepaliveTimeout: 20 * time.Second, KeepaliveMinTime: 5 * time.Minute}
+	for _, c := range []struct {
+		name string
+		cfg  GRPCConfig
+	}{
+		{"grpc-go_defaults", grpcDefaults},
+		{"spillway_defaults", defaultGRPCConfig()},
+		{"shared_32KiB", GRPCConfig{SharedWriteBuffer: true, WriteBufferSize: 32 << 10, ReadBufferSize: 4 << 10,
+			KeepaliveTime: time.Hour, KeepaliveTimeout: time.Minute, KeepaliveMinTime: time.Second}},
+		{"shared_16KiB", GRPCConfig{SharedWriteBuffer: true, WriteBufferSize: 16 << 10, ReadBufferSize: 4 << 10,
+			KeepaliveTime: time.Hour, KeepaliveTimeout: time.Minute, KeepaliveMinTime: time.Second}},
+		{"shared_4KiB", GRPCConfig{SharedWriteBuffer: true, WriteBufferSize: 4 << 10, ReadBufferSize: 4 << 10,
+			KeepaliveTime: time.Hour, KeepaliveTimeout: time.Minute, KeepaliveMinTime: time.Second}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			client := startBenchXDS(b, c.cfg, endpoints)
+			b.ReportAllocs()
+			var size int
+			for b.Loop() {
+				size = fetchEDS(b, client, endpoints)
+			}
+			b.SetBytes(int64(size))
+		})
+	}
+}
+
+// startBenchXDS serves an xDS server over loopback with cfg's transport
+// options and a store holding service "big" of n endpoints.
+func startBenchXDS(b *testing.B, cfg GRPCConfig, n int) v3discoverygrpc.AggregatedDiscoveryServiceClient {
+	store := registry.NewStore()
+	ops := make([]registry.Op, 0, n)
+	for i := range n {
+		ops = append(ops, registry.Upsert("big", &registry.Endpoint{
+			ID:       fmt.Sprintf("ep-%d", i),
+			Address:  netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}),
+			Ports:    []registry.Port{{Name: "grpc", Number: 8080, Protocol: registry.TCP}},
+			Locality: registry.Locality{Region: "r1", Zone: fmt.Sprintf("zone-%d", i%3)},
+			Health:   registry.Healthy, Source: registry.SourceStatic,
+		}))
+	}
+	if _, err := store.Apply(ops...); err != nil {
+		b.Fatal(err)
+	}
+	store.MarkSynced()
+	x, err := xds.New(xds.Config{Store: store})
+	if err != nil {
+		b.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := grpc.NewServer(cfg.serverOptions()...)
+	x.Register(srv)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { srv.Serve(lis) })
+	wg.Go(func() { x.Run(ctx) })
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		conn.Close()
+		cancel()
+		srv.Stop()
+		wg.Wait()
+	})
+	return v3discoverygrpc.NewAggregatedDiscoveryServiceClient(conn)
+}
+
+// fetchEDS opens a stream, asks for "big"'s endpoints and returns the
+// response's size once it holds all n.
+func fetchEDS(b *testing.B, client v3discoverygrpc.AggregatedDiscoveryServiceClient, n int) int {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	stream, err := client.StreamAggregatedResources(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := stream.Send(&v3discoverypb.DiscoveryRequest{
+		Node:    &v3corepb.Node{Id: "bench", Locality: &v3corepb.Locality{Region: "r1", Zone: "zone-0"}},
+		TypeUrl: "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment", ResourceNames: []string{"big"},
+	}); err != nil {
+		b.Fatal(err)
+	}
+	resp, err := stream.Recv()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if len(resp.GetResources()) != 1 {
+		b.Fatalf("EDS response holds %d resources, want 1", len(resp.GetResources()))
+	}
+	size := proto.Size(resp)
+	if size < n*20 {
+		b.Fatalf("EDS response is %d bytes, want at least %d for %d endpoints", size, n*20, n)
+	}
+	return size
+}
