@@ -301,7 +301,9 @@ func (c *Controller) ApplyStored(key string, value []byte) error {
 		if err := json.Unmarshal(value, &r); err != nil {
 			return fmt.Errorf("stored rollout config: %w", err)
 		}
-		if r.Version <= c.Rollout().Version {
+		// Two replicas may both store version N+1; the store's order
+		// decides, so an equal version with another YAML is taken too.
+		if cur := c.Rollout(); r.Version < cur.Version || (r.Version == cur.Version && r.YAML == cur.YAML) {
 			return nil
 		}
 		cfg, err := Parse([]byte(r.YAML))
