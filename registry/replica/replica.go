@@ -143,7 +143,7 @@ func New(cfg Config) (*Replica, error) {
 	}
 	r := &Replica{
 		cfg: cfg, log: cfg.Logger, now: cfg.Now,
-		grace:    cfg.Flush + 2*cfg.Probe,
+		grace:    GraceFor(cfg.Flush, cfg.Probe),
 		upNotify: make(chan struct{}, 1),
 		written:  map[int]map[string]int64{},
 	}
@@ -154,6 +154,18 @@ func New(cfg Config) (*Replica, error) {
 		}
 	}
 	return r, nil
+}
+
+// GraceFor is the Grace of a Replica with flush and probe (zero: their
+// defaults).
+func GraceFor(flush, probe time.Duration) time.Duration {
+	if flush == 0 {
+		flush = DefaultFlush
+	}
+	if probe == 0 {
+		probe = DefaultProbe
+	}
+	return flush + 2*probe
 }
 
 // Grace is how late another replica's last-seen stamp may be: Flush plus
