@@ -94,12 +94,14 @@ type Replica struct {
 	upSince   atomic.Int64 // unix nanos of the last down→up, or of start
 	leader    atomic.Bool
 	leadSince atomic.Int64
+	freshAt   atomic.Int64  // unix nanos of the last List of every replica's stamps
 	upNotify  chan struct{} // 1-slot: the store came back, flush now
 
-	// mu guards lastErr and regRev.
+	// mu guards lastErr, regRev and resync.
 	mu      sync.Mutex
 	lastErr error
-	regRev  int64 // revision the registrations are synced to
+	regRev  int64         // revision the registrations are synced to
+	resync  chan struct{} // closed when the store comes back: watches list again
 
 	// Flusher only.
 	written map[int]map[string]int64 // shard → lease id → stamp last written
@@ -145,6 +147,7 @@ func New(cfg Config) (*Replica, error) {
 		cfg: cfg, log: cfg.Logger, now: cfg.Now,
 		grace:    GraceFor(cfg.Flush, cfg.Probe),
 		upNotify: make(chan struct{}, 1),
+		resync:   make(chan struct{}),
 		written:  map[int]map[string]int64{},
 	}
 	r.metrics = newMetrics(r)
@@ -173,13 +176,39 @@ func GraceFor(flush, probe time.Duration) time.Duration {
 func (r *Replica) Grace() time.Duration { return r.grace }
 
 // MayExpire implements lease.Decider: this replica holds the election,
-// the store answers, and Grace has passed since both became true.
+// the store answers, and it has listed every replica's last-seen stamps
+// at least Grace after both became true (so that what other replicas
+// could not flush while it was not deciding, or while the store was out,
+// has arrived).
 func (r *Replica) MayExpire() bool {
 	if !r.up.Load() || !r.leader.Load() {
 		return false
 	}
-	since := max(r.upSince.Load(), r.leadSince.Load())
-	return r.now().UnixNano() >= since+int64(r.grace)
+	return r.freshAt.Load() >= r.holdUntil()
+}
+
+// holdUntil is when the stamps are complete enough to decide expiry.
+func (r *Replica) holdUntil() int64 {
+	return max(r.upSince.Load(), r.leadSince.Load()) + int64(r.grace)
+}
+
+// refreshStamps lists the stamps once the hold has passed, if this
+// replica decides and has not listed them since.
+func (r *Replica) refreshStamps(ctx context.Context) {
+	if !r.up.Load() || !r.leader.Load() {
+		return
+	}
+	hold := r.holdUntil()
+	if r.freshAt.Load() >= hold || r.now().UnixNano() < hold {
+		return
+	}
+	now := r.now().UnixNano()
+	if _, err := r.syncStamps(ctx); err != nil {
+		r.log.Warn("list last-seen stamps before deciding expiry", "err", err)
+		return
+	}
+	r.freshAt.Store(now)
+	r.log.Info("expiry decider has every replica's last-seen stamps; expiring", "replica", r.cfg.ID)
 }
 
 // Status is what /readyz shows of the store.
@@ -225,6 +254,10 @@ func (r *Replica) setUp(err error) {
 			case r.upNotify <- struct{}{}:
 			default:
 			}
+			r.mu.Lock()
+			close(r.resync)
+			r.resync = make(chan struct{})
+			r.mu.Unlock()
 		}
 		return
 	}
@@ -254,6 +287,7 @@ func (r *Replica) Init(ctx context.Context) error {
 	r.setUp(nil)
 	return nil
 }
+
 
 // Run syncs, flushes, probes and campaigns until ctx ends; it returns nil
 // then.
@@ -287,7 +321,18 @@ func (r *Replica) watchLoop(ctx context.Context, prefix string, list func(contex
 			}
 			r.metrics.resyncs.Inc()
 		}
-		for ev := range r.cfg.KV.Watch(ctx, prefix, rev) {
+		r.mu.Lock()
+		resync := r.resync
+		r.mu.Unlock()
+		wctx, cancel := context.WithCancel(ctx)
+		go func() {
+			select {
+			case <-resync: // the store came back: do not trust a watch that lived through the outage
+				cancel()
+			case <-wctx.Done():
+			}
+		}()
+		for ev := range r.cfg.KV.Watch(wctx, prefix, rev) {
 			if ev.Err != nil {
 				if ctx.Err() == nil {
 					r.log.Warn("watch failed; listing again", "prefix", prefix, "rev", rev, "err", ev.Err)
@@ -297,6 +342,7 @@ func (r *Replica) watchLoop(ctx context.Context, prefix string, list func(contex
 			apply(ev)
 			rev = ev.Rev
 		}
+		cancel()
 		rev = -1
 		sleep(ctx, retry/10)
 	}
@@ -512,6 +558,7 @@ func (r *Replica) probeLoop(ctx context.Context) {
 			err = nil
 		}
 		r.setUp(err)
+		r.refreshStamps(ctx)
 	}
 }
 
