@@ -567,7 +567,9 @@ func TestReplicas(t *testing.T) {
 				t.Fatalf("restarted r%d not ready after 60s:\n%s", decider, s.logs)
 			}
 		}
-		got, err := served(t, rclient(s))
+		fresh := s.client() // the cached one may still back off from the dead time
+		clients.Store(s, fresh)
+		got, err := served(t, fresh)
 		if err != nil || !sameKeys(got, live) {
 			t.Errorf("restarted r%d at its first ready answer serves %d endpoints (err %v), want %d", decider, len(got), err, len(live))
 		}
@@ -627,24 +629,29 @@ func TestReplicas(t *testing.T) {
 
 		c.etcd.Restart()
 		back := time.Now()
-		// Writes succeed again without restarting spillway (retried while
-		// the replicas reconnect).
-		var added []*vmAgent
-		for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			_, err := rclient(c.servers[0]).Register(ctx, &pb.RegisterRequest{Service: "svc-0", Endpoint: &pb.Endpoint{Address: "10.99.0.1", Ports: []*pb.Port{{Name: "grpc", Number: 8080}}}, TtlSeconds: 600})
-			cancel()
-			if err == nil {
-				break
+		// Writes succeed again without restarting spillway: each replica
+		// is retried while its etcd client reconnects.
+		want := map[string]bool{}
+		for i, s := range c.servers {
+			for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				addr := fmt.Sprintf("10.99.0.%d", i+1)
+				resp, err := rclient(s).Register(ctx, &pb.RegisterRequest{Service: "svc-0", Endpoint: &pb.Endpoint{Address: addr, Ports: []*pb.Port{{Name: "grpc", Number: 8080}}}, TtlSeconds: 600})
+				cancel()
+				if err == nil {
+					want["svc-0/"+resp.EndpointId] = true
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("Register on %s 60s after etcd came back: %v", s.flag("--replica-id"), err)
+				}
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("Register 60s after etcd came back: %v", err)
-			}
+			t.Logf("etcd_down: %s accepts registrations again %v after etcd restarted", s.flag("--replica-id"), time.Since(back).Round(time.Millisecond))
 		}
-		t.Logf("etcd_down: first registration accepted %v after etcd restarted", time.Since(back).Round(time.Millisecond))
-		added = f.register(t, replicaFleet, replicaFleet+30)
-		want := f.live()
-		want["svc-0/10-99-0-1-8080"] = true
+		added := f.register(t, replicaFleet, replicaFleet+30)
+		for k := range f.live() {
+			want[k] = true
+		}
 		took := waitServed(t, "after the outage", c.servers, want)
 		t.Logf("etcd_down: %d more registrations acknowledged; every replica lists all %d %v later", len(added), len(want), took.Round(time.Millisecond))
 		for _, s := range c.servers {
