@@ -288,7 +288,6 @@ func (r *Replica) Init(ctx context.Context) error {
 	return nil
 }
 
-
 // Run syncs, flushes, probes and campaigns until ctx ends; it returns nil
 // then.
 func (r *Replica) Run(ctx context.Context) error {
