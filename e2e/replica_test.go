@@ -452,6 +452,46 @@ func TestReplicas(t *testing.T) {
 		t.FailNow()
 	}
 
+	t.Run("heartbeats_not_writes", func(t *testing.T) {
+		sum := func(name string) float64 {
+			var n float64
+			for _, s := range c.servers {
+				var v float64
+				fmt.Sscan(s.metric(name), &v)
+				n += v
+			}
+			return n
+		}
+		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{c.etcd.Endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cli.Close()
+		etcdRev := func() int64 {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			resp, err := cli.Get(ctx, "rev-probe")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return resp.Header.Revision
+		}
+		hb0, w0, rev0, t0 := sum("spillway_vm_heartbeats_total"), sum("spillway_lastseen_writes_total"), etcdRev(), time.Now()
+		time.Sleep(5 * replicaBeat)
+		hb1, w1, rev1, t1 := sum("spillway_vm_heartbeats_total"), sum("spillway_lastseen_writes_total"), etcdRev(), time.Now()
+		secs := t1.Sub(t0).Seconds()
+		t.Logf("heartbeats_not_writes: %.0f heartbeats/s; %.0f last-seen writes/s; etcd revisions grew %.0f/s (every write of every key)",
+			(hb1-hb0)/secs, (w1-w0)/secs, float64(rev1-rev0)/secs)
+		if hb1-hb0 < replicaFleet {
+			t.Errorf("heartbeats in %.1fs = %.0f, want at least %d", secs, hb1-hb0, replicaFleet)
+		}
+		// At most one write per shard per replica per flush (1 s), whatever
+		// the heartbeat rate: 3 × 32 per second, plus one flush of slack.
+		if max := 3 * 32 * (secs + 1); float64(rev1-rev0) > max {
+			t.Errorf("etcd writes in %.1fs = %d, want at most %.0f (3 replicas × 32 shards per 1s flush)", secs, rev1-rev0, max)
+		}
+	})
+
 	t.Run("panic", func(t *testing.T) {
 		set := time.Now()
 		if r := c.servers[0].ctlEnv([]string{"SPILLWAY_ADMIN_TOKEN=" + e2eToken}, "panic", "on"); r.code != 0 {
