@@ -95,7 +95,7 @@ func (r *replication) leaseConfig(lc *lease.Config) {
 
 // start builds the Replica over the lease manager and the migration
 // controller and loads the store (Init); the caller runs Run.
-func (r *replication) start(leases *lease.Manager, ctl *migration.Controller, reg prometheus.Registerer, log *slog.Logger) (*replica.Replica, error) {
+func (r *replication) start(leases *lease.Manager, maxTTL time.Duration, ctl *migration.Controller, reg prometheus.Registerer, log *slog.Logger) (*replica.Replica, error) {
 	id := r.cfg.ID
 	if id == "" {
 		host, _ := os.Hostname()
@@ -115,7 +115,7 @@ func (r *replication) start(leases *lease.Manager, ctl *migration.Controller, re
 	}
 	rep, err := replica.New(replica.Config{
 		KV: r.kv, Name: r.name, Leases: leases, Settings: ctl, Elector: el, ID: id,
-		Flush: r.cfg.LastSeenFlush, Logger: log, Registerer: reg,
+		Flush: r.cfg.LastSeenFlush, MaxTTL: maxTTL, Logger: log, Registerer: reg,
 	})
 	if err != nil {
 		return nil, err

@@ -199,7 +199,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 	} else {
 		// Every registration and setting in the shared store, before ready.
-		if rep, err = repl.start(leases, migrationCtl, metrics, log.With("component", "replica")); err != nil {
+		if rep, err = repl.start(leases, cfg.Leases.MaxTTL, migrationCtl, metrics, log.With("component", "replica")); err != nil {
 			return err
 		}
 		if err := rep.Init(ctx); err != nil {

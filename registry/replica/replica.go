@@ -73,6 +73,10 @@ type Config struct {
 	Shards int
 	// Probe is how often the store is checked; zero means 1 s.
 	Probe time.Duration
+	// MaxTTL is the longest lease TTL (lease.Config.MaxTTL); a stamp value
+	// whose newest stamp is older than MaxTTL plus Grace belongs to a
+	// replica that is gone, and the decider deletes it. Zero means 1 h.
+	MaxTTL time.Duration
 	// Logger; nil discards.
 	Logger *slog.Logger
 	// Registerer receives the metrics; nil registers nothing.
@@ -97,8 +101,9 @@ type Replica struct {
 	freshAt   atomic.Int64  // unix nanos of the last List of every replica's stamps
 	upNotify  chan struct{} // 1-slot: the store came back, flush now
 
-	// mu guards lastErr, regRev and resync.
+	// mu guards lastErr, regRev, resync and newest.
 	mu      sync.Mutex
+	newest  map[string]int64 // other replicas' stamp keys → their newest stamp
 	lastErr error
 	regRev  int64         // revision the registrations are synced to
 	resync  chan struct{} // closed when the store comes back: watches list again
@@ -124,6 +129,8 @@ func New(cfg Config) (*Replica, error) {
 		return nil, fmt.Errorf("replica config: Shards %d is negative", cfg.Shards)
 	case cfg.Probe < 0:
 		return nil, fmt.Errorf("replica config: Probe %v is negative", cfg.Probe)
+	case cfg.MaxTTL < 0:
+		return nil, fmt.Errorf("replica config: MaxTTL %v is negative", cfg.MaxTTL)
 	}
 	if err := durable.ValidateKey(LastSeenPrefix + cfg.ID); err != nil || cfg.ID == "" || strings.Contains(cfg.ID, "/") {
 		return nil, fmt.Errorf("replica config: ID %q: want letters, digits and -_.:=@+", cfg.ID)
@@ -137,6 +144,9 @@ func New(cfg Config) (*Replica, error) {
 	if cfg.Probe == 0 {
 		cfg.Probe = DefaultProbe
 	}
+	if cfg.MaxTTL == 0 {
+		cfg.MaxTTL = lease.DefaultMaxTTL
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -148,6 +158,7 @@ func New(cfg Config) (*Replica, error) {
 		grace:    GraceFor(cfg.Flush, cfg.Probe),
 		upNotify: make(chan struct{}, 1),
 		resync:   make(chan struct{}),
+		newest:   map[string]int64{},
 		written:  map[int]map[string]int64{},
 	}
 	r.metrics = newMetrics(r)
@@ -452,7 +463,13 @@ func (r *Replica) syncStamps(ctx context.Context) (int64, error) {
 }
 
 func (r *Replica) applyStamp(ev durable.WatchEvent) {
-	if ev.Type != durable.EventPut || strings.HasPrefix(ev.Key, r.ownPrefix()) {
+	if strings.HasPrefix(ev.Key, r.ownPrefix()) {
+		return
+	}
+	if ev.Type == durable.EventDelete {
+		r.mu.Lock()
+		delete(r.newest, ev.Key)
+		r.mu.Unlock()
 		return
 	}
 	var s stamps
@@ -460,10 +477,44 @@ func (r *Replica) applyStamp(ev durable.WatchEvent) {
 		r.log.Error("skipped undecodable last-seen stamps", "key", ev.Key, "err", err)
 		return
 	}
+	var newest int64
 	for id, ns := range s.Stamps {
 		r.cfg.Leases.Seen(id, time.Unix(0, ns))
+		newest = max(newest, ns)
 	}
+	r.mu.Lock()
+	r.newest[ev.Key] = newest
+	r.mu.Unlock()
 	r.metrics.stampsRead.Add(float64(len(s.Stamps)))
+}
+
+// dropGone deletes, on the decider, the stamp values of replicas that are
+// gone: none of their stamps is younger than MaxTTL plus Grace, so they
+// keep no lease alive. (A Deployment's pods get new names, hence new ids,
+// at every restart.)
+func (r *Replica) dropGone(ctx context.Context) {
+	if !r.MayExpire() {
+		return
+	}
+	horizon := r.now().UnixNano() - int64(r.cfg.MaxTTL+r.grace)
+	r.mu.Lock()
+	var gone []string
+	for k, ns := range r.newest {
+		if ns < horizon {
+			gone = append(gone, k)
+		}
+	}
+	r.mu.Unlock()
+	for _, k := range gone {
+		if _, err := r.cfg.KV.Delete(ctx, k); err != nil {
+			r.log.Warn("delete a gone replica's last-seen stamps", "key", k, "err", err)
+			return
+		}
+		r.mu.Lock()
+		delete(r.newest, k)
+		r.mu.Unlock()
+		r.log.Info("deleted a gone replica's last-seen stamps", "key", k)
+	}
 }
 
 func (r *Replica) shard(id string) int {
@@ -485,6 +536,7 @@ func (r *Replica) flushLoop(ctx context.Context) {
 		if err := r.Flush(ctx); err != nil && ctx.Err() == nil {
 			r.log.Warn("last-seen flush failed", "store", r.cfg.Name, "err", err)
 		}
+		r.dropGone(ctx)
 	}
 }
 

@@ -66,7 +66,7 @@ func startNode(t *testing.T, kv *memKV, id string, el durable.Elector) *node {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n.rep, err = New(Config{KV: kv, Name: "memkv://test", Leases: n.leases, Settings: n.ctl, Elector: el, ID: id, Flush: testFlush, Probe: testProbe})
+	n.rep, err = New(Config{KV: kv, Name: "memkv://test", Leases: n.leases, Settings: n.ctl, Elector: el, ID: id, Flush: testFlush, Probe: testProbe, MaxTTL: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -452,3 +452,33 @@ func BenchmarkHeartbeatsVsWrites(b *testing.B) {
 }
 
 func encode(r durable.Record) ([]byte, error) { return json.Marshal(r) }
+
+// TestGoneReplicaStampsDeleted: the decider deletes the stamp values of a
+// replica none of whose stamps is younger than MaxTTL plus Grace; a live
+// replica's stay.
+func TestGoneReplicaStampsDeleted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		kv := newMemKV()
+		el := newOneElector("a")
+		startNode(t, kv, "a", el) // the decider
+		b := startNode(t, kv, "b", el)
+		l, err := b.leases.Register(context.Background(), "svc", vm(1), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gone, _ := json.Marshal(stamps{Stamps: map[string]int64{"0000000000000001": time.Now().UnixNano()}})
+		if _, err := kv.Put(context.Background(), LastSeenPrefix+"gone-pod/000", gone); err != nil {
+			t.Fatal(err)
+		}
+		for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(time.Second) {
+			b.leases.Heartbeat(l.ID)
+		}
+		synctest.Wait()
+		if got := kv.keysUnder(LastSeenPrefix + "gone-pod/"); got != 0 {
+			t.Errorf("gone replica's stamp values = %d, want 0", got)
+		}
+		if got := kv.keysUnder(LastSeenPrefix + "b/"); got != 1 {
+			t.Errorf("live replica b's stamp values = %d, want 1", got)
+		}
+	})
+}
