@@ -13,6 +13,7 @@ import (
 	"github.com/spillway/spillway/migration"
 	"github.com/spillway/spillway/registry/durable"
 	"github.com/spillway/spillway/registry/durable/etcdstore"
+	"github.com/spillway/spillway/registry/durable/spannerstore"
 	"github.com/spillway/spillway/registry/lease"
 	"github.com/spillway/spillway/registry/replica"
 )
@@ -109,9 +110,14 @@ func (r *replication) start(leases *lease.Manager, maxTTL time.Duration, ctl *mi
 			return nil, fmt.Errorf("--store: %w", err)
 		}
 		el = e
+	case *spannerstore.KV:
+		e, err := kv.Election("election/expiry", r.cfg.ElectionTTL)
+		if err != nil {
+			return nil, fmt.Errorf("--store: %w", err)
+		}
+		el = e
 	default:
-		// Spanner: no elector yet (docs/replication.md); run one replica.
-		log.Warn("this store has no expiry election yet: run a single replica on it", "store", r.name)
+		log.Warn("this store has no expiry election: run a single replica on it", "store", r.name)
 	}
 	rep, err := replica.New(replica.Config{
 		KV: r.kv, Name: r.name, Leases: leases, Settings: ctl, Elector: el, ID: id,
