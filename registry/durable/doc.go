@@ -17,8 +17,8 @@
 // an expiry deletes a record only while it holds its lease
 // (Store.DeleteLease; etcd: one transaction on the mod revision). A KV
 // failure other than bad input is wrapped in ErrUnavailable, which the API
-// edges answer with gRPC UNAVAILABLE / HTTP 503. etcdstore also elects
-// the expiry decider (Elector).
+// edges answer with gRPC UNAVAILABLE / HTTP 503. etcdstore and
+// spannerstore also elect the expiry decider (Elector).
 //
 // # Usage
 //

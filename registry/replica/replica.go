@@ -286,8 +286,8 @@ func (r *Replica) Init(ctx context.Context) error {
 		list   func(context.Context) (int64, error)
 	}{
 		{durable.SettingsPrefix, r.syncSettings},
-		{LastSeenPrefix, r.syncStamps},
 		{durable.RegistrationsPrefix, r.syncRegistrations},
+		{LastSeenPrefix, r.syncStamps}, // after the leases they stamp
 	} {
 		rev, err := p.list(ctx)
 		if err != nil {
