@@ -451,6 +451,8 @@ func TestReplicas(t *testing.T) {
 	if t.Failed() {
 		t.FailNow()
 	}
+	t.Logf("converge: dig (TCP, %d services) and a raw ADS client on each of the 3 replicas agreed %v after the last acknowledgement (the 24 checks included)",
+		replicaServices, time.Since(acked).Round(time.Millisecond))
 
 	t.Run("heartbeats_not_writes", func(t *testing.T) {
 		sum := func(name string) float64 {
