@@ -93,14 +93,15 @@ type CondDeleter interface {
 // DeleteLease removes the record with key only while it still holds lease
 // leaseID, and reports whether it removed it: a lease expires once, and an
 // expiry never removes a newer registration of the same endpoint made on
-// another replica. On a KV that is a CondDeleter the check and the delete
+// another replica. A record that is not there at all is an error wrapping
+// ErrNotFound (someone else removed it). On a KV that is a CondDeleter the check and the delete
 // are one transaction; otherwise (bbolt: one process, whose caller holds
 // the key's lock) a read then a delete.
 func (s *Store) DeleteLease(ctx context.Context, key, leaseID string) (bool, error) {
 	k := RegistrationsPrefix + key
 	v, rev, err := s.kv.Get(ctx, k)
 	if errors.Is(err, ErrNotFound) {
-		return false, nil
+		return false, fmt.Errorf("delete registration %s: %w", key, ErrNotFound)
 	}
 	if err != nil {
 		return false, unavailable("delete registration", err)

@@ -373,10 +373,15 @@ func (m *Manager) remove(ctx context.Context, l *lease, why string) (uint64, err
 	}
 	if ld, ok := m.cfg.Storage.(leaseDeleter); ok && why == "expire" {
 		deleted, err := ld.DeleteLease(ctx, l.key, l.id)
-		if err != nil {
+		switch {
+		case errors.Is(err, durable.ErrNotFound):
+			// Gone from the store (removed elsewhere, its event not yet
+			// here): stop serving it, but it is not this expiry's.
+			m.dropLocked(l)
+			return 0, fmt.Errorf("%s %q: %w", why, l.id, errSuperseded)
+		case err != nil:
 			return 0, fmt.Errorf("%s %q: %w", why, l.id, err)
-		}
-		if !deleted {
+		case !deleted:
 			return 0, fmt.Errorf("%s %q: %w", why, l.id, errSuperseded)
 		}
 	} else if err := m.cfg.Storage.Delete(ctx, l.key); err != nil {
@@ -391,6 +396,20 @@ func (m *Manager) remove(ctx context.Context, l *lease, why string) (uint64, err
 		return v, fmt.Errorf("%s %q: %w", why, l.id, err)
 	}
 	return v, nil
+}
+
+// dropLocked removes lease l and its endpoint from memory; the caller
+// holds l's key lock.
+func (m *Manager) dropLocked(l *lease) {
+	m.mu.Lock()
+	if m.leases[l.id] == l {
+		delete(m.leases, l.id)
+		delete(m.byKey, l.key)
+	}
+	m.mu.Unlock()
+	if _, err := m.cfg.Store.Apply(registry.Remove(l.service, l.epID, registry.SourceVM)); err != nil && !errors.Is(err, registry.ErrNotFound) {
+		m.log.Error("drop lease", "lease", l.id, "err", err)
+	}
 }
 
 // Restore loads every durable registration into the store in one batch.

@@ -482,3 +482,29 @@ func TestGoneReplicaStampsDeleted(t *testing.T) {
 		}
 	})
 }
+
+// TestExpiryOfRecordGoneFromStore: a lease whose record left the store
+// without its delete event reaching this replica (lost to compaction) is
+// dropped by the decider's expiry when it falls due, without a second
+// delete in the store.
+func TestExpiryOfRecordGoneFromStore(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		kv := newMemKV()
+		a := startNode(t, kv, "a", newOneElector("a"))
+		l, err := a.leases.Register(context.Background(), "svc", vm(1), testTTL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kv.mu.Lock()
+		delete(kv.data, durable.RegistrationsPrefix+"svc/"+l.EndpointID) // no event
+		kv.mu.Unlock()
+		time.Sleep(5 * testTTL)
+		synctest.Wait()
+		if a.has("svc", l.EndpointID) {
+			t.Errorf("a still serves a lease gone from the store, past its TTL")
+		}
+		if got := kv.deletes("svc/" + l.EndpointID); got != 0 {
+			t.Errorf("delete events = %d, want 0", got)
+		}
+	})
+}
