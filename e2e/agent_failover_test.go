@@ -57,7 +57,8 @@ func (p *agentProc) stop(t *testing.T) {
 
 // TestAgentFailsOverKeepingLease: the real spillwayctl agent with
 // --server listing three registry replicas that share one store and lease
-// manager (in-process: spillway processes cannot share a store yet). Each
+// manager (in-process; TestAgentFailsOverBetweenReplicas does it with
+// spillway processes sharing etcd). Each
 // replica is stopped in turn and started again; the agent moves each time
 // its replica dies, heartbeats the same lease on the next one, and the
 // endpoint never expires.
@@ -115,7 +116,7 @@ func TestAgentFailsOverKeepingLease(t *testing.T) {
 }
 
 // TestAgentFailsOverBetweenSpillways: two real spillway processes, which
-// do not share a store. When the one the agent uses is killed, the other
+// do not share a store (each on its own bbolt). When the one the agent uses is killed, the other
 // does not know the lease: the agent registers there with the same
 // endpoint id and metadata.
 func TestAgentFailsOverBetweenSpillways(t *testing.T) {

@@ -272,3 +272,47 @@ func ParseLimited(yaml []byte) (*Config, error) {
 	}
 	return Parse(yaml)
 }
+
+// ApplyStored puts in force a setting that another replica stored (the
+// shared store's watch): key is SettingPanic or SettingRollout, value its
+// stored JSON. The panic flag is published in the FlagStore; a rollout
+// config is taken only if its version is newer than the one in force.
+// Nothing is written to Storage. Other keys are ignored.
+func (c *Controller) ApplyStored(key string, value []byte) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch key {
+	case SettingPanic:
+		var r panicRecord
+		if err := json.Unmarshal(value, &r); err != nil {
+			return fmt.Errorf("stored panic flag: %w", err)
+		}
+		if cur := c.Panic(); cur.Panic == r.Panic && cur.Changed.Equal(r.Changed) {
+			return nil
+		}
+		p := PanicState{Panic: r.Panic, Changed: r.Changed}
+		if _, err := c.store.Apply(registry.SetFlag(registry.FlagXDS, p.XDS())); err != nil {
+			return fmt.Errorf("publish panic flag: %w", err)
+		}
+		c.flag.Store(&p)
+		c.log.Warn("panic flag changed on another replica", "panic", p.Panic, "xds", p.XDS())
+	case SettingRollout:
+		var r rolloutRecord
+		if err := json.Unmarshal(value, &r); err != nil {
+			return fmt.Errorf("stored rollout config: %w", err)
+		}
+		// Two replicas may both store version N+1; the store's order
+		// decides, so an equal version with another YAML is taken too.
+		if cur := c.Rollout(); r.Version < cur.Version || (r.Version == cur.Version && r.YAML == cur.YAML) {
+			return nil
+		}
+		cfg, err := Parse([]byte(r.YAML))
+		if err != nil {
+			c.rollout.Store(&Rollout{Config: &Config{}, Version: r.Version, Changed: r.Changed})
+			return fmt.Errorf("stored rollout config version %d: %w", r.Version, err)
+		}
+		c.rollout.Store(&Rollout{YAML: r.YAML, Config: cfg, Version: r.Version, Changed: r.Changed})
+		c.log.Info("rollout config changed on another replica", "version", r.Version, "rules", len(cfg.Rules))
+	}
+	return nil
+}

@@ -25,5 +25,8 @@
 // resolver reads it; the rollout config carries a version that grows with
 // every change. Changes are serialized; reads are lock-free and safe for
 // concurrent use. Package migrationapi serves them over gRPC and HTTP
-// behind the admin token.
+// behind the admin token; a store that cannot be reached refuses a change
+// with UNAVAILABLE / 503 naming it. With several replicas on one store,
+// ApplyStored puts in force what another replica stored (package replica
+// feeds it the store's watch), so every replica serves the same flag.
 package migration

@@ -175,6 +175,9 @@ func parseConfig(args []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&f.Store.Etcd.PasswordFile, "etcd-password-file", "", "`file` holding the etcd user's password")
 	fs.DurationVar(&f.Store.Etcd.DialTimeout, "etcd-dial-timeout", 0, "how long the first etcd connection may take (0: 5s)")
 	fs.DurationVar(&f.Store.SpannerPoll, "spanner-poll", 0, "how often a replica reads what others wrote to Spanner (0: 500ms)")
+	fs.StringVar(&f.Store.Replica.ID, "replica-id", "", "this replica's name in the shared store and the expiry election (\"\": host name and pid)")
+	fs.DurationVar(&f.Store.Replica.LastSeenFlush, "lastseen-flush", 0, "how often a replica writes its heartbeats' last-seen stamps to the shared store (0: 10s)")
+	fs.DurationVar(&f.Store.Replica.ElectionTTL, "election-ttl", 0, "how long the expiry election stays with a replica that stopped renewing it (0: 5s)")
 	fs.StringVar(&f.Domain, "domain", cfg.Domain, "DNS domain served")
 	fs.StringVar(&f.LogLevel, "log-level", cfg.LogLevel, "debug, info, warn or error")
 	fs.StringVar(&f.LogFormat, "log-format", cfg.LogFormat, "text or json")
@@ -240,6 +243,9 @@ func parseConfig(args []string, stderr io.Writer) (Config, error) {
 		"etcd-password-file": func() { cfg.Store.Etcd.PasswordFile = f.Store.Etcd.PasswordFile },
 		"etcd-dial-timeout":  func() { cfg.Store.Etcd.DialTimeout = f.Store.Etcd.DialTimeout },
 		"spanner-poll":       func() { cfg.Store.SpannerPoll = f.Store.SpannerPoll },
+		"replica-id":         func() { cfg.Store.Replica.ID = f.Store.Replica.ID },
+		"lastseen-flush":     func() { cfg.Store.Replica.LastSeenFlush = f.Store.Replica.LastSeenFlush },
+		"election-ttl":       func() { cfg.Store.Replica.ElectionTTL = f.Store.Replica.ElectionTTL },
 		"log-level":          func() { cfg.LogLevel = f.LogLevel },
 		"log-format":         func() { cfg.LogFormat = f.LogFormat },
 		"static-file":        func() { cfg.StaticFile = f.StaticFile },

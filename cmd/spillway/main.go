@@ -3,6 +3,7 @@
 //
 //	go run ./cmd/spillway                     # defaults, nothing else needed
 //	spillway --config spillway.yaml --data-dir /var/lib/spillway
+//	spillway store copy --from bbolt:///var/lib/spillway --to etcd://e1:2379/spillway
 //
 // Run with --help for every flag. SIGTERM or SIGINT shuts down gracefully.
 package main
@@ -18,6 +19,12 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "store" { // spillway store copy --from ... --to ...
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+		code := storeMain(ctx, os.Args[2:], os.Stdout, os.Stderr)
+		stop()
+		os.Exit(code)
+	}
 	cfg, err := parseConfig(os.Args[1:], os.Stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		os.Exit(0)

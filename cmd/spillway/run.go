@@ -22,6 +22,7 @@ import (
 	"github.com/spillway/spillway/registry"
 	"github.com/spillway/spillway/registry/lease"
 	"github.com/spillway/spillway/registry/registryapi"
+	"github.com/spillway/spillway/registry/replica"
 	"github.com/spillway/spillway/registry/static"
 	"github.com/spillway/spillway/resolver"
 	"github.com/spillway/spillway/xds"
@@ -62,7 +63,10 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	defer st.Close()
 
-	leases, err := lease.New(lease.Config{
+	// Replication (replica.go): nil on bbolt, where this process decides
+	// expiry alone.
+	repl := newReplication(cfg.Store, st)
+	leaseCfg := lease.Config{
 		Store:         store,
 		Storage:       st,
 		DefaultTTL:    cfg.Leases.DefaultTTL,
@@ -73,7 +77,9 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		GuardMinCount: cfg.Leases.GuardMinCount,
 		Logger:        log.With("component", "leases"),
 		Registerer:    metrics,
-	})
+	}
+	repl.leaseConfig(&leaseCfg)
+	leases, err := lease.New(leaseCfg)
 	if err != nil {
 		return err
 	}
@@ -182,12 +188,24 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	wg.Go(func() { fail("dns server", dnsSrv.Serve(ctx, dnsUDP, dnsTCP)) })
 
 	// Initial state of every source, before anything is served as final.
-	if _, err := leases.Restore(ctx); err != nil {
-		return err
-	}
 	// The panic flag is in the store before DNS answers TXT _xds.
 	if err := migrationCtl.Restore(ctx); err != nil {
 		return err
+	}
+	var rep *replica.Replica
+	if repl == nil {
+		if _, err := leases.Restore(ctx); err != nil {
+			return err
+		}
+	} else {
+		// Every registration and setting in the shared store, before ready.
+		if rep, err = repl.start(leases, cfg.Leases.MaxTTL, migrationCtl, metrics, log.With("component", "replica")); err != nil {
+			return err
+		}
+		if err := rep.Init(ctx); err != nil {
+			return err
+		}
+		repl.gate.r.Store(rep)
 	}
 	var src *static.Source
 	if cfg.StaticFile != "" {
@@ -223,6 +241,9 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			return
 		}
 		fmt.Fprintf(w, "ok: %d services, %d endpoints, version %d\n", store.Snapshot().Len(), store.Snapshot().EndpointCount(), store.Snapshot().Version())
+		if rep != nil { // an unreachable store is detail too: the registry in memory is served
+			fmt.Fprintln(w, rep.Status())
+		}
 		if kube != nil { // a stale cluster is detail, not unreadiness: its last state is served
 			for _, st := range kube.Status() {
 				fmt.Fprintln(w, st)
@@ -247,6 +268,9 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	httpSrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 
 	wg.Go(func() { fail("lease expiry", leases.Run(ctx)) })
+	if rep != nil {
+		wg.Go(func() { fail("replication", rep.Run(ctx)) })
+	}
 	wg.Go(func() { fail("xds pushes", xdsSrv.Run(ctx)) })
 	if src != nil {
 		wg.Go(func() { fail("static source", src.Run(ctx)) })

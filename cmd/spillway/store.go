@@ -24,6 +24,8 @@ type StoreConfig struct {
 	// SpannerPoll is how often a Spanner watch reads new rows; zero means
 	// 500ms.
 	SpannerPoll time.Duration `yaml:"spanner_poll"`
+	// Replica tunes replication over a shared store (replica.go).
+	Replica ReplicaConfig `yaml:"replica"`
 }
 
 // EtcdFlagConfig is the TLS and auth of the etcd connection; empty fields
@@ -104,6 +106,9 @@ func (c StoreConfig) validate() error {
 	}
 	if c.SpannerPoll < 0 {
 		return fmt.Errorf("--spanner-poll (store.spanner_poll): %v is negative", c.SpannerPoll)
+	}
+	if err := c.Replica.validate(); err != nil {
+		return err
 	}
 	if c.Etcd.DialTimeout < 0 {
 		return fmt.Errorf("--etcd-dial-timeout (store.etcd.dial_timeout): %v is negative", c.Etcd.DialTimeout)

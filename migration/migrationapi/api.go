@@ -20,6 +20,7 @@ import (
 	"github.com/spillway/spillway/migration"
 	pb "github.com/spillway/spillway/migration/migrationv1"
 	"github.com/spillway/spillway/registry"
+	"github.com/spillway/spillway/registry/durable"
 	"github.com/spillway/spillway/xds"
 )
 
@@ -184,6 +185,8 @@ var errBadRequest = errors.New("bad request")
 // toStatus maps domain errors to gRPC codes at the edge.
 func toStatus(err error) error {
 	switch {
+	case errors.Is(err, durable.ErrUnavailable): // before DeadlineExceeded: a store timeout is the store's
+		return status.Error(codes.Unavailable, err.Error())
 	case errors.Is(err, errDenied):
 		return status.Error(codes.PermissionDenied, err.Error())
 	case errors.Is(err, errNoToken):

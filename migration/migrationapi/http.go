@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/spillway/spillway/migration"
+	"github.com/spillway/spillway/registry/durable"
 )
 
 var marshal = protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true}
@@ -129,6 +130,8 @@ func rolloutJSON(r migration.Rollout) RolloutJSON {
 // fail maps a domain error to an HTTP status at the edge.
 func (a *API) fail(w http.ResponseWriter, err error) {
 	switch {
+	case errors.Is(err, durable.ErrUnavailable):
+		writeError(w, http.StatusServiceUnavailable, "", err.Error())
 	case errors.Is(err, errDenied), errors.Is(err, errNoToken):
 		writeError(w, http.StatusForbidden, "", err.Error())
 	case errors.Is(err, migration.ErrInvalid):

@@ -11,7 +11,14 @@
 // storage of package migration ("settings/<key>"); Memory keeps both in a
 // map for tests and for a server run without a data dir.
 //
-// Heartbeats are not stored: only Register and Deregister (or expiry) write.
+// Heartbeats are not stored one by one: only Register and Deregister (or
+// expiry) write a registration. With several replicas, package replica
+// writes last-seen stamps in batches ("lastseen/<replica>/<shard>"), and
+// an expiry deletes a record only while it holds its lease
+// (Store.DeleteLease; etcd: one transaction on the mod revision). A KV
+// failure other than bad input is wrapped in ErrUnavailable, which the API
+// edges answer with gRPC UNAVAILABLE / HTTP 503. etcdstore and
+// spannerstore also elect the expiry decider (Elector).
 //
 // # Usage
 //

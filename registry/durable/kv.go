@@ -175,3 +175,15 @@ func PrefixEnd(prefix string) string {
 	}
 	return ""
 }
+
+// Elector elects one replica among those sharing a store, for a job that
+// only one may do at a time (deciding lease expiry). etcdstore implements
+// it with etcd's concurrency election over a session lease; a single
+// replica (bbolt) needs none.
+type Elector interface {
+	// Campaign blocks until this replica (named id) holds the election
+	// or ctx ends. Elected, it returns a channel that is closed when the
+	// hold is lost (the store's session ended, or ctx ended) and a resign
+	// function that gives it up; resign is safe to call more than once.
+	Campaign(ctx context.Context, id string) (lost <-chan struct{}, resign func(), err error)
+}

@@ -9,8 +9,22 @@
 // HTTP APIs call.
 //
 // Register and Deregister write the durable Storage before they return, so a
-// crash right after an acknowledged registration loses nothing. Heartbeat
-// writes nothing: it moves an in-memory deadline.
+// crash right after an acknowledged registration loses nothing; if Storage
+// fails, nothing changes and the error (durable.ErrUnavailable) is
+// returned. Heartbeat writes nothing: it moves an in-memory deadline.
+//
+// # Replicas
+//
+// With several replicas on one shared store (package replica), every
+// replica's manager holds every lease: Adopt and Drop apply the store's
+// watch events in revision order, Seen applies other replicas' last-seen
+// stamps (deadlines only move forward), LocalStamps is what this replica
+// publishes. Only the replica whose Config.Decider allows it expires
+// leases, with every TTL extended by Config.ExpiryGrace (how late another
+// replica's stamp may arrive); the mass-expiry guard then counts the
+// whole fleet. An expiry deletes the record only while it holds its lease,
+// so it happens once. With no Decider (one replica, bbolt) the manager
+// expires on its own, as it always did.
 //
 // # Mass-expiry guard
 //

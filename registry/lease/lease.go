@@ -30,6 +30,27 @@ type Storage interface {
 	List(ctx context.Context) ([]durable.Record, error)
 }
 
+// revStorage is a Storage that returns the revision of a Put
+// (*durable.Store), so that a registration can be ordered against the
+// watch events of other replicas.
+type revStorage interface {
+	PutRev(ctx context.Context, r durable.Record) (int64, error)
+}
+
+// leaseDeleter is a Storage that removes a record only while it holds a
+// given lease (*durable.Store): an expiry removes each lease once and
+// never a newer registration made on another replica.
+type leaseDeleter interface {
+	DeleteLease(ctx context.Context, key, leaseID string) (bool, error)
+}
+
+// Decider says whether this replica may expire leases now. With several
+// replicas on one store exactly one, elected through the store, may; and
+// none while the store is unreachable (package replica implements it).
+type Decider interface {
+	MayExpire() bool
+}
+
 // Defaults for Config's zero values.
 const (
 	DefaultTTL           = 30 * time.Second
@@ -62,6 +83,15 @@ type Config struct {
 	Logger *slog.Logger
 	// Registerer receives the metrics; nil registers nothing.
 	Registerer prometheus.Registerer
+
+	// Decider gates expiry; nil means this manager always decides (one
+	// replica, the default).
+	Decider Decider
+	// ExpiryGrace is added to every lease's TTL before it expires or
+	// counts as at risk: with several replicas, how late another
+	// replica's last-seen stamp may arrive (its flush interval plus the
+	// watch delay). Zero for one replica.
+	ExpiryGrace time.Duration
 }
 
 func (c *Config) validate() error {
@@ -100,6 +130,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("lease config: GuardShare %v is negative", c.GuardShare)
 	case c.GuardMinCount < 0:
 		return fmt.Errorf("lease config: GuardMinCount %d is negative", c.GuardMinCount)
+	case c.ExpiryGrace < 0:
+		return fmt.Errorf("lease config: ExpiryGrace %v is negative", c.ExpiryGrace)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -124,13 +156,34 @@ type lease struct {
 	epID    string
 	ttl     time.Duration
 
-	deadline atomic.Int64 // unix nanoseconds
-	lastSeen atomic.Int64 // unix nanoseconds
+	deadline  atomic.Int64 // unix nanoseconds
+	lastSeen  atomic.Int64 // unix nanoseconds, any replica's
+	localSeen atomic.Int64 // unix nanoseconds of the last heartbeat to this replica; 0 if none
+
+	// rev is the store revision of the record; guarded by the key lock.
+	rev int64
 }
 
 func (l *lease) renew(now time.Time) {
 	l.lastSeen.Store(now.UnixNano())
 	l.deadline.Store(now.Add(l.ttl).UnixNano())
+}
+
+// seen moves lastSeen and the deadline forward to t, never back.
+func (l *lease) seen(t int64) {
+	for {
+		cur := l.lastSeen.Load()
+		if t <= cur || l.lastSeen.CompareAndSwap(cur, t) {
+			break
+		}
+	}
+	d := t + int64(l.ttl)
+	for {
+		cur := l.deadline.Load()
+		if d <= cur || l.deadline.CompareAndSwap(cur, d) {
+			return
+		}
+	}
 }
 
 // Manager owns every VM lease.
@@ -240,7 +293,14 @@ func (m *Manager) Register(ctx context.Context, service string, e *registry.Endp
 	}
 	l := &lease{id: newLeaseID(), key: key, service: service, epID: e.ID, ttl: ttl}
 	l.renew(now)
-	if err := m.cfg.Storage.Put(ctx, durable.Record{LeaseID: l.id, Service: service, TTL: ttl, Endpoint: *e}); err != nil {
+	l.localSeen.Store(now.UnixNano())
+	rec := durable.Record{LeaseID: l.id, Service: service, TTL: ttl, Endpoint: *e}
+	if rs, ok := m.cfg.Storage.(revStorage); ok {
+		l.rev, err = rs.PutRev(ctx, rec)
+	} else {
+		err = m.cfg.Storage.Put(ctx, rec)
+	}
+	if err != nil {
 		return Lease{}, fmt.Errorf("register %s/%s: %w", service, e.ID, err)
 	}
 	version, err := m.cfg.Store.Apply(registry.Upsert(service, e))
@@ -273,7 +333,9 @@ func (m *Manager) Heartbeat(id string) (time.Duration, error) {
 		m.metrics.heartbeatsUnknown.Inc()
 		return 0, fmt.Errorf("heartbeat %q: %w", id, ErrNotFound)
 	}
-	l.renew(time.Now())
+	now := time.Now()
+	l.renew(now)
+	l.localSeen.Store(now.UnixNano())
 	m.metrics.heartbeats.Inc()
 	return l.ttl, nil
 }
@@ -289,29 +351,65 @@ func (m *Manager) Deregister(ctx context.Context, id string) (uint64, error) {
 	return m.remove(ctx, l, "deregister")
 }
 
+// errSuperseded: an expiry found the record no longer holding its lease (a
+// newer registration, or another decider's expiry): nothing was removed
+// here; the store's watch brings the change.
+var errSuperseded = errors.New("record superseded")
+
 // remove ends lease l: storage first, so that a crash in between brings the
 // endpoint back for one TTL rather than losing a deregistration's record
-// while the endpoint is still served.
+// while the endpoint is still served. A storage failure removes nothing:
+// the endpoint stays served and the error (durable.ErrUnavailable) is
+// returned.
 func (m *Manager) remove(ctx context.Context, l *lease, why string) (uint64, error) {
 	kl := m.keyLock(l.key)
 	kl.Lock()
 	defer kl.Unlock()
-	m.mu.Lock()
-	if m.leases[l.id] != l {
-		m.mu.Unlock()
+	m.mu.RLock()
+	cur := m.leases[l.id]
+	m.mu.RUnlock()
+	if cur != l {
 		return 0, fmt.Errorf("%s %q: %w", why, l.id, ErrNotFound) // replaced or removed meanwhile
 	}
+	if ld, ok := m.cfg.Storage.(leaseDeleter); ok && why == "expire" {
+		deleted, err := ld.DeleteLease(ctx, l.key, l.id)
+		switch {
+		case errors.Is(err, durable.ErrNotFound):
+			// Gone from the store (removed elsewhere, its event not yet
+			// here): stop serving it, but it is not this expiry's.
+			m.dropLocked(l)
+			return 0, fmt.Errorf("%s %q: %w", why, l.id, errSuperseded)
+		case err != nil:
+			return 0, fmt.Errorf("%s %q: %w", why, l.id, err)
+		case !deleted:
+			return 0, fmt.Errorf("%s %q: %w", why, l.id, errSuperseded)
+		}
+	} else if err := m.cfg.Storage.Delete(ctx, l.key); err != nil {
+		return 0, fmt.Errorf("%s %q: %w", why, l.id, err)
+	}
+	m.mu.Lock()
 	delete(m.leases, l.id)
 	delete(m.byKey, l.key)
 	m.mu.Unlock()
-	if err := m.cfg.Storage.Delete(ctx, l.key); err != nil {
-		m.log.Error("delete registration record", "key", l.key, "why", why, "err", err)
-	}
 	v, err := m.cfg.Store.Apply(registry.Remove(l.service, l.epID, registry.SourceVM))
 	if err != nil && !errors.Is(err, registry.ErrNotFound) {
 		return v, fmt.Errorf("%s %q: %w", why, l.id, err)
 	}
 	return v, nil
+}
+
+// dropLocked removes lease l and its endpoint from memory; the caller
+// holds l's key lock.
+func (m *Manager) dropLocked(l *lease) {
+	m.mu.Lock()
+	if m.leases[l.id] == l {
+		delete(m.leases, l.id)
+		delete(m.byKey, l.key)
+	}
+	m.mu.Unlock()
+	if _, err := m.cfg.Store.Apply(registry.Remove(l.service, l.epID, registry.SourceVM)); err != nil && !errors.Is(err, registry.ErrNotFound) {
+		m.log.Error("drop lease", "lease", l.id, "err", err)
+	}
 }
 
 // Restore loads every durable registration into the store in one batch.
@@ -403,7 +501,10 @@ func (m *Manager) Run(ctx context.Context) error {
 
 // expire runs one round: count, decide, expire.
 func (m *Manager) expire(ctx context.Context, now time.Time) {
-	nowNs := now.UnixNano()
+	if m.cfg.Decider != nil && !m.cfg.Decider.MayExpire() {
+		return
+	}
+	nowNs := now.UnixNano() - int64(m.cfg.ExpiryGrace)
 	var expired []*lease
 	atRisk := 0
 	m.mu.RLock()
@@ -438,11 +539,19 @@ func (m *Manager) expire(ctx context.Context, now time.Time) {
 	}
 	for _, l := range expired {
 		// A heartbeat may have come in since the count.
-		if l.deadline.Load() > time.Now().UnixNano() {
+		if l.deadline.Load() > time.Now().UnixNano()-int64(m.cfg.ExpiryGrace) {
 			continue
 		}
+		if m.cfg.Decider != nil && !m.cfg.Decider.MayExpire() {
+			return // lost the election or the store meanwhile
+		}
 		if _, err := m.remove(ctx, l, "expire"); err != nil {
-			if !errors.Is(err, ErrNotFound) {
+			if errors.Is(err, durable.ErrUnavailable) {
+				// Cannot record the expiry: expire nothing until the store is back.
+				m.log.Error("expire lease: store unavailable, expiry paused", "lease", l.id, "err", err)
+				return
+			}
+			if !errors.Is(err, ErrNotFound) && !errors.Is(err, errSuperseded) {
 				m.log.Error("expire lease", "lease", l.id, "service", l.service, "endpoint", l.epID, "err", err)
 			}
 			continue

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/spillway/spillway/registry"
+	"github.com/spillway/spillway/registry/durable"
 	"github.com/spillway/spillway/registry/lease"
 	pb "github.com/spillway/spillway/registry/registryv1"
 )
@@ -76,6 +77,8 @@ func (a *API) RegisterGRPC(s grpc.ServiceRegistrar) { pb.RegisterRegistryServer(
 func toStatus(err error) error {
 	var fe *registry.FieldError
 	switch {
+	case errors.Is(err, durable.ErrUnavailable): // before DeadlineExceeded: a store timeout is the store's
+		return status.Error(codes.Unavailable, err.Error())
 	case errors.As(err, &fe):
 		return status.Error(codes.InvalidArgument, fe.Error())
 	case errors.Is(err, registry.ErrInvalid):

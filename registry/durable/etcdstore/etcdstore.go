@@ -27,6 +27,8 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 
 	"github.com/spillway/spillway/registry/durable"
 )
@@ -107,6 +109,15 @@ func Open(ctx context.Context, cfg Config) (*KV, error) {
 		Password:    cfg.Password,
 		Logger:      zap.NewNop(),
 		Context:     ctx,
+		// Reconnect within about a second of etcd coming back (gRPC's
+		// default backoff grows to 2 minutes), and notice a dead
+		// connection within seconds: replicas resync after an outage
+		// without a restart.
+		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff: backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+		})},
+		DialKeepAliveTime:    2 * time.Second,
+		DialKeepAliveTimeout: 2 * time.Second,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%s: connect: %w", name, err)

@@ -1,0 +1,91 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spillway/spillway/registry/durable/etcdstore/etcdtest"
+	"github.com/spillway/spillway/registry/lease"
+)
+
+func TestReplicaFlags(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "spillway.yaml")
+	if err := os.WriteFile(file, []byte("store:\n  url: etcd://e1:2379/p\n  replica:\n    id: pod-1\n    lastseen_flush: 3s\n    election_ttl: 4s\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want ReplicaConfig
+		err  string
+	}{
+		{"defaults", nil, ReplicaConfig{}, ""},
+		{"flags", []string{"--store", "etcd://e1:2379/p", "--replica-id", "spillway-0", "--lastseen-flush", "2s", "--election-ttl", "3s"},
+			ReplicaConfig{ID: "spillway-0", LastSeenFlush: 2 * time.Second, ElectionTTL: 3 * time.Second}, ""},
+		{"yaml", []string{"--config", file}, ReplicaConfig{ID: "pod-1", LastSeenFlush: 3 * time.Second, ElectionTTL: 4 * time.Second}, ""},
+		{"flag_beats_yaml", []string{"--config", file, "--replica-id", "pod-2"}, ReplicaConfig{ID: "pod-2", LastSeenFlush: 3 * time.Second, ElectionTTL: 4 * time.Second}, ""},
+		{"bad_id", []string{"--replica-id", "a/b"}, ReplicaConfig{}, "--replica-id (store.replica.id)"},
+		{"negative_flush", []string{"--lastseen-flush", "-1s"}, ReplicaConfig{}, "--lastseen-flush"},
+		{"short_election", []string{"--election-ttl", "500ms"}, ReplicaConfig{}, "--election-ttl"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := parseConfig(tc.args, os.Stderr)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("parseConfig(%q) err = %v, want one naming %s", tc.args, err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.Store.Replica != tc.want {
+				t.Errorf("replica config = %+v, want %+v", cfg.Store.Replica, tc.want)
+			}
+		})
+	}
+}
+
+// TestReplicationOnlyOnSharedStores: bbolt (the default) and memory run
+// as today, with no replication and no expiry gate; etcd gets both.
+func TestReplicationOnlyOnSharedStores(t *testing.T) {
+	ctx, log := context.Background(), slog.New(slog.DiscardHandler)
+	for _, dir := range []string{filepath.Join(t.TempDir(), "data"), ""} {
+		st, err := openStorage(ctx, StoreConfig{}, dir, log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := newReplication(StoreConfig{}, st)
+		var lc lease.Config
+		r.leaseConfig(&lc)
+		if r != nil || lc.Decider != nil || lc.ExpiryGrace != 0 {
+			t.Errorf("data dir %q: replication %v, decider %v, grace %v; want none", dir, r, lc.Decider, lc.ExpiryGrace)
+		}
+		st.Close()
+	}
+
+	srv := etcdtest.Start(t)
+	c := StoreConfig{URL: "etcd://" + strings.TrimPrefix(srv.Endpoint, "http://") + "/repl", Replica: ReplicaConfig{LastSeenFlush: 2 * time.Second}}
+	st, err := openStorage(ctx, c, "", log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	r := newReplication(c, st)
+	if r == nil {
+		t.Fatal("no replication on etcd")
+	}
+	var lc lease.Config
+	r.leaseConfig(&lc)
+	if lc.Decider == nil || lc.ExpiryGrace != 4*time.Second {
+		t.Errorf("etcd: decider %v, grace %v; want a gate and 4s (flush 2s + 2 probes)", lc.Decider, lc.ExpiryGrace)
+	}
+	if lc.Decider.MayExpire() {
+		t.Errorf("the gate allows expiry before the replica has synced")
+	}
+}
