@@ -325,15 +325,17 @@ func readMem(ctx context.Context, c config, reps []*replica) ([]memReading, erro
 
 // etcdCounters is what etcd had done at one moment.
 type etcdCounters struct {
-	rev     int64
-	puts    float64
-	fsyncs  float64
-	commits float64
+	rev      int64
+	puts     float64
+	fsyncs   float64
+	fsyncSum float64 // seconds spent in WAL fsyncs
+	commits  float64
 }
 
 var etcdMetrics = []string{
 	"etcd_mvcc_put_total", "etcd_debugging_mvcc_put_total",
 	"etcd_disk_wal_fsync_duration_seconds_count",
+	"etcd_disk_wal_fsync_duration_seconds_sum",
 	"etcd_disk_backend_commit_duration_seconds_count",
 }
 
@@ -355,13 +357,14 @@ func readEtcd(ctx context.Context, cli *clientv3.Client, etcdURL string) (etcdCo
 	return etcdCounters{
 		rev:     resp.Header.Revision,
 		puts:    puts,
-		fsyncs:  m["etcd_disk_wal_fsync_duration_seconds_count"],
-		commits: m["etcd_disk_backend_commit_duration_seconds_count"],
+		fsyncs:   m["etcd_disk_wal_fsync_duration_seconds_count"],
+		fsyncSum: m["etcd_disk_wal_fsync_duration_seconds_sum"],
+		commits:  m["etcd_disk_backend_commit_duration_seconds_count"],
 	}, nil
 }
 
 func (a etcdCounters) sub(b etcdCounters) etcdCounters {
-	return etcdCounters{rev: a.rev - b.rev, puts: a.puts - b.puts, fsyncs: a.fsyncs - b.fsyncs, commits: a.commits - b.commits}
+	return etcdCounters{rev: a.rev - b.rev, puts: a.puts - b.puts, fsyncs: a.fsyncs - b.fsyncs, fsyncSum: a.fsyncSum - b.fsyncSum, commits: a.commits - b.commits}
 }
 
 type regResult struct {
@@ -592,15 +595,16 @@ func report(c config, etcdVersion string, reg regResult, hb hbResult, before, af
 		time.Now().UTC().Format("2006-01-02 15:04 MST"), c.replicas, c.leases, c.services, etcdVersion, runtime.Version(), runtime.NumCPU(), loadAvg())
 
 	fmt.Fprintf(&b, "Registrations (%d in flight, round-robin over the replicas):\n\n", c.concurrency)
-	b.WriteString("| acknowledged | failed | wall s | registrations/s | p50 ms | p99 ms | max ms | etcd revisions | etcd puts | etcd WAL fsyncs | registrations per fsync |\n")
-	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
-	perFsync := 0.0
+	b.WriteString("| acknowledged | failed | wall s | registrations/s | p50 ms | p99 ms | max ms | etcd revisions | etcd puts | etcd WAL fsyncs | mean fsync ms | registrations per fsync |\n")
+	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	perFsync, fsyncMs := 0.0, 0.0
 	if reg.etcd.fsyncs > 0 {
 		perFsync = float64(reg.acked) / reg.etcd.fsyncs
+		fsyncMs = reg.etcd.fsyncSum / reg.etcd.fsyncs * 1000
 	}
-	fmt.Fprintf(&b, "| %d | %d | %.1f | %.0f | %s | %s | %s | %d | %.0f | %.0f | %.1f |\n\n",
+	fmt.Fprintf(&b, "| %d | %d | %.1f | %.0f | %s | %s | %s | %d | %.0f | %.0f | %.2f | %.1f |\n\n",
 		reg.acked, reg.failed, reg.wall.Seconds(), float64(reg.acked)/reg.wall.Seconds(),
-		ms(reg.p50), ms(reg.p99), ms(reg.max), reg.etcd.rev, reg.etcd.puts, reg.etcd.fsyncs, perFsync)
+		ms(reg.p50), ms(reg.p99), ms(reg.max), reg.etcd.rev, reg.etcd.puts, reg.etcd.fsyncs, fsyncMs, perFsync)
 
 	w := hb.window.Seconds()
 	fmt.Fprintf(&b, "Heartbeats (each lease every %v, %d HeartbeatStream streams per replica, --lastseen-flush %v):\n\n", c.interval, c.streams, c.flush)
