@@ -355,8 +355,8 @@ func readEtcd(ctx context.Context, cli *clientv3.Client, etcdURL string) (etcdCo
 		puts = m["etcd_debugging_mvcc_put_total"]
 	}
 	return etcdCounters{
-		rev:     resp.Header.Revision,
-		puts:    puts,
+		rev:      resp.Header.Revision,
+		puts:     puts,
 		fsyncs:   m["etcd_disk_wal_fsync_duration_seconds_count"],
 		fsyncSum: m["etcd_disk_wal_fsync_duration_seconds_sum"],
 		commits:  m["etcd_disk_backend_commit_duration_seconds_count"],
