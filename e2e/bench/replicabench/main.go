@@ -19,7 +19,8 @@
 //     Acknowledged registrations per second, latency p50/p99/max, and etcd's
 //     own work over the phase: the revision delta (one per committed write),
 //     etcd_mvcc_put_total and the WAL fsyncs
-//     (etcd_disk_wal_fsync_duration_seconds_count) from etcd's /metrics.
+//     (etcd_disk_wal_fsync_duration_seconds_count, _sum) from etcd's
+//     /metrics, and the CPU (utime+stime) etcd and the replicas used.
 //   - Memory after: once every replica lists all the endpoints
 //     (ListServices), the same readings; (after − before) / leases per
 //     replica.
@@ -28,7 +29,8 @@
 //     --streams HeartbeatStream streams per replica, each stream's share
 //     paced in steps of 100 ms. Acknowledged heartbeats per second against
 //     etcd's revisions and puts per second over the same window, with the
-//     bound replicas × 32 / --lastseen-flush.
+//     bound replicas × 32 / --lastseen-flush, and the replicas' CPU per
+//     heartbeat.
 //
 // Registrations ask for --ttl (default 1 h, with --lease-max-ttl raised to
 // match) so that no lease expires while the fleet is still being registered:
@@ -204,7 +206,7 @@ func run(ctx context.Context, c config) error {
 	if err != nil {
 		return err
 	}
-	reg, homes, err := register(ctx, c, reps, cli, etcdURL)
+	reg, homes, err := register(ctx, c, etcd, reps, cli, etcdURL)
 	if err != nil {
 		return err
 	}
@@ -215,7 +217,7 @@ func run(ctx context.Context, c config) error {
 	if err != nil {
 		return err
 	}
-	hb, err := heartbeat(ctx, c, reps, homes, cli, etcdURL)
+	hb, err := heartbeat(ctx, c, etcd, reps, homes, cli, etcdURL)
 	if err != nil {
 		return err
 	}
@@ -363,6 +365,17 @@ func readEtcd(ctx context.Context, cli *clientv3.Client, etcdURL string) (etcdCo
 	}, nil
 }
 
+// cpuOf returns the CPU seconds of etcd and of all the replicas together
+// (0 for a process whose stat cannot be read).
+func cpuOf(etcd *proc, reps []*replica) (etcdCPU, repCPU float64) {
+	etcdCPU, _ = cpuSeconds(etcd.pid())
+	for _, r := range reps {
+		s, _ := cpuSeconds(r.pid())
+		repCPU += s
+	}
+	return etcdCPU, repCPU
+}
+
 func (a etcdCounters) sub(b etcdCounters) etcdCounters {
 	return etcdCounters{rev: a.rev - b.rev, puts: a.puts - b.puts, fsyncs: a.fsyncs - b.fsyncs, fsyncSum: a.fsyncSum - b.fsyncSum, commits: a.commits - b.commits}
 }
@@ -371,6 +384,8 @@ type regResult struct {
 	acked, failed int
 	firstErr      error
 	wall          time.Duration
+	etcdCPU       float64 // seconds of CPU etcd used over the phase
+	replicaCPU    float64 // seconds of CPU all the replicas used
 	p50, p99, max time.Duration
 	etcd          etcdCounters
 }
@@ -389,7 +404,7 @@ func endpointRequest(i, services int, ttl time.Duration) *pb.RegisterRequest {
 
 // register registers c.leases endpoints, endpoint i on replica i%N, and
 // returns each replica's lease ids.
-func register(ctx context.Context, c config, reps []*replica, cli *clientv3.Client, etcdURL string) (regResult, [][]string, error) {
+func register(ctx context.Context, c config, etcd *proc, reps []*replica, cli *clientv3.Client, etcdURL string) (regResult, [][]string, error) {
 	var res regResult
 	ctx, cancel := context.WithTimeout(ctx, c.regTimeout)
 	defer cancel()
@@ -402,6 +417,7 @@ func register(ctx context.Context, c config, reps []*replica, cli *clientv3.Clie
 	var next, failed atomic.Int64
 	var errOnce sync.Once
 	fmt.Fprintf(os.Stderr, "registering %d endpoints, %d in flight\n", c.leases, c.concurrency)
+	ecpu0, rcpu0 := cpuOf(etcd, reps)
 	start := time.Now()
 	var wg sync.WaitGroup
 	for range c.concurrency {
@@ -427,6 +443,8 @@ func register(ctx context.Context, c config, reps []*replica, cli *clientv3.Clie
 	}
 	wg.Wait()
 	res.wall = time.Since(start)
+	ecpu1, rcpu1 := cpuOf(etcd, reps)
+	res.etcdCPU, res.replicaCPU = ecpu1-ecpu0, rcpu1-rcpu0
 	if err := ctx.Err(); err != nil {
 		return res, nil, fmt.Errorf("registration phase: %w", err)
 	}
@@ -486,12 +504,13 @@ type hbResult struct {
 	sent, acked, notFound int64
 	streamErrs            int64
 	window                time.Duration
+	etcdCPU, replicaCPU   float64
 	etcd                  etcdCounters
 }
 
 // heartbeat heartbeats every lease once per interval for c.duration over
 // c.streams streams per replica.
-func heartbeat(ctx context.Context, c config, reps []*replica, homes [][]string, cli *clientv3.Client, etcdURL string) (hbResult, error) {
+func heartbeat(ctx context.Context, c config, etcd *proc, reps []*replica, homes [][]string, cli *clientv3.Client, etcdURL string) (hbResult, error) {
 	var res hbResult
 	const step = 100 * time.Millisecond
 	steps := int(c.interval / step)
@@ -502,6 +521,7 @@ func heartbeat(ctx context.Context, c config, reps []*replica, homes [][]string,
 	}
 	var sent, acked, notFound, streamErrs atomic.Int64
 	fmt.Fprintf(os.Stderr, "heartbeating for %v: %d rounds of %v\n", time.Duration(rounds)*c.interval, rounds, c.interval)
+	ecpu0, rcpu0 := cpuOf(etcd, reps)
 	start := time.Now()
 	sctx, cancel := context.WithTimeout(ctx, c.duration+time.Minute)
 	defer cancel()
@@ -564,6 +584,8 @@ func heartbeat(ctx context.Context, c config, reps []*replica, homes [][]string,
 	}
 	wg.Wait()
 	res.window = time.Since(start)
+	ecpu1, rcpu1 := cpuOf(etcd, reps)
+	res.etcdCPU, res.replicaCPU = ecpu1-ecpu0, rcpu1-rcpu0
 	e1, err := readEtcd(ctx, cli, etcdURL)
 	if err != nil {
 		return res, err
@@ -595,28 +617,31 @@ func report(c config, etcdVersion string, reg regResult, hb hbResult, before, af
 		time.Now().UTC().Format("2006-01-02 15:04 MST"), c.replicas, c.leases, c.services, etcdVersion, runtime.Version(), runtime.NumCPU(), loadAvg())
 
 	fmt.Fprintf(&b, "Registrations (%d in flight, round-robin over the replicas):\n\n", c.concurrency)
-	b.WriteString("| acknowledged | failed | wall s | registrations/s | p50 ms | p99 ms | max ms | etcd revisions | etcd puts | etcd WAL fsyncs | mean fsync ms | registrations per fsync |\n")
-	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| acknowledged | failed | wall s | registrations/s | p50 ms | p99 ms | max ms | etcd revisions | etcd puts | etcd WAL fsyncs | mean fsync ms | registrations per fsync | etcd CPU s | replicas CPU s |\n")
+	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	perFsync, fsyncMs := 0.0, 0.0
 	if reg.etcd.fsyncs > 0 {
 		perFsync = float64(reg.acked) / reg.etcd.fsyncs
 		fsyncMs = reg.etcd.fsyncSum / reg.etcd.fsyncs * 1000
 	}
-	fmt.Fprintf(&b, "| %d | %d | %.1f | %.0f | %s | %s | %s | %d | %.0f | %.0f | %.2f | %.1f |\n\n",
+	fmt.Fprintf(&b, "| %d | %d | %.1f | %.0f | %s | %s | %s | %d | %.0f | %.0f | %.2f | %.1f | %.1f | %.1f |\n\n",
 		reg.acked, reg.failed, reg.wall.Seconds(), float64(reg.acked)/reg.wall.Seconds(),
-		ms(reg.p50), ms(reg.p99), ms(reg.max), reg.etcd.rev, reg.etcd.puts, reg.etcd.fsyncs, fsyncMs, perFsync)
+		ms(reg.p50), ms(reg.p99), ms(reg.max), reg.etcd.rev, reg.etcd.puts, reg.etcd.fsyncs, fsyncMs, perFsync, reg.etcdCPU, reg.replicaCPU)
 
 	w := hb.window.Seconds()
 	fmt.Fprintf(&b, "Heartbeats (each lease every %v, %d HeartbeatStream streams per replica, --lastseen-flush %v):\n\n", c.interval, c.streams, c.flush)
-	b.WriteString("| window s | target/s | sent/s | acknowledged/s | unknown lease | stream errors | etcd revisions/s | etcd puts/s | bound replicas×32/flush | heartbeats per store write |\n")
-	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
-	perWrite := 0.0
+	b.WriteString("| window s | target/s | sent/s | acknowledged/s | unknown lease | stream errors | etcd revisions/s | etcd puts/s | bound replicas×32/flush | heartbeats per store write | replicas CPU per 1,000 heartbeats ms |\n")
+	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	perWrite, cpuPerK := 0.0, 0.0
 	if hb.etcd.rev > 0 {
 		perWrite = float64(hb.acked) / float64(hb.etcd.rev)
 	}
-	fmt.Fprintf(&b, "| %.1f | %.0f | %.0f | %.0f | %d | %d | %.2f | %.2f | %.1f | %.0f |\n\n",
+	if hb.acked > 0 {
+		cpuPerK = hb.replicaCPU / float64(hb.acked) * 1e6
+	}
+	fmt.Fprintf(&b, "| %.1f | %.0f | %.0f | %.0f | %d | %d | %.2f | %.2f | %.1f | %.0f | %.1f |\n\n",
 		w, float64(c.leases)/c.interval.Seconds(), float64(hb.sent)/w, float64(hb.acked)/w, hb.notFound, hb.streamErrs,
-		float64(hb.etcd.rev)/w, hb.etcd.puts/w, float64(c.replicas*32)/c.flush.Seconds(), perWrite)
+		float64(hb.etcd.rev)/w, hb.etcd.puts/w, float64(c.replicas*32)/c.flush.Seconds(), perWrite, cpuPerK)
 
 	b.WriteString("Memory per replica (after a forced GC; per endpoint = (after registrations − before) / leases):\n\n")
 	b.WriteString("| replica | RSS before MiB | RSS after MiB | RSS after heartbeats MiB | RSS per endpoint B | heap in use before MiB | after MiB | after heartbeats MiB | heap per endpoint B | heap per endpoint with stamps B |\n")

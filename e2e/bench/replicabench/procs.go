@@ -200,3 +200,31 @@ func forceGC(httpAddr string) error {
 	}
 	return nil
 }
+
+// clockTicks is USER_HZ, the unit of utime and stime in /proc/PID/stat: 100
+// on every Linux architecture Go supports.
+const clockTicks = 100
+
+// cpuSeconds returns utime+stime of process pid (all its threads).
+func cpuSeconds(pid int) (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// Fields are counted after the command name's closing ')': utime and
+	// stime are fields 14 and 15, so 12 and 13 after it.
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields after the name, want at least 13", pid, len(f))
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, fmt.Errorf("/proc/%d/stat utime/stime: %w", pid, err)
+	}
+	return float64(utime+stime) / clockTicks, nil
+}
