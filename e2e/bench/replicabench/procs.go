@@ -149,12 +149,22 @@ func scrape(url string, names ...string) (map[string]float64, error) {
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
+	m, err := parseMetrics(resp.Body, names...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", url, err)
+	}
+	return m, nil
+}
+
+// parseMetrics sums, per wanted name, every sample of a Prometheus text
+// exposition read from r.
+func parseMetrics(r io.Reader, names ...string) (map[string]float64, error) {
 	want := make(map[string]bool, len(names))
 	for _, n := range names {
 		want[n] = true
 	}
 	out := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
+	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64*1024), 1024*1024)
 	for sc.Scan() {
 		line := sc.Text()
@@ -174,14 +184,18 @@ func scrape(url string, names ...string) (map[string]float64, error) {
 		if !ok || !want[name] {
 			continue
 		}
-		v, err := strconv.ParseFloat(strings.Fields(rest)[0], 64)
+		f := strings.Fields(rest)
+		if len(f) == 0 {
+			return nil, fmt.Errorf("metric %s: no value", name)
+		}
+		v, err := strconv.ParseFloat(f[0], 64)
 		if err != nil {
-			return nil, fmt.Errorf("%s: metric %s value %q: %w", url, name, rest, err)
+			return nil, fmt.Errorf("metric %s value %q: %w", name, f[0], err)
 		}
 		out[name] += v
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("%s: %w", url, err)
+		return nil, err
 	}
 	return out, nil
 }
