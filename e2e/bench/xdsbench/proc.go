@@ -79,3 +79,27 @@ func raiseFileLimit() (uint64, error) {
 	}
 	return l.Cur, nil
 }
+
+// machineBusySeconds returns the busy time of every CPU together (user,
+// nice, system, irq, softirq and steal from the first line of /proc/stat),
+// in seconds.
+func machineBusySeconds() (float64, error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, err
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return 0, fmt.Errorf("/proc/stat: first line %q, want cpu and 8 counters", line)
+	}
+	var busy int64
+	for _, i := range []int{1, 2, 3, 6, 7, 8} { // user nice system (idle iowait) irq softirq steal
+		v, err := strconv.ParseInt(f[i], 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc/stat: field %d %q: %w", i, f[i], err)
+		}
+		busy += v
+	}
+	return float64(busy) / clockTicks, nil
+}
