@@ -518,8 +518,13 @@ func runOne(ctx context.Context, cfg *config, target string, k, perConn, round i
 	}
 	say("RSS with streams: %d KiB (%.1f KiB per stream)", r.rssAfterKiB, r.rssPerStream())
 	if profiling {
-		for _, p := range []string{"heap", "goroutine"} {
+		// heap?debug=1 is the text form: its runtime.MemStats lines give
+		// the stack and heap totals the profile itself does not show.
+		for _, p := range []string{"heap", "goroutine", "heap?debug=1"} {
 			file := filepath.Join(dir, target+"-"+p+".pprof")
+			if p == "heap?debug=1" {
+				file = filepath.Join(dir, target+"-heap.txt")
+			}
 			if err := srv.savePprof(ctx, p, file); err != nil {
 				say("pprof %s: %v", p, err)
 			} else {
