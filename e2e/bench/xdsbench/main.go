@@ -44,8 +44,9 @@
 // spillway/baseline of the medians against the targets (RSS, gross CPU per
 // stream update and fan-out p99 at most 1/2 of the baseline's), and every
 // round; --out writes the same as markdown. With --pprof and --keep, round
-// 1 of every row saves each server's heap and goroutine profiles after the
-// sync (spillway, which has no profiling endpoint, is then built with a
+// 1 of every row saves each server's heap and goroutine profiles, and the
+// heap profile's text form (its runtime.MemStats lines give the stack
+// total), after the sync (spillway, which has no profiling endpoint, is then built with a
 // build overlay that adds net/http/pprof on its own loopback listener).
 //
 // Usage, from the repository root:
