@@ -694,8 +694,8 @@ func table(cfg *config, k, perConn int, rs []*result) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "K = %d streams, %d per connection (%d connections); %d services x %d endpoints, %d zones; %d changes per round, %d affected streams each; medians of %d rounds\n\n",
 		k, perConn, (k+perConn-1)/perConn, cfg.services, cfg.endpoints, cfg.zones, cfg.changes, k/cfg.services, cfg.rounds)
-	fmt.Fprintln(&b, "| target | rounds ok | RSS/stream KiB | fan-out p50 ms | p99 ms | max ms | missed | gross CPU µs/stream update | net µs/stream update | CPU µs/EDS response | EDS responses/change | L+R+C responses/change | idle server CPU ms/s | driver CPU cores | other processes cores (min-max) | setup s |")
-	fmt.Fprintln(&b, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(&b, "| target | rounds ok | RSS/stream KiB | fan-out p50 ms | p99 ms | max ms | missed | gross CPU µs/stream update | net µs/stream update | CPU µs/EDS response | EDS responses/change | L+R+C responses/change | idle server CPU ms/s | idle responses/s | driver CPU cores | other processes cores (min-max) | setup s |")
+	fmt.Fprintln(&b, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	ok := map[string][]*result{}
 	for _, r := range rs {
 		if r.err == nil {
@@ -712,7 +712,7 @@ func table(cfg *config, k, perConn int, rs []*result) string {
 		for i, r := range g {
 			others[i] = r.otherCPU()
 		}
-		fmt.Fprintf(&b, "| %s | %d | %.1f | %.1f | %.1f | %.1f | %d | %.1f | %.1f | %.1f | %.0f | %.0f | %.1f | %.2f | %.2f (%.2f-%.2f) | %.1f |\n",
+		fmt.Fprintf(&b, "| %s | %d | %.1f | %.1f | %.1f | %.1f | %d | %.1f | %.1f | %.1f | %.0f | %.0f | %.1f | %.1f | %.2f | %.2f (%.2f-%.2f) | %.1f |\n",
 			t, len(g),
 			med(g, (*result).rssPerStream),
 			med(g, func(r *result) float64 { return msf(r.p(0.5)) }),
@@ -725,6 +725,7 @@ func table(cfg *config, k, perConn int, rs []*result) string {
 			med(g, func(r *result) float64 { return r.perChange(float64(r.responses[edsIndex])) }),
 			med(g, func(r *result) float64 { return r.perChange(float64(r.responses[0] + r.responses[1] + r.responses[2])) }),
 			med(g, (*result).idleRate),
+			med(g, func(r *result) float64 { return float64(r.idleResp) / max(r.idleWindow.Seconds(), 1e-9) }),
 			med(g, func(r *result) float64 { return r.clientCPU / max(r.window.Seconds(), 1e-9) }),
 			median(others), slices.Min(others), slices.Max(others),
 			med(g, func(r *result) float64 { return r.setup.Seconds() }))
@@ -812,7 +813,7 @@ func writeMarkdown(cfg *config, path string, tables []string) error {
 		"Fan-out: from just before the change call (spillway: Register/Deregister; baseline: its /change, which builds the EDS resources and calls SetSnapshot) to each subscribed stream's EDS showing it. "+
 		"Gross CPU: server utime+stime over the change window (idle work included) over the stream updates the changes needed (changes x affected streams); "+
 		"net: minus the idle window's CPU scaled to the change window; per EDS response: gross CPU over the EDS responses actually sent. "+
-		"Idle server CPU: the server's CPU over an idle window after the changes. "+
+		"Idle server CPU and responses: the server's CPU, and the responses all streams received, over an idle window after the changes. "+
 		"Other processes: every CPU's busy time (/proc/stat) minus the server's and the driver's, over the change window, in cores.")
 	return f.Close()
 }
