@@ -115,20 +115,27 @@ func zaZone(zone string) int {
 type zaBackend struct {
 	id, zone string
 	port     uint32
-	conns    atomic.Int64 // open client connections
-	delay    atomic.Int64 // service time, ns
-	slots    chan struct{}
+	conns    atomic.Int64  // open client connections
+	delay    atomic.Int64  // service time, ns
+	slots    chan struct{} // admitted: in service or waiting
+	workers  chan struct{} // in service
 
 	served, rejected [4]atomic.Int64 // by client zone (zaZone)
 }
 
 func startZABackend(t *testing.T, id, zone string) *zaBackend {
+	return startZABackendSized(t, id, zone, zaConcurrency, 0)
+}
+
+// startZABackendSized is startZABackend with workers RPCs in service at
+// once and up to queue more waiting for a worker; beyond, it rejects.
+func startZABackendSized(t *testing.T, id, zone string, workers, queue int) *zaBackend {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &zaBackend{id: id, zone: zone, port: uint32(lis.Addr().(*net.TCPAddr).Port), slots: make(chan struct{}, zaConcurrency)}
+	b := &zaBackend{id: id, zone: zone, port: uint32(lis.Addr().(*net.TCPAddr).Port), slots: make(chan struct{}, workers+queue), workers: make(chan struct{}, workers)}
 	b.delay.Store(int64(zaServiceTime))
 	srv := grpc.NewServer(grpc.UnaryInterceptor(b.serve), grpc.StatsHandler(connCounter{&b.conns}))
 	healthpb.RegisterHealthServer(srv, health.NewServer())
@@ -146,9 +153,15 @@ func (b *zaBackend) serve(ctx context.Context, req any, _ *grpc.UnaryServerInfo,
 	case b.slots <- struct{}{}:
 	default:
 		b.rejected[cz].Add(1)
-		return nil, status.Errorf(codes.ResourceExhausted, "backend %s: %d RPCs in flight", b.id, zaConcurrency)
+		return nil, status.Errorf(codes.ResourceExhausted, "backend %s: %d RPCs in flight", b.id, cap(b.slots))
 	}
 	defer func() { <-b.slots }()
+	select {
+	case b.workers <- struct{}{}:
+	case <-ctx.Done():
+		return nil, status.FromContextError(ctx.Err()).Err()
+	}
+	defer func() { <-b.workers }()
 	timer := time.NewTimer(time.Duration(b.delay.Load()))
 	defer timer.Stop()
 	select {
@@ -317,10 +330,14 @@ type zaPlan struct {
 // registry API, a raw EDS watch and a grpc-go xDS channel per client zone,
 // and the load the channels carry.
 type zaFixture struct {
-	s        *server
-	backends []*zaBackend
-	watches  []*zaWatch         // by client zone index
-	conns    []*grpc.ClientConn // by client zone index
+	s *server
+	// backendCount and rates are the topology: backends per zone and the
+	// open-loop demand of each zone's client (RPCs per second).
+	backendCount map[string]int
+	rates        map[string]float64
+	backends     []*zaBackend
+	watches      []*zaWatch         // by client zone index
+	conns        []*grpc.ClientConn // by client zone index
 	// weightsAPI: GET /v1/weights serves the plan; else it is read from
 	// the metrics.
 	weightsAPI bool
@@ -335,17 +352,33 @@ type zaFixture struct {
 
 func newZAFixture(t *testing.T, zoneAware bool) *zaFixture {
 	t.Helper()
+	return newZAFixtureWith(t, zoneAware, xdsBackendCount, zaRates)
+}
+
+// newZAFixtureWith is newZAFixture with counts[zone] backends in each
+// zone and rates[zone] RPCs per second from each zone's client. The
+// backends register together, so the service is new: every endpoint
+// starts in slow start.
+func newZAFixtureWith(t *testing.T, zoneAware bool, counts map[string]int, rates map[string]float64) *zaFixture {
+	t.Helper()
+	return newZAFixtureSized(t, zoneAware, counts, rates, zaConcurrency, 0)
+}
+
+// newZAFixtureSized is newZAFixtureWith with backends of workers and
+// queue (startZABackendSized).
+func newZAFixtureSized(t *testing.T, zoneAware bool, counts map[string]int, rates map[string]float64, workers, queue int) *zaFixture {
+	t.Helper()
 	s := newServer(t,
 		"--xds-debounce", "20ms", "--lrs-interval", zaCycle.String(), "--weights-interval", zaCycle.String(),
 		"--lease-ttl", "1h", fmt.Sprintf("--zone-aware=%t", zoneAware))
 	s.start()
-	f := &zaFixture{s: s, http: &http.Client{Timeout: 5 * time.Second}}
+	f := &zaFixture{s: s, backendCount: counts, rates: rates, http: &http.Client{Timeout: 5 * time.Second}}
 	reg := s.client()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, zone := range xdsZones {
-		for i := range xdsBackendCount[zone] {
-			b := startZABackend(t, fmt.Sprintf("%s-%d", zone, i), zone)
+		for i := range counts[zone] {
+			b := startZABackendSized(t, fmt.Sprintf("%s-%d", zone, i), zone, workers, queue)
 			if _, err := reg.Register(ctx, &pb.RegisterRequest{Service: zaService, Endpoint: &pb.Endpoint{
 				Id: b.id, Address: "127.0.0.1",
 				Ports:    []*pb.Port{{Name: "grpc", Number: b.port}},
@@ -438,7 +471,7 @@ func (f *zaFixture) startLoad(d time.Duration) (stop func()) {
 	quit := make(chan struct{})
 	var wg sync.WaitGroup
 	for i, zone := range xdsZones {
-		rate := zaRates[zone]
+		rate := f.rates[zone]
 		hc := healthpb.NewHealthClient(f.conns[i])
 		wg.Go(func() {
 			ctx := metadata.AppendToOutgoingContext(context.Background(), clientZoneKey, zone)
@@ -531,7 +564,7 @@ func (f *zaFixture) checkClients(t *testing.T) {
 			t.Errorf("client in %s: %d RPCs failed other than ResourceExhausted, want 0", zone, n)
 		}
 		if n := f.dropped[i].Load(); n > 0 {
-			t.Errorf("client in %s: %d RPCs not issued because %d were outstanding, want 0", zone, n, int(2*zaRates[zone]))
+			t.Errorf("client in %s: %d RPCs not issued because %d were outstanding, want 0", zone, n, int(2*f.rates[zone]))
 		}
 	}
 }
@@ -1133,5 +1166,305 @@ func TestZoneAwareThrottle(t *testing.T) {
 	if allCut := 1 - (onAll/on.post.total())/(offAll/off.post.total()); allCut < 0.75 {
 		t.Errorf("errors of all zones in the window = %.0f of %.0f RPCs with zone-aware weights (%.0f outside zone-b), %.0f of %.0f without: cut %.1f%%, want at least 75%%",
 			onAll, on.post.total(), on.otherErrors, offAll, off.post.total(), 100*allCut)
+	}
+}
+
+// zaWindowLoad is the share of the RPCs of slices[i:j] that arrived in
+// each upstream zone, and their number.
+func zaWindowLoad(slices []zaSlice) (share [3]float64, n float64) {
+	for _, s := range slices {
+		for cz := range len(xdsZones) + 1 {
+			for uz := range xdsZones {
+				a := float64(s.d.arrived(cz, uz))
+				share[uz] += a
+				n += a
+			}
+		}
+	}
+	if n > 0 {
+		for uz := range share {
+			share[uz] /= n
+		}
+	}
+	return share, n
+}
+
+// TestZoneAwareNewService is issue 10, point 1, with real grpc-go clients:
+// a service whose backends all register together (every endpoint new, in
+// slow start) and whose heaviest client zone has few of them. From the
+// first weights cycle computed from load reports on, no zone carries more
+// than its capacity share (its share of the backends, all alike) + 5
+// points in any 2-second window, measured from the backends' counts; and
+// from three cycles later the measured same-zone share is within 2 points
+// of the optimum Σ min(D, C). Before the fix the heaviest zone earned
+// trust first and pulled the load to itself (46% on a quarter of the
+// backends for ~30 s).
+func TestZoneAwareNewService(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		counts map[string]int
+		rates  map[string]float64
+	}{
+		{"3-3-2/zone-c-sends-60pct", map[string]int{"zone-a": 3, "zone-b": 3, "zone-c": 2}, map[string]float64{"zone-a": 80, "zone-b": 80, "zone-c": 240}},
+		{"1-2-3/zone-a-sends-50pct", xdsBackendCount, zaRates},
+	} {
+		t.Run(tc.name, func(t *testing.T) { runNewService(t, tc.counts, tc.rates) })
+	}
+}
+
+func runNewService(t *testing.T, counts map[string]int, rates map[string]float64) {
+	const (
+		window  = 2 * time.Second
+		settle  = 3 * zaCycle
+		measure = 10 * time.Second
+	)
+	f := newZAFixtureWith(t, true, counts, rates)
+	// The load starts once every client has the weights the server
+	// computes from client counts (its plan before any load report), as
+	// when a new service's clients connect before they send. (Before the
+	// LRS table let a report replace its stream's earlier samples, a
+	// locality a client stopped reporting counted for three more
+	// intervals, and the host-count spill of the first seconds counted as
+	// demand twice: zone-b's client 106 rps for its 80.)
+	f.waitClientCountWeights(t)
+	stop := f.startLoad(30 * time.Second)
+	defer stop()
+	start := time.Now()
+	f.waitPlan(t, 15*time.Second)
+	first := time.Now()
+	t.Logf("first plan from load reports %v after the load started", first.Sub(start).Round(10*time.Millisecond))
+	// A client's first report of the load covers time before the load
+	// began (its interval started earlier) and understates its demand: a
+	// cycle up to two report intervals after the start can be computed
+	// from such reports (one run: zone-a's client at a fraction of its
+	// 200 rps, so its zone kept 99% local for a cycle). The first cycle
+	// computed from load reports of the load alone is the first from
+	// two intervals after its start.
+	if full := start.Add(2 * zaCycle); first.Before(full) {
+		time.Sleep(time.Until(full))
+		first = full
+	}
+	rec := f.record(t, first.Add(settle+measure), true)
+	stop()
+	f.logClients(t)
+	if p := f.plan(t); p != nil {
+		for _, e := range p.explain {
+			t.Logf("plan at the end: %s", e)
+		}
+		t.Logf("plan at the end: %s", p.zones)
+	}
+
+	var capShare [3]float64
+	var backends, rate float64
+	for _, zone := range xdsZones {
+		backends += float64(counts[zone])
+		rate += rates[zone]
+	}
+	for uz, zone := range xdsZones {
+		capShare[uz] = float64(counts[zone]) / backends
+	}
+	all, n := zaWindowLoad(rec)
+	if want := rate * (settle + measure).Seconds(); n < zaSustain*want {
+		t.Fatalf("%.0f RPCs recorded, want about %.0f: the machine did not sustain the load", n, want)
+	}
+	f.checkClients(t)
+	t.Logf("load over the run %s on capacity %s", fmtShares(all), fmtShares(capShare))
+	// What happened, second by second, and the weights pushed: a failure
+	// is read from these.
+	for i := 0; i < len(rec); i += int(time.Second / zaTick) {
+		share, n := zaWindowLoad(rec[i:min(len(rec), i+int(time.Second/zaTick))])
+		t.Logf("%v after the first plan: %.0f RPCs, load %s; weights %v", rec[i].at.Sub(first).Round(100*time.Millisecond), n, fmtShares(share), rec[i].weights)
+	}
+	last := ""
+	for _, s := range rec {
+		if s.plan != nil && s.plan.zones != last {
+			last = s.plan.zones
+			t.Logf("plan at %v: %s; %s", s.at.Sub(first).Round(100*time.Millisecond), last, strings.Join(s.plan.explain, " | "))
+		}
+	}
+	for cz, w := range f.watches {
+		var line []string
+		for _, p := range w.pushes(start) {
+			line = append(line, fmt.Sprintf("%v %v", p.at.Sub(first).Round(time.Millisecond), p.weights))
+		}
+		t.Logf("pushes to %s from the load's start: %v", xdsZones[cz], line)
+	}
+
+	// Every 2-second window, sliding by one sample.
+	per := int(window / zaTick)
+	worst, worstAt, worstZone := math.Inf(-1), time.Duration(0), 0
+	for i := 0; i+per <= len(rec); i++ {
+		share, _ := zaWindowLoad(rec[i : i+per])
+		for uz := range xdsZones {
+			if ex := share[uz] - capShare[uz]; ex > worst {
+				worst, worstAt, worstZone = ex, rec[i].at.Sub(first), uz
+			}
+		}
+	}
+	t.Logf("largest excess of a zone's load over its capacity share in a %v window: %+.1f points (%s, window at %v)", window, 100*worst, xdsZones[worstZone], worstAt.Round(100*time.Millisecond))
+	if worst > zaPoints {
+		t.Errorf("%s carried %+.1f points over its capacity share %s in the %v window %v after the first plan from load reports, want at most %.0f",
+			xdsZones[worstZone], 100*worst, pts(capShare[worstZone]), window, worstAt.Round(100*time.Millisecond), 100*zaPoints)
+	}
+
+	// Same-zone after three cycles, against the optimum of the measured
+	// demand and the backends' capacity, for the server as configured:
+	// each client zone keeps its probe share (--probe-share, default 1%)
+	// on the other zones, so a zone can keep at most 99% of its own
+	// clients' RPCs local.
+	var from [3]float64
+	var local, sum float64
+	for _, s := range rec {
+		if s.at.Before(first.Add(settle)) {
+			continue
+		}
+		for cz := range xdsZones {
+			for uz := range xdsZones {
+				a := float64(s.d.arrived(cz, uz))
+				from[cz] += a
+				sum += a
+				if cz == uz {
+					local += a
+				}
+			}
+		}
+	}
+	const probeShare = 0.01 // the server's default
+	var opt float64
+	for z := range xdsZones {
+		opt += min(from[z]/sum*(1-probeShare), capShare[z])
+	}
+	got := local / sum
+	t.Logf("same zone from %v after the first plan: %s of %.0f RPCs, optimum %s", settle, pts(got), sum, pts(opt))
+	if math.Abs(got-opt) > 0.02 {
+		t.Errorf("same-zone share = %s, optimum %s: more than 2 points apart", pts(got), pts(opt))
+	}
+}
+
+func fmtShares(s [3]float64) string {
+	var parts []string
+	for uz, zone := range xdsZones {
+		parts = append(parts, zone+" "+pts(s[uz]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// waitClientCountWeights waits until every client zone's watch has the
+// weights the server computes from client counts (see runNewService).
+func (f *zaFixture) waitClientCountWeights(t *testing.T) {
+	t.Helper()
+	f.waitFor(t, 15*time.Second, "weights from client counts pushed to every client zone", func() bool {
+		if p := f.planMetrics(t); p == nil || p.fallback != "client_counts" {
+			return false
+		}
+		ap := f.planAPI(t)
+		if ap == nil {
+			return false
+		}
+		for cz, w := range f.watches {
+			cur, _, _ := w.state()
+			if !equalWeights(cur, ap.weights[xdsZones[cz]]) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// TestZoneAwareDegradedZone is issue 10, point 2, with real grpc-go
+// clients: zone-b's backends slow down to a tenth of their capacity while
+// the load runs; once the weights have settled, zone-b is sent no more
+// than it can serve and under 0.1% of all RPCs fail; when it recovers,
+// its share comes back without overshooting.
+//
+// Sizing. The backends here have 2 workers and a queue of 32: a real
+// server queues before it rejects. With the fail-fast 4-slot backends of
+// the other tests a zone rejects from well below its capacity (Erlang
+// loss: 18% at 70% utilisation), so "under capacity" could not mean "no
+// errors" for any weights. 2 workers at 5 ms serve 400 rps per backend;
+// throttled ×10 (50 ms) 40, so zone-b's 2 backends serve 80 rps where the
+// plan sends it ~133 (a third of 400).
+func TestZoneAwareDegradedZone(t *testing.T) {
+	const (
+		throttled = "zone-b"
+		factor    = 10
+		workers   = 2
+		queue     = 32
+		settle    = 8 * time.Second // after the throttle
+		window    = 6 * time.Second // settled window, and the recovery window
+	)
+	tz := zaZone(throttled)
+	capRPS := float64(xdsBackendCount[throttled]*workers) / (time.Duration(factor) * zaServiceTime).Seconds()
+	f := newZAFixtureSized(t, true, xdsBackendCount, zaRates, workers, queue)
+	f.waitClientCountWeights(t)
+	stop := f.startLoad(45 * time.Second)
+	defer stop()
+	f.waitPlan(t, 15*time.Second)
+	time.Sleep(3 * zaCycle)
+	healthy := measure(f.record(t, time.Now().Add(3*time.Second), false))
+	healthyShare, _ := healthy.load(tz)
+
+	f.throttle(throttled, factor)
+	at := time.Now()
+	time.Sleep(time.Until(at.Add(settle)))
+	settled := f.record(t, time.Now().Add(window), false)
+	f.throttle(throttled, 1)
+	rec := time.Now()
+	recovery := f.record(t, rec.Add(window), false)
+	stop()
+	f.logClients(t)
+	if p := f.plan(t); p != nil {
+		for _, e := range p.explain {
+			t.Logf("plan at the end: %s", e)
+		}
+		t.Logf("plan at the end: %s", p.zones)
+	}
+	for _, part := range []struct {
+		name string
+		rec  []zaSlice
+	}{{"settled", settled}, {"recovery", recovery}} {
+		for i := 0; i < len(part.rec); i += int(time.Second / zaTick) {
+			share, n := zaWindowLoad(part.rec[i:min(len(part.rec), i+int(time.Second/zaTick))])
+			t.Logf("%s, %v: %.0f RPCs, load %s; weights %v", part.name, part.rec[i].at.Sub(at).Round(100*time.Millisecond), n, fmtShares(share), part.rec[i].weights)
+		}
+	}
+
+	m := measure(settled)
+	if want := zaTotalRate() * window.Seconds(); m.total() < zaSustain*want {
+		t.Fatalf("%.0f RPCs in the settled window, want about %.0f: the machine did not sustain the load", m.total(), want)
+	}
+	f.checkClients(t)
+	var got float64
+	for cz := range xdsZones {
+		got += m.arrived[cz][tz]
+	}
+	gotRPS := got / window.Seconds()
+	failed := m.rejected[0] + m.rejected[1] + m.rejected[2]
+	t.Logf("%s before the throttle: %s of the load; settled from %v after it: %.1f rps for a capacity of %.0f rps; %.0f of %.0f RPCs failed (%.3f%%)",
+		throttled, pts(healthyShare), settle, gotRPS, capRPS, failed, m.total(), 100*failed/m.total())
+	if gotRPS > capRPS {
+		t.Errorf("%s was sent %.1f rps in the settled window, over its capacity %.0f rps", throttled, gotRPS, capRPS)
+	}
+	if failed/m.total() >= 0.001 {
+		t.Errorf("%.0f of %.0f RPCs failed in the settled window (%.3f%%), want under 0.1%%", failed, m.total(), 100*failed/m.total())
+	}
+
+	// Recovery: zone-b's share climbs back over the recovery ramp; in no
+	// 2-second window is it above its healthy share plus 5 points, and
+	// nothing fails.
+	r := measure(recovery)
+	per := int(2 * time.Second / zaTick)
+	worst := math.Inf(-1)
+	for i := 0; i+per <= len(recovery); i++ {
+		share, _ := zaWindowLoad(recovery[i : i+per])
+		worst = max(worst, share[tz])
+	}
+	rFailed := r.rejected[0] + r.rejected[1] + r.rejected[2]
+	t.Logf("recovery: %s's largest share in a 2s window %s (healthy %s); %.0f of %.0f RPCs failed", throttled, pts(worst), pts(healthyShare), rFailed, r.total())
+	if worst > healthyShare+zaPoints {
+		t.Errorf("%s carried %s of the load in a 2s window after it recovered, healthy %s: overshoot over %.0f points", throttled, pts(worst), pts(healthyShare), 100*zaPoints)
+	}
+	if rFailed/r.total() >= 0.001 {
+		t.Errorf("%.0f of %.0f RPCs failed after the recovery, want under 0.1%%", rFailed, r.total())
 	}
 }

@@ -20,6 +20,11 @@
 // second NODATA. Until Store.MarkSynced is called, readers must not treat
 // "unknown" as final.
 //
+// Readers serve Service.Serving, not Service.Endpoints: when two endpoints
+// of a service claim one address and port, the store serves one of them,
+// by a documented precedence (serving.go), so DNS and xDS agree and never
+// list an address twice.
+//
 // # Concurrency
 //
 // All Store and Snapshot methods are safe for concurrent use. Snapshot reads

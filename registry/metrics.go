@@ -24,6 +24,7 @@ func (c Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descVersion, descServices, descEndpoints, descWrites, descSynced} {
 		ch <- d
 	}
+	c.describeServing(ch)
 }
 
 // Collect implements prometheus.Collector.
@@ -38,4 +39,5 @@ func (c Collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descEndpoints, prometheus.GaugeValue, float64(snap.EndpointCount()))
 	ch <- prometheus.MustNewConstMetric(descWrites, prometheus.CounterValue, float64(c.s.Writes()))
 	ch <- prometheus.MustNewConstMetric(descSynced, prometheus.GaugeValue, synced)
+	c.collectServing(ch)
 }

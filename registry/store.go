@@ -23,8 +23,10 @@ type Service struct {
 	// Version is the store version at which this service last changed.
 	Version uint64
 	// Endpoints are sorted by ID. Neither the slice nor the endpoints may be
-	// modified.
+	// modified. Serve Serving(), not these: see serving.go.
 	Endpoints []*Endpoint
+
+	serving servingSet // set by the store when it builds the service
 }
 
 // Endpoint returns the endpoint with the given id.
@@ -48,6 +50,7 @@ type Snapshot struct {
 	shards       *shards
 	services     int
 	endpoints    int
+	shadowed     int               // endpoints not served: see serving.go
 	flags        map[string]string // immutable
 }
 
@@ -123,6 +126,8 @@ type Store struct {
 	subsMu  sync.Mutex
 	subsAll map[*Subscription]struct{}
 	subsBy  map[string]map[*Subscription]struct{}
+
+	conflicts conflictStats // address conflicts: see serving.go
 }
 
 // StoreConfig holds a Store's settings.
@@ -261,6 +266,7 @@ func (s *Store) Apply(ops ...Op) (uint64, error) {
 	snap := b.build()
 	s.cur.Store(snap)
 	s.writes.Add(1)
+	s.conflicts.report(b.conflicts)
 	s.notify(b.changed)
 	return next, nil
 }
@@ -280,6 +286,7 @@ type builder struct {
 	names     bool // a service was added or forgotten
 	flags     map[string]string
 	started   bool
+	conflicts []conflictEvent // new address conflicts, from build
 }
 
 func (b *builder) start() {
@@ -473,8 +480,10 @@ func (b *builder) setFlag(name, value string) error {
 }
 
 func (b *builder) build() *Snapshot {
+	delta, fresh := b.resolveServing()
+	b.conflicts = fresh
 	snap := &Snapshot{version: b.next, namesVersion: b.old.namesVersion, shards: b.sh,
-		services: b.services, endpoints: b.endpoints, flags: b.old.flags}
+		services: b.services, endpoints: b.endpoints, shadowed: b.old.shadowed + delta, flags: b.old.flags}
 	if b.names {
 		snap.namesVersion = b.next
 	}

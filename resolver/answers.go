@@ -169,7 +169,7 @@ func (s *Server) build(svc *registry.Service, split []ZoneWeight) *svcAnswers {
 	out := &svcAnswers{svc: svc, srv: map[srvKey]*answer{}, split: split}
 	var v4, v6 []*registry.Endpoint
 	ports := map[srvKey][]*registry.Endpoint{}
-	for _, e := range svc.Endpoints {
+	for _, e := range svc.Serving() {
 		if e.Health != registry.Healthy {
 			continue
 		}

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Installs the OS packages the tests need, if they are missing. Each entry is
 # "command:debian-package". The registry tests need none beyond Go and a C
-# compiler for -race; later issues add dig, kdig and dnsperf here.
+# compiler for -race; the DNS tests need dig and kdig; the etcd storage
+# tests start a real etcd server (Debian's etcd-server: /usr/bin/etcd).
 set -euo pipefail
 
 need=(
   "gcc:gcc"
   "dig:bind9-dnsutils"
   "kdig:knot-dnsutils"
+  "etcd:etcd-server"
 )
 
 missing=()

@@ -188,7 +188,11 @@ func (st *deltaStream) respond(t int, since time.Time) error {
 			sent[n] = ""
 		}
 	}
-	if len(resp.Resources) == 0 && len(resp.RemovedResources) == 0 {
+	// The first response for a type goes out even when empty (nothing
+	// registered under a wildcard, or a reconnect that holds everything
+	// current): Envoy finishes starting only once each type it asked for
+	// was answered, else it waits out its initial_fetch_timeout (15 s).
+	if len(resp.Resources) == 0 && len(resp.RemovedResources) == 0 && ts.nonce != "" {
 		s.metrics.suppressed.WithLabelValues(shortType(typeURLs[t])).Inc()
 		return nil
 	}

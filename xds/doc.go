@@ -10,12 +10,18 @@
 // S (EDS over ADS, load reports to this server; lb_policy ROUND_ROBIN and a
 // load_balancing_policy list: Envoy's round_robin first, then wrr_locality
 // over spillway.wrr (clientlib/wrr, which honours endpoint weights) or
-// round_robin for gRPC clients without it) and
+// round_robin for gRPC clients without it; Envoy is told to weigh
+// localities, in round_robin's locality_lb_config and in
+// common_lb_config) and
 // ClusterLoadAssignment S (one LocalityLbEndpoints per region/zone/sub-zone
 // holding at least one healthy endpoint, health status per endpoint,
 // endpoint weights >= 1, locality weights from Config.Weights, by default
-// the count of healthy endpoints). Every resource is validated before it is
-// sent; an invalid one is never pushed and clients keep the last valid one.
+// the count of healthy endpoints; one endpoint per address and port, as
+// registry.Service.Serving decides). Every resource is validated before it
+// is sent, against its proto constraints and against each rule grpc-go's
+// parsers enforce (check.go); an invalid one is never pushed, it is logged
+// and counted (spillway_xds_invalid_resources_total), and clients keep the
+// last valid one.
 //
 // # Streams
 //
@@ -69,5 +75,7 @@
 // for LDS and CDS tells the client it does not exist. Delta: only changed
 // resources are sent, removals and names that do not exist go in
 // removed_resources, and initial_resource_versions spare a reconnecting
-// client what it already holds.
+// client what it already holds. The first request for a type is always
+// answered, with an empty response if nothing is to be sent: Envoy
+// finishes starting only once each type was answered.
 package xds

@@ -1,6 +1,7 @@
 package xds
 
 import (
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -218,5 +219,54 @@ func endpointIn(id, zone string) *registry.Endpoint {
 		ID: id, Address: netip.MustParseAddr("10.0.0.1"),
 		Ports:    []registry.Port{{Name: "grpc", Number: 8080, Protocol: registry.TCP}},
 		Locality: registry.Locality{Region: "r1", Zone: zone}, Health: registry.Healthy, Source: registry.SourceStatic,
+	}
+}
+
+// A report states a stream's whole load to a service: a locality left out
+// of the next report (grpc-go omits those with nothing to report) no longer
+// counts, while other streams' samples of it stay.
+func TestLoadReportReplacesOmittedLocalities(t *testing.T) {
+	store := registry.NewStore()
+	if _, err := store.Apply(
+		registry.Upsert("web", endpointIn("w1", "a")),
+		registry.Upsert("web", endpointIn("w2", "b")),
+	); err != nil {
+		t.Fatal(err)
+	}
+	snap := store.Snapshot()
+	report := func(issued map[string]uint64) *v3endpointpb.ClusterStats {
+		cs := &v3endpointpb.ClusterStats{ClusterName: "web", LoadReportInterval: durationpb.New(10 * time.Second)}
+		for _, z := range []string{"a", "b"} {
+			if n, ok := issued[z]; ok {
+				cs.UpstreamLocalityStats = append(cs.UpstreamLocalityStats, &v3endpointpb.UpstreamLocalityStats{
+					Locality: &v3corepb.Locality{Region: "r1", Zone: z}, TotalIssuedRequests: n,
+				})
+			}
+		}
+		return cs
+	}
+	issuedTo := func(tab *LoadTable, now time.Time) map[string]float64 {
+		out := map[string]float64{}
+		for _, l := range tab.Loads("web", now) {
+			out[l.Locality.Zone] += l.Issued
+		}
+		return out
+	}
+	tab := newLoadTable(5 * time.Minute)
+	t0 := time.Unix(1000, 0)
+	node := nodeInfo{zone: "a", label: "a", cluster: "checkout"}
+	tab.record(1, node, report(map[string]uint64{"a": 100, "b": 50}), t0, snap, nil)
+	tab.record(2, node, report(map[string]uint64{"b": 20}), t0, snap, nil)
+	if got, want := issuedTo(tab, t0), map[string]float64{"a": 10, "b": 7}; !maps.Equal(got, want) {
+		t.Fatalf("issued rps after the first reports = %v, want %v", got, want)
+	}
+	t1 := t0.Add(10 * time.Second)
+	tab.record(1, node, report(map[string]uint64{"a": 120}), t1, snap, nil)
+	if got, want := issuedTo(tab, t1), map[string]float64{"a": 12, "b": 2}; !maps.Equal(got, want) {
+		t.Errorf("issued rps after stream 1 stopped sending to b = %v, want %v (b only from stream 2)", got, want)
+	}
+	tab.record(1, node, report(nil), t1.Add(10*time.Second), snap, nil)
+	if got := issuedTo(tab, t1.Add(10*time.Second))["a"]; got != 0 {
+		t.Errorf("issued rps to a after an empty report = %v, want 0", got)
 	}
 }

@@ -172,6 +172,16 @@ func (t *LoadTable) record(stream uint64, node nodeInfo, cs *v3endpointpb.Cluste
 	}
 	sl := t.localities(svc)
 	clientZone := node.loadZone(sl.zones)
+	// A report states the stream's whole load to the service: a locality
+	// it leaves out (grpc-go skips those with nothing to report) carries
+	// nothing now, so the stream's earlier sample of it goes.
+	if m := t.latest[stream]; m != nil {
+		for k := range m {
+			if k.Service == svc.Name && k.ClientZone == clientZone && k.ClientService == clientService {
+				delete(m, k)
+			}
+		}
+	}
 	for _, ul := range cs.GetUpstreamLocalityStats() {
 		loc := registry.Locality{Region: ul.GetLocality().GetRegion(), Zone: ul.GetLocality().GetZone(), SubZone: ul.GetLocality().GetSubZone()}
 		if _, ok := sl.locs[loc]; !ok {

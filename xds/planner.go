@@ -153,7 +153,7 @@ func (s *Server) planInput(in *zoneaware.Input, svc *registry.Service, loads []L
 	in.Now = now
 	in.Endpoints, in.Loads, in.Demand, in.Clients = in.Endpoints[:0], in.Loads[:0], in.Demand[:0], in.Clients[:0]
 	zones := map[string]struct{}{}
-	for _, e := range svc.Endpoints {
+	for _, e := range svc.Serving() {
 		zones[e.Locality.Zone] = struct{}{}
 		if _, ok := endpointPort(e, s.cfg.PortName); !ok {
 			continue

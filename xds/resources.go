@@ -114,11 +114,22 @@ func route(service string) *v3routepb.RouteConfiguration {
 	}
 }
 
+// envoyRoundRobin is Envoy's round_robin config (RoundRobin as JSON in a
+// TypedStruct): with locality_weighted_lb_config Envoy picks a locality by
+// its load_balancing_weight, as gRPC does, instead of ignoring the
+// weights; zone-aware routing for Envoy depends on it.
+var envoyRoundRobin = &structpb.Struct{Fields: map[string]*structpb.Value{
+	"locality_lb_config": structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{
+		"locality_weighted_lb_config": structpb.NewStructValue(&structpb.Struct{}),
+	}}),
+}}
+
 // cluster builds Cluster S: EDS over ADS, load reports to this server, and
 // a load_balancing_policy (gRFC A52: a client uses the first policy it
 // knows, so each kind of client finds its own):
 //
-//  1. Envoy's round_robin (weighted by endpoint weight in Envoy) inside a
+//  1. Envoy's round_robin (weighted by endpoint weight in Envoy, and by
+//     locality weight: locality_weighted_lb_config) inside a
 //     TypedStruct: Envoy unwraps it, gRPC skips it (no gRPC balancer has
 //     that name). It must come before wrr_locality: Envoy builds its
 //     wrr_locality too, and releases whose wrr_locality accepts only
@@ -128,7 +139,9 @@ func route(service string) *v3routepb.RouteConfiguration {
 //     knows of: spillway.wrr (package clientlib/wrr, by endpoint weight)
 //     when the client imports it, else round_robin.
 //
-// lb_policy stays ROUND_ROBIN for clients that predate load_balancing_policy.
+// lb_policy stays ROUND_ROBIN, with common_lb_config's
+// locality_weighted_lb_config, for clients that predate
+// load_balancing_policy.
 func cluster(service string) *v3clusterpb.Cluster {
 	// The spillway.wrr balancer's name as clientlib/wrr registers it
 	// (wrr.TypeURL; the server does not import client code).
@@ -149,7 +162,7 @@ func cluster(service string) *v3clusterpb.Cluster {
 	lb := &v3clusterpb.LoadBalancingPolicy{Policies: []*v3clusterpb.LoadBalancingPolicy_Policy{
 		policy("envoy.load_balancing_policies.round_robin", &v3xdstypepb.TypedStruct{
 			TypeUrl: "type.googleapis.com/" + string(roundRobin.ProtoReflect().Descriptor().FullName()),
-			Value:   &structpb.Struct{},
+			Value:   envoyRoundRobin,
 		}),
 		policy("envoy.load_balancing_policies.wrr_locality", &v3wrrlocalitypb.WrrLocality{
 			EndpointPickingPolicy: &v3clusterpb.LoadBalancingPolicy{Policies: []*v3clusterpb.LoadBalancingPolicy_Policy{
@@ -163,8 +176,15 @@ func cluster(service string) *v3clusterpb.Cluster {
 		ClusterDiscoveryType: &v3clusterpb.Cluster_Type{Type: v3clusterpb.Cluster_EDS},
 		EdsClusterConfig:     &v3clusterpb.Cluster_EdsClusterConfig{EdsConfig: adsSource, ServiceName: service},
 		LbPolicy:             v3clusterpb.Cluster_ROUND_ROBIN,
-		LoadBalancingPolicy:  lb,
-		LrsServer:            &v3corepb.ConfigSource{ConfigSourceSpecifier: &v3corepb.ConfigSource_Self{Self: &v3corepb.SelfConfigSource{}}},
+		// Envoy before load_balancing_policy reads the locality weights
+		// switch here; gRPC ignores it.
+		CommonLbConfig: &v3clusterpb.Cluster_CommonLbConfig{
+			LocalityConfigSpecifier: &v3clusterpb.Cluster_CommonLbConfig_LocalityWeightedLbConfig_{
+				LocalityWeightedLbConfig: &v3clusterpb.Cluster_CommonLbConfig_LocalityWeightedLbConfig{},
+			},
+		},
+		LoadBalancingPolicy: lb,
+		LrsServer:           &v3corepb.ConfigSource{ConfigSourceSpecifier: &v3corepb.ConfigSource_Self{Self: &v3corepb.SelfConfigSource{}}},
 	}
 }
 
@@ -203,7 +223,7 @@ func groupLocalities(svc *registry.Service, port string) ([]Locality, [][]*regis
 	idx := map[registry.Locality]int{}
 	var locs []Locality
 	var eps [][]*registry.Endpoint
-	for _, e := range svc.Endpoints {
+	for _, e := range svc.Serving() { // one endpoint per address and port
 		if _, ok := endpointPort(e, port); !ok {
 			continue
 		}
@@ -294,8 +314,10 @@ func clusterLoadAssignment(svc *registry.Service, port, zone string, weights Loc
 // resource.
 type validator interface{ ValidateAll() error }
 
-// encode validates m and marshals it as an Any, deterministically, so that
-// equal content gives equal bytes and an equal version.
+// encode validates m (the proto's own constraints, then every rule a
+// client enforces: checkForGRPC) and marshals it as an Any,
+// deterministically, so that equal content gives equal bytes and an equal
+// version. A resource that fails is never published.
 func encode(name string, m proto.Message) (*resource, error) {
 	if v, ok := m.(validator); ok {
 		if err := v.ValidateAll(); err != nil {
@@ -305,6 +327,9 @@ func encode(name string, m proto.Message) (*resource, error) {
 	a, err := anypb.New(m)
 	if err != nil {
 		return nil, err
+	}
+	if err := checkForGRPC(a.GetTypeUrl(), m); err != nil {
+		return nil, fmt.Errorf("resource %s: %w", name, err)
 	}
 	raw, err := proto.MarshalOptions{Deterministic: true}.Marshal(a)
 	if err != nil {

@@ -28,33 +28,73 @@
 //	}
 //	err = a.Run(ctx) // blocks until ctx ends, then deregisters
 //
+// To fail over between replicas, give the addresses instead of a
+// connection; the Agent dials them itself (DialOptions, plaintext by
+// default):
+//
+//	a, err := heartbeat.New(heartbeat.Config{
+//		Servers:  []string{"10.0.0.1:18000", "10.0.0.2:18000", "spillway.internal:18000"},
+//		Service:  "payments",
+//		Endpoint: ep,
+//	})
+//
 // Run registers (retrying while the server is unreachable), then sends a
 // heartbeat every Config.Interval, by default a third of the TTL the server
 // granted, so that two heartbeats can be lost before the lease expires.
-// When a response says the lease is unknown (it expired, or an operator
-// removed it), Run registers again and carries on with the new lease. When
-// the stream breaks (a server restart, a network blip), Run reconnects with
-// capped exponential backoff and jitter and keeps the same lease: the server
-// restores leases from disk after a restart and gives each one a full TTL,
-// so a restart does not churn registrations. It registers again only if the
-// server then says the lease is unknown.
 //
-// When ctx ends, Run deregisters the endpoint with a fresh context bounded by
-// DeregisterTimeout, so traffic stops at once instead of one TTL later, and
-// returns nil. The Agent does not own the connection: close it after Run
-// returns.
+// # Failover
+//
+// With Config.Servers the Agent uses one server at a time (Status().Active),
+// picked at random at the start so that a fleet spreads over the replicas.
+// A DNS name in the list stands for every address it resolves to, and is
+// resolved again at every failover (a name that fails to resolve keeps its
+// last addresses). The Agent moves to the next address of the list when
+// the active one fails: an RPC error, a broken stream, or no answer within
+// the attempt timeout (at most half the heartbeat interval). Between moves
+// it waits a random stagger of up to 100 ms; once every address failed in
+// a row, a capped exponential backoff with jitter, capped at half the
+// interval while it holds a lease. So a heartbeat is tried at least once
+// per interval whatever the servers do, and one dead or hung server costs
+// at most half an interval: it cannot eat the TTL. The Agent never stops
+// trying because servers are down. Status().Failovers counts the moves;
+// Collector exposes the active server and the count as metrics.
+//
+// The lease survives a move. What happens on the new server, in order:
+//
+//  1. The Agent heartbeats the lease it holds. Replicas that share a store
+//     know it: same lease, no registration, no gap in DNS or xDS.
+//  2. Only when the server answers that the lease is unknown (it expired,
+//     an operator removed it, or the server does not share the first one's
+//     store) does the Agent register again, with the same endpoint id (the
+//     one configured, or else the one the server assigned at the first
+//     registration) and the same metadata, so the endpoint's DNS and xDS
+//     identity does not change; it carries on with the new lease.
+//
+// With Config.Conn there is one server: when the stream breaks (a server
+// restart, a network blip), Run reconnects over the connection with capped
+// exponential backoff and jitter, with the same precedence: it keeps the
+// lease (the server restores leases from disk after a restart and gives
+// each one a full TTL, so a restart does not churn registrations) and
+// registers again only if the server then says the lease is unknown.
+//
+// When ctx ends, Run deregisters the endpoint with a fresh context bounded
+// by DeregisterTimeout (trying the next server if the active one is down),
+// so traffic stops at once instead of one TTL later, and returns nil. The
+// Agent does not own Config.Conn: close it after Run returns.
 //
 // # Concurrency
 //
 // Run must be called at most once; it does all its work on its own
 // goroutine plus one that receives from the heartbeat stream, and both have
-// returned when Run returns. LeaseID and Registered are safe to call from any
+// returned when Run returns, as have the connections it dialed for
+// Config.Servers. LeaseID, Status and Registered are safe to call from any
 // goroutine at any time, before, during or after Run.
 //
 // # Errors
 //
-// New returns an error naming the Config field that is invalid (Conn,
-// Service, Endpoint, TTL or Interval).
+// New returns an error naming the Config field that is invalid (Conn or
+// Servers, e.g. `Servers[1] "b": missing port`, Service, Endpoint, TTL or
+// Interval).
 //
 // Run returns nil when its context ends, whether or not it ever registered.
 // Otherwise it returns only when the server refuses a registration for good,
@@ -69,6 +109,7 @@
 //     codes.FailedPrecondition, codes.OutOfRange: likewise not retried.
 //
 // Every other failure (Unavailable, DeadlineExceeded, Internal, a broken
-// stream) is logged and retried until ctx ends. A failed deregistration is
+// stream, no answer) is logged and retried, on the next server, until ctx
+// ends. A failed deregistration is
 // logged, not returned: the lease then expires on its own.
 package heartbeat

@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,18 +38,31 @@ const (
 	defaultBackoffMax  = 15 * time.Second
 )
 
-// Config configures an Agent.
+// Config configures an Agent. Set exactly one of Conn and Servers.
 type Config struct {
-	// Conn is the connection to the spillway registry (its gRPC port,
-	// 127.0.0.1:18000 by default); non-nil. The Agent does not close it.
+	// Conn is one connection to the spillway registry (its gRPC port,
+	// 127.0.0.1:18000 by default), or nil when Servers is set. The Agent
+	// does not close it. On a failure the Agent reconnects over the same
+	// connection; use Servers to move between replicas.
 	Conn grpc.ClientConnInterface
+	// Servers are the registry replicas' gRPC addresses, host:port each
+	// (ParseServers reads a comma-separated list), or nil when Conn is set.
+	// A host that is a DNS name stands for every address it resolves to
+	// (with net.DefaultResolver, again at every failover). The Agent dials
+	// each address itself, uses one at a time and moves to the next when
+	// it stops answering; see the package documentation.
+	Servers []string
+	// DialOptions are used to dial each of Servers; nil means plaintext
+	// (insecure credentials), as spillwayctl dials. Ignored with Conn.
+	DialOptions []grpc.DialOption
 	// Service is the service to register under, e.g. "payments"; required.
 	// The server validates and normalises it.
 	Service string
 	// Endpoint is the endpoint to register; non-nil. New keeps a copy, so
 	// the caller may reuse it. The server fills the output-only fields and
 	// validates the rest (an invalid endpoint makes Run fail with
-	// InvalidArgument).
+	// InvalidArgument). An empty Id is filled with the id the server
+	// assigns at the first registration and kept for every later one.
 	Endpoint *registryv1.Endpoint
 	// TTL is the lease TTL to ask for, rounded up to whole seconds; zero
 	// means the server default (30 s unless configured otherwise).
@@ -66,9 +81,10 @@ type Config struct {
 // Agent keeps one endpoint registered while Run runs. Create it with New.
 type Agent struct {
 	// Read-only after New.
-	client     registryv1.RegistryClient
+	conn       grpc.ClientConnInterface // Config.Conn, or nil
+	servers    []string                 // Config.Servers, or nil
+	dialOpts   []grpc.DialOption
 	service    string
-	endpoint   *registryv1.Endpoint // private copy, never modified
 	ttlSeconds uint32
 	interval   time.Duration // as configured; zero means from the grant
 	log        *slog.Logger
@@ -79,21 +95,34 @@ type Agent struct {
 	backoffBase, backoffMax time.Duration
 	rpcTimeout              time.Duration
 	streamEnded             func(error) // called when a heartbeat stream breaks
+	lookupHost              func(ctx context.Context, host string) ([]string, error)
+	dial                    func(addr string, opts []grpc.DialOption) (registryv1.RegistryClient, io.Closer, error)
 
 	// Owned by Run's goroutine.
-	curInterval   time.Duration // heartbeat period for the current lease
+	endpoint      *registryv1.Endpoint // private copy; Id pinned by the first grant
+	curInterval   time.Duration        // heartbeat period for the current lease
 	registeredYet bool
+	resolved      map[string][]string // Servers entry -> its last resolved addresses
+	addrs         []string            // the servers' addresses, as last resolved
+	active        *replica            // the server in use, or nil
+	cursor        string              // the address tried last
+	fails         int                 // failed attempts since the last answer
 
-	// mu guards leaseID, which LeaseID reads from any goroutine.
-	mu      sync.Mutex
-	leaseID string
+	// mu guards the fields below, which Status reads from any goroutine.
+	mu         sync.Mutex
+	leaseID    string
+	activeAddr string
+	addrsSeen  []string
+	failovers  uint64
 }
 
 // New validates cfg and returns an Agent. Errors name the bad field.
 func New(cfg Config) (*Agent, error) {
 	switch {
-	case cfg.Conn == nil:
-		return nil, errors.New("heartbeat config: Conn is nil")
+	case cfg.Conn == nil && len(cfg.Servers) == 0:
+		return nil, errors.New("heartbeat config: Conn is nil and Servers is empty: set one")
+	case cfg.Conn != nil && len(cfg.Servers) > 0:
+		return nil, errors.New("heartbeat config: Conn and Servers are both set: set one")
 	case cfg.Service == "":
 		return nil, errors.New("heartbeat config: Service is empty")
 	case cfg.Endpoint == nil:
@@ -107,12 +136,22 @@ func New(cfg Config) (*Agent, error) {
 	case cfg.TTL > 0 && cfg.Interval >= cfg.TTL:
 		return nil, fmt.Errorf("heartbeat config: Interval %v is not shorter than TTL %v: the lease would expire between heartbeats", cfg.Interval, cfg.TTL)
 	}
+	for i, s := range cfg.Servers {
+		if err := checkServer(s); err != nil {
+			return nil, fmt.Errorf("heartbeat config: Servers[%d] %q: %w", i, s, err)
+		}
+		if slices.Contains(cfg.Servers[:i], s) {
+			return nil, fmt.Errorf("heartbeat config: Servers[%d] %q: listed twice", i, s)
+		}
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Agent{
-		client:      registryv1.NewRegistryClient(cfg.Conn),
+		conn:        cfg.Conn,
+		servers:     slices.Clone(cfg.Servers),
+		dialOpts:    slices.Clone(cfg.DialOptions),
 		service:     cfg.Service,
 		endpoint:    proto.CloneOf(cfg.Endpoint),
 		ttlSeconds:  uint32((cfg.TTL + time.Second - 1) / time.Second),
@@ -122,6 +161,9 @@ func New(cfg Config) (*Agent, error) {
 		backoffBase: defaultBackoffBase,
 		backoffMax:  defaultBackoffMax,
 		rpcTimeout:  defaultRPCTimeout,
+		lookupHost:  net.DefaultResolver.LookupHost,
+		dial:        dialGRPC,
+		resolved:    map[string][]string{},
 	}, nil
 }
 
@@ -140,17 +182,88 @@ func (a *Agent) setLeaseID(id string) {
 	a.mu.Unlock()
 }
 
+// Status is what an Agent is doing, as of the call.
+type Status struct {
+	// Active is the address of the server in use: an ip:port from
+	// Config.Servers, or Config.Conn's target. "" before Run picks one.
+	Active string
+	// Servers are the addresses the agent moves between, as last resolved.
+	Servers []string
+	// Failovers counts the moves from one server to another.
+	Failovers uint64
+	// LeaseID is LeaseID().
+	LeaseID string
+}
+
+// Status returns the active server, the failover count and the lease. It
+// is safe to call from any goroutine at any time.
+func (a *Agent) Status() Status {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return Status{Active: a.activeAddr, Servers: slices.Clone(a.addrsSeen), Failovers: a.failovers, LeaseID: a.leaseID}
+}
+
+func (a *Agent) setActive(addr string, moved bool) {
+	a.mu.Lock()
+	from := a.activeAddr
+	a.activeAddr = addr
+	if moved {
+		a.failovers++
+	}
+	n := a.failovers
+	a.mu.Unlock()
+	if moved {
+		a.log.Info("moved to another server", "from", from, "to", addr, "failovers", n, "lease", a.LeaseID())
+	}
+}
+
+// activeAddress returns the active server's address, or "".
+func (a *Agent) activeAddress() string {
+	if a.active == nil {
+		return ""
+	}
+	return a.active.addr
+}
+
+func (a *Agent) setServers(addrs []string) {
+	a.mu.Lock()
+	a.addrsSeen = slices.Clone(addrs)
+	a.mu.Unlock()
+}
+
 // Registered returns a channel that is closed once the first registration
 // succeeds. It stays closed; a later loss of the lease does not reopen it.
 func (a *Agent) Registered() <-chan struct{} { return a.registered }
 
+// errReopen ends a stream after a registration, which may have moved the
+// agent to another server: Run opens a new stream at once.
+var errReopen = errors.New("registered again, reopening the stream")
+
+// errNoServers: no server address is known (every name failed to resolve).
+var errNoServers = errors.New("no server address: every name failed to resolve")
+
+// errNoAnswer: the server did not answer within the attempt timeout.
+var errNoAnswer = errors.New("no answer")
+
 // Run registers the endpoint, heartbeats until ctx ends, then deregisters it
 // and returns nil. It returns an error only when the server rejects a
 // registration for good (see the package documentation); transient failures
-// are retried with backoff for as long as ctx lasts. Run may be called once.
+// are retried with backoff, on the next server, for as long as ctx lasts.
+// Run may be called once.
 func (a *Agent) Run(ctx context.Context) error {
 	if !a.started.CompareAndSwap(false, true) {
 		return errors.New("heartbeat: Run called more than once")
+	}
+	defer func() { a.active.close() }() // the replica active at return
+
+	a.addrs = a.resolve(ctx)
+	a.setServers(a.addrs)
+	if len(a.addrs) > 0 {
+		addr := a.addrs[rand.N(len(a.addrs))] // spread a fleet over the replicas
+		a.cursor = addr
+		if err := a.pick(addr); err != nil {
+			a.log.Warn("dial server", "server", addr, "err", err)
+		}
 	}
 	if err := a.register(ctx); err != nil {
 		if ctx.Err() != nil {
@@ -160,7 +273,6 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	defer a.deregister(ctx)
 
-	attempt := 0
 	for {
 		healthy, err := a.stream(ctx)
 		if ctx.Err() != nil {
@@ -170,18 +282,66 @@ func (a *Agent) Run(ctx context.Context) error {
 		if errors.As(err, &fatal) {
 			return fatal.err
 		}
+		if errors.Is(err, errReopen) {
+			continue
+		}
 		if a.streamEnded != nil {
 			a.streamEnded(err)
 		}
 		if healthy {
-			attempt = 0
+			a.fails = 0
 		}
-		d := a.backoff(attempt)
-		attempt++
-		a.log.Warn("heartbeat stream broken, reconnecting", "lease", a.LeaseID(), "retry_in", d, "err", err)
-		if !sleep(ctx, d) {
+		a.log.Warn("heartbeat stream broken", "server", a.active.addr, "lease", a.LeaseID(), "err", err)
+		if !a.failover(ctx) {
 			return nil
 		}
+	}
+}
+
+// attemptTimeout bounds one attempt on one server: a Register, or opening
+// a heartbeat stream and getting an answer, or one heartbeat's answer.
+// While a lease is held it is at most half the heartbeat interval, so that
+// a server that hangs cannot eat the TTL: with the waits of failover (also
+// capped at half the interval), a heartbeat is tried at least once per
+// interval whatever the servers do.
+func (a *Agent) attemptTimeout() time.Duration {
+	if a.curInterval > 0 {
+		return min(a.rpcTimeout, a.curInterval/2)
+	}
+	return a.rpcTimeout
+}
+
+// failover moves to the next server after a failed attempt on the active
+// one. It re-resolves the servers, then waits: a short random stagger
+// (up to backoffBase) while some server of the list is untried, a
+// backoff once every server failed in a row. It returns false if ctx
+// ends first.
+func (a *Agent) failover(ctx context.Context) bool {
+	for {
+		a.fails++
+		if addrs := a.resolve(ctx); len(addrs) > 0 {
+			a.addrs = addrs
+			a.setServers(addrs)
+		}
+		n := max(len(a.addrs), 1)
+		d := rand.N(a.backoffBase + 1)
+		if a.fails%n == 0 {
+			d = a.backoff(a.fails/n - 1)
+		}
+		if !sleep(ctx, d) {
+			return false
+		}
+		if len(a.addrs) == 0 {
+			a.log.Warn("no server to try", "retry_in", d, "err", errNoServers)
+			continue
+		}
+		to := next(a.addrs, a.cursor)
+		a.cursor = to
+		if err := a.pick(to); err != nil {
+			a.log.Warn("dial server", "server", to, "err", err)
+			continue
+		}
+		return true
 	}
 }
 
@@ -202,29 +362,37 @@ func permanent(err error) bool {
 	return false
 }
 
-// register registers the endpoint, retrying transient failures with backoff.
-// It returns nil once registered, ctx.Err() if ctx ends first, or the
-// permanent error.
+// register registers the endpoint, retrying transient failures on the next
+// server with backoff. It returns nil once registered, ctx.Err() if ctx
+// ends first, or the permanent error.
 func (a *Agent) register(ctx context.Context) error {
 	req := &registryv1.RegisterRequest{Service: a.service, Endpoint: a.endpoint, TtlSeconds: a.ttlSeconds}
 	for attempt := 0; ; attempt++ {
-		actx, cancel := context.WithTimeout(ctx, a.rpcTimeout)
-		resp, err := a.client.Register(actx, req)
-		cancel()
-		if err == nil {
-			a.granted(resp)
-			return nil
+		err := errNoServers
+		if a.active != nil {
+			actx, cancel := context.WithTimeout(ctx, a.attemptTimeout())
+			var resp *registryv1.RegisterResponse
+			resp, err = a.active.client.Register(actx, req)
+			cancel()
+			if err == nil {
+				a.fails = 0
+				a.granted(resp)
+				return nil
+			}
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		if permanent(err) {
-			a.log.Error("registration refused", "err", err)
+			a.log.Error("registration refused", "server", a.active.addr, "err", err)
 			return fmt.Errorf("heartbeat: register %s: %w", a.service, err)
 		}
-		d := a.backoff(attempt)
-		a.log.Warn("register failed, retrying", "attempt", attempt+1, "retry_in", d, "err", err)
-		if !sleep(ctx, d) {
+		server := ""
+		if a.active != nil {
+			server = a.active.addr
+		}
+		a.log.Warn("register failed, retrying", "attempt", attempt+1, "server", server, "err", err)
+		if !a.failover(ctx) {
 			return ctx.Err()
 		}
 	}
@@ -252,8 +420,13 @@ func (a *Agent) granted(resp *registryv1.RegisterResponse) {
 			a.log.Warn("Interval is over half the TTL: the lease is often at risk of expiry", "interval", a.interval, "ttl", ttl)
 		}
 	}
+	if a.endpoint.GetId() == "" {
+		// Keep the server's id: a registration after a lost lease or on
+		// another replica must not change the endpoint's identity.
+		a.endpoint.Id = resp.GetEndpointId()
+	}
 	a.setLeaseID(resp.GetLeaseId())
-	a.log.Info("registered", "lease", resp.GetLeaseId(), "endpoint", resp.GetEndpointId(), "ttl", ttl, "interval", a.curInterval)
+	a.log.Info("registered", "server", a.activeAddress(), "lease", resp.GetLeaseId(), "endpoint", resp.GetEndpointId(), "ttl", ttl, "interval", a.curInterval)
 	if !a.registeredYet {
 		a.registeredYet = true
 		close(a.registered)
@@ -265,15 +438,38 @@ type recvResult struct {
 	err  error
 }
 
-// stream heartbeats over one HeartbeatStream until the stream breaks or ctx
-// ends. healthy reports whether the server answered at least once. A
-// *fatalError means a registration was refused.
+// stream heartbeats over one HeartbeatStream to the active server until
+// the stream breaks, the server does not answer within attemptTimeout, or
+// ctx ends. healthy reports whether the server answered at least once. A
+// *fatalError means a registration was refused; errReopen that the agent
+// registered again and wants a new stream.
 func (a *Agent) stream(ctx context.Context) (healthy bool, err error) {
+	r := a.active
+	if r == nil {
+		return false, errNoServers
+	}
+	timeout := a.attemptTimeout()
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	st, err := a.client.HeartbeatStream(sctx)
+	// The watchdog runs from the open to the first answer and from each
+	// send to its answer: a server that accepts the connection but never
+	// answers (hung, or a black hole on the way) costs at most timeout.
+	var timedOut atomic.Bool
+	watchdog := time.AfterFunc(timeout, func() {
+		timedOut.Store(true)
+		cancel()
+	})
+	defer watchdog.Stop()
+	wrap := func(what string, err error) error {
+		if timedOut.Load() && ctx.Err() == nil {
+			return fmt.Errorf("%s: %s did not answer within %v: %w", what, r.addr, timeout, errNoAnswer)
+		}
+		return fmt.Errorf("%s: %w", what, err)
+	}
+
+	st, err := r.client.HeartbeatStream(sctx)
 	if err != nil {
-		return false, fmt.Errorf("open heartbeat stream: %w", err)
+		return false, wrap("open heartbeat stream", err)
 	}
 
 	// One goroutine receives; this one owns Send and the state.
@@ -301,23 +497,26 @@ func (a *Agent) stream(ctx context.Context) (healthy bool, err error) {
 	// recvErr returns the stream's real error after Send failed with io.EOF.
 	recvErr := func(sendErr error) error {
 		if sendErr != io.EOF {
-			return fmt.Errorf("send heartbeat: %w", sendErr)
+			return wrap("send heartbeat", sendErr)
 		}
 		for {
 			select {
-			case <-ctx.Done():
-				return ctx.Err()
+			case <-sctx.Done():
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				return wrap("receive heartbeat", sctx.Err())
 			case r := <-recvC:
 				if r.err != nil {
-					return fmt.Errorf("receive heartbeat: %w", r.err)
+					return wrap("receive heartbeat", r.err)
 				}
 			}
 		}
 	}
 
 	lid := a.LeaseID()
-	// Heartbeat at once: after a reconnect this is what tells us whether
-	// the (restarted) server still knows the lease.
+	// Heartbeat at once: after a reconnect or a move to another server this
+	// is what tells us whether the server knows the lease.
 	if err := st.Send(&registryv1.HeartbeatRequest{LeaseId: lid}); err != nil {
 		return false, recvErr(err)
 	}
@@ -326,21 +525,28 @@ func (a *Agent) stream(ctx context.Context) (healthy bool, err error) {
 	defer ticker.Stop()
 	for {
 		select {
-		case <-ctx.Done():
-			return healthy, ctx.Err()
-		case r := <-recvC:
-			if r.err != nil {
-				return healthy, fmt.Errorf("receive heartbeat: %w", r.err)
+		case <-sctx.Done():
+			// ctx ended, or the watchdog fired; the receiver may have
+			// returned without handing over its error.
+			if ctx.Err() != nil {
+				return healthy, ctx.Err()
 			}
+			return healthy, wrap("receive heartbeat", sctx.Err())
+		case res := <-recvC:
+			if res.err != nil {
+				return healthy, wrap("receive heartbeat", res.err)
+			}
+			watchdog.Stop()
 			pending = false
 			if !healthy {
 				healthy = true
-				a.log.Debug("heartbeat stream up", "lease", lid)
+				a.fails = 0
+				a.log.Debug("heartbeat stream up", "server", r.addr, "lease", lid)
 			}
-			if r.resp.GetLeaseId() != lid || r.resp.GetFound() {
+			if res.resp.GetLeaseId() != lid || res.resp.GetFound() {
 				continue
 			}
-			a.log.Warn("lease unknown to the server, registering again", "lease", lid)
+			a.log.Warn("lease unknown to the server, registering again", "server", r.addr, "lease", lid, "endpoint", a.endpoint.GetId())
 			a.setLeaseID("")
 			if err := a.register(ctx); err != nil {
 				if ctx.Err() != nil {
@@ -348,12 +554,12 @@ func (a *Agent) stream(ctx context.Context) (healthy bool, err error) {
 				}
 				return healthy, &fatalError{err}
 			}
-			lid = a.LeaseID()
-			ticker.Reset(a.curInterval)
+			return healthy, errReopen
 		case <-ticker.C:
 			if pending {
-				return healthy, fmt.Errorf("no heartbeat response within %v", a.curInterval)
+				continue // the watchdog ends the stream if no answer comes
 			}
+			watchdog.Reset(timeout)
 			if err := st.Send(&registryv1.HeartbeatRequest{LeaseId: lid}); err != nil {
 				return healthy, recvErr(err)
 			}
@@ -363,31 +569,52 @@ func (a *Agent) stream(ctx context.Context) (healthy bool, err error) {
 }
 
 // deregister ends the lease with a fresh context: ctx has ended, but the
-// endpoint should leave the registry now rather than one TTL later.
+// endpoint should leave the registry now rather than one TTL later. A
+// server that cannot be reached is followed by the next one, all within
+// DeregisterTimeout.
 func (a *Agent) deregister(ctx context.Context) {
 	id := a.LeaseID()
-	if id == "" {
+	if id == "" || a.active == nil {
 		return
 	}
+	defer a.setLeaseID("")
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), DeregisterTimeout)
 	defer cancel()
-	_, err := a.client.Deregister(dctx, &registryv1.DeregisterRequest{LeaseId: id})
-	switch {
-	case err == nil:
-		a.log.Info("deregistered", "lease", id)
-	case status.Code(err) == codes.NotFound:
-		a.log.Info("lease already gone at deregistration", "lease", id)
-	default:
-		a.log.Warn("deregister failed, the endpoint stays until its lease expires", "lease", id, "err", err)
+	n := max(len(a.addrs), 1)
+	for tried := 1; ; tried++ {
+		actx, acancel := context.WithTimeout(dctx, DeregisterTimeout/time.Duration(n))
+		_, err := a.active.client.Deregister(actx, &registryv1.DeregisterRequest{LeaseId: id})
+		acancel()
+		switch {
+		case err == nil:
+			a.log.Info("deregistered", "server", a.active.addr, "lease", id)
+			return
+		case status.Code(err) == codes.NotFound:
+			a.log.Info("lease already gone at deregistration", "server", a.active.addr, "lease", id)
+			return
+		case tried >= n || dctx.Err() != nil:
+			a.log.Warn("deregister failed, the endpoint stays until its lease expires", "server", a.active.addr, "lease", id, "err", err)
+			return
+		}
+		a.log.Warn("deregister failed, trying the next server", "server", a.active.addr, "lease", id, "err", err)
+		to := next(a.addrs, a.active.addr)
+		if err := a.pick(to); err != nil {
+			a.log.Warn("deregister failed, the endpoint stays until its lease expires", "server", to, "lease", id, "err", err)
+			return
+		}
 	}
-	a.setLeaseID("")
 }
 
 // backoff returns the wait before retry attempt (0-based): exponential from
 // backoffBase, capped at backoffMax, with equal jitter so that a fleet
-// restarting together does not retry in lockstep.
+// restarting together does not retry in lockstep. While a lease is held the
+// cap is also half the heartbeat interval: the lease must be heartbeated
+// as soon as any server is back.
 func (a *Agent) backoff(attempt int) time.Duration {
 	d := a.backoffMax
+	if a.curInterval > 0 {
+		d = min(d, a.curInterval/2)
+	}
 	if attempt < 32 {
 		if b := a.backoffBase << attempt; b > 0 && b < d {
 			d = b

@@ -38,7 +38,7 @@
 //	clients:                 # client groups; rps is per instance; name defaults to the zone
 //	  - {name: web, zone: a, instances: 30, rps: 10}
 //	servers:                 # capacity: rps one warm, unthrottled pod serves
-//	  - {zone: a, count: 3, capacity: 200}
+//	  - {zone: a, count: 3, capacity: 200}   # new: true registers them at step 0 (a fresh deploy)
 //	model:
 //	  warmup: 2m             # a new pod's capacity ramps up linearly over warmup ...
 //	  cold_capacity: 0.1     # ... from this share of it (default 0.1)
@@ -49,7 +49,8 @@
 //	spillway:                # xds/zoneaware.Config; left out = zoneaware's default
 //	  probe_share: 0.01      # also target_utilization, slow_start_fraction,
 //	  recovery_ramp: 60s     # slow_start_ramp, slow_start_requests, queue_sensitivity,
-//	                         # error_sensitivity, capacity_floor, stale_after, move_threshold
+//	                         # error_sensitivity, capacity_floor, degraded_target,
+//	                         # stale_after, move_threshold
 //	events:                  # applied at the start of the step, in file order
 //	  - {step: 10, action: throttle, zone: a, factor: 0.1}   # capacity × factor (0..10)
 //	  - {step: 30, action: recover, zone: a}                 # throttle back to 1

@@ -99,6 +99,11 @@ type ServerGroup struct {
 	Zone     int
 	Count    int
 	Capacity float64 // requests per second one warm pod serves
+	// New: the pods register at step 0, as in a fresh deploy, instead of
+	// long before the run. They serve at full capacity (the model's
+	// warm-up applies to pods that join by an event); what changes is
+	// that spillway sees every one of them as new.
+	New bool
 }
 
 // Model tunes the simulated fleet.
@@ -462,7 +467,7 @@ func clientGroup(n *yaml.Node, path string, zoneRef func(*yaml.Node, string) (in
 }
 
 func serverGroup(n *yaml.Node, path string, zoneRef func(*yaml.Node, string) (int, error)) (ServerGroup, error) {
-	f, err := mapping(n, path, []string{"zone", "count", "capacity"})
+	f, err := mapping(n, path, []string{"zone", "count", "capacity", "new"})
 	if err != nil {
 		return ServerGroup{}, err
 	}
@@ -478,6 +483,11 @@ func serverGroup(n *yaml.Node, path string, zoneRef func(*yaml.Node, string) (in
 	}
 	if g.Capacity, err = positive(f["capacity"], path+".capacity", maxRate); err != nil {
 		return g, err
+	}
+	if v := f["new"]; v != nil {
+		if err := v.Decode(&g.New); err != nil || v.Kind != yaml.ScalarNode || v.ShortTag() != "!!bool" {
+			return g, fieldErr(v, path+".new", "%s, want true or false", describe(v))
+		}
 	}
 	return g, nil
 }
@@ -544,6 +554,7 @@ var spillwayFields = []struct {
 	{"error_sensitivity", "number", func(c *zoneaware.Config, f float64, _ time.Duration) { c.ErrorSensitivity = new(f) }},
 	{"capacity_floor", "nonzero", func(c *zoneaware.Config, f float64, _ time.Duration) { c.CapacityFloor = f }},
 	{"recovery_ramp", "duration", func(c *zoneaware.Config, _ float64, d time.Duration) { c.RecoveryRamp = d }},
+	{"degraded_target", "nonzero", func(c *zoneaware.Config, f float64, _ time.Duration) { c.DegradedTarget = f }},
 	{"stale_after", "int", func(c *zoneaware.Config, f float64, _ time.Duration) { c.StaleAfter = int(f) }},
 	{"move_threshold", "number", func(c *zoneaware.Config, f float64, _ time.Duration) { c.MoveThreshold = new(f) }},
 }

@@ -181,8 +181,12 @@ func newFleet(sc *Scenario) *fleet {
 		f.clients[g.Zone] += g.Instances
 	}
 	for _, g := range sc.Servers {
+		registered := epoch.Add(-24 * time.Hour)
+		if g.New {
+			registered = epoch
+		}
 		for range g.Count {
-			f.add(g.Zone, g.Capacity, epoch.Add(-24*time.Hour), true)
+			f.add(g.Zone, g.Capacity, registered, true)
 		}
 	}
 	return f

@@ -77,12 +77,14 @@ func logRun(t *testing.T, rep *Report, strategy string) {
 // criteria of the zone-aware issue, and what docs/simulator.md reports.
 // Every file in scenarios/ must have an entry.
 var scenarioChecks = map[string]func(t *testing.T, sc *Scenario){
-	"worked-example":        checkWorkedExample,
-	"heterogeneous-clients": checkHeterogeneous,
-	"degraded-zone":         checkDegradedZone,
-	"cold-pod":              checkColdPod,
-	"client-surge":          checkClientSurge,
-	"zone-outage":           checkZoneOutage,
+	"worked-example":         checkWorkedExample,
+	"heterogeneous-clients":  checkHeterogeneous,
+	"degraded-zone":          checkDegradedZone,
+	"cold-pod":               checkColdPod,
+	"client-surge":           checkClientSurge,
+	"zone-outage":            checkZoneOutage,
+	"new-service":            checkNewService,
+	"new-service-small-zone": checkNewService,
 }
 
 func TestScenarios(t *testing.T) {
@@ -206,6 +208,29 @@ func checkDegradedZone(t *testing.T, sc *Scenario) {
 			t.Errorf("spillway's errors %.0f are %.1f%% below %s's %.0f, want at least 85%%", sum.Errors, 100*cut, other, o.Errors)
 		}
 	}
+	// Issue 10, point 2: after the first report of the throttle zone a's
+	// load climbs back (health rising over the recovery ramp) without
+	// overload to DegradedTarget of its measured capacity; once settled
+	// (three cycles later) it runs at or under its capacity and under
+	// 0.1% of the requests fail, without oscillating, for as long as it
+	// stays degraded.
+	const settled = degraded + 4
+	for _, st := range spill.Steps[degraded+2 : settled] {
+		if u, p := st.Zones[a].Utilization(), spill.Steps[st.Index-1].Zones[a].Utilization(); u < p || u > 1 || st.Errors > 0 {
+			t.Errorf("step %d (degraded, settling): zone a's utilization %.3f -> %.3f, errors %.1f rps: want a climb to at most 1, no errors", st.Index, p, u, st.Errors)
+		}
+	}
+	for _, st := range spill.Steps[settled:recovered] {
+		if u := st.Zones[a].Utilization(); u > 1 {
+			t.Errorf("step %d (degraded, settled): zone a at %.3f of its capacity, want at most 1", st.Index, u)
+		}
+		if st.ErrorRate() >= 0.001 {
+			t.Errorf("step %d (degraded, settled): %.2f%% of requests fail, want under 0.1%%", st.Index, 100*st.ErrorRate())
+		}
+		if p := &spill.Steps[st.Index-1]; st.Index > settled && math.Abs(st.Zones[a].Utilization()-p.Zones[a].Utilization()) > 0.05 {
+			t.Errorf("step %d (degraded, settled): zone a's utilization moved %.3f -> %.3f: oscillation", st.Index, p.Zones[a].Utilization(), st.Zones[a].Utilization())
+		}
+	}
 	healthy := offeredShare(&spill.Steps[degraded-1], a)
 	prev := 0.0
 	for _, st := range spill.Steps[recovered:] {
@@ -290,6 +315,34 @@ func checkZoneOutage(t *testing.T, sc *Scenario) {
 	}
 	if fb := host[15].Fallback; fb != "off_no_local_hosts" {
 		t.Errorf("hostcount while c has no pods: fallback %q, want off_no_local_hosts", fb)
+	}
+}
+
+// Issue 10, point 1: a new service whose pods all register at step 0,
+// the heaviest client zone holding few of them. From the first cycle with
+// load reports (step 1) no zone carries more than its capacity share + 5
+// points, and from the third on same-zone is within 2 points of the
+// optimum: slow start neither skews the plan towards the zone whose
+// clients send the most nor holds it away from the optimum.
+func checkNewService(t *testing.T, sc *Scenario) {
+	rep := mustSimulate(t, sc)
+	logRun(t, rep, StrategySpillway)
+	for _, st := range mustRun(t, rep, StrategySpillway).Steps[1:] {
+		var sumC float64
+		for _, zs := range st.Zones {
+			sumC += zs.Capacity
+		}
+		for z, zs := range st.Zones {
+			if load, c := offeredShare(&st, z), zs.Capacity/sumC; load > c+0.05 {
+				t.Errorf("step %d: zone %s carries %.1f%% of the load on %.1f%% of the capacity, want at most 5 points above", st.Index, sc.Zones[z], 100*load, 100*c)
+			}
+		}
+		if st.Errors > 0 {
+			t.Errorf("step %d: errors %.1f rps", st.Index, st.Errors)
+		}
+		if st.Index >= 3 && math.Abs(st.SameZone-st.Optimum) > 0.02 {
+			t.Errorf("step %d: same-zone %.4f, optimum %.4f: more than 2 points apart", st.Index, st.SameZone, st.Optimum)
+		}
 	}
 }
 

@@ -27,11 +27,14 @@ type Config struct {
 	HTTPAddr string `yaml:"http_addr"`
 	// DataDir holds the durable registrations; "" keeps them in memory only
 	// (lost on restart).
-	DataDir    string `yaml:"data_dir"`
-	Domain     string `yaml:"domain"`
-	LogLevel   string `yaml:"log_level"`
-	LogFormat  string `yaml:"log_format"`
-	StaticFile string `yaml:"static_file"`
+	DataDir string `yaml:"data_dir"`
+	// Store is where durable state lives: bbolt in DataDir by default,
+	// etcd or Spanner for several replicas (store.go).
+	Store      StoreConfig `yaml:"store"`
+	Domain     string      `yaml:"domain"`
+	LogLevel   string      `yaml:"log_level"`
+	LogFormat  string      `yaml:"log_format"`
+	StaticFile string      `yaml:"static_file"`
 	// AdminTokenFile holds the token that changes of the panic flag and the
 	// rollout config need; "" refuses every change.
 	AdminTokenFile string `yaml:"admin_token_file"`
@@ -159,6 +162,14 @@ func parseConfig(args []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&f.GRPCAddr, "grpc-addr", cfg.GRPCAddr, "gRPC listen address (ADS, LRS, registry and admin APIs)")
 	fs.StringVar(&f.HTTPAddr, "http-addr", cfg.HTTPAddr, "HTTP listen address (/healthz, /readyz, /metrics, JSON API)")
 	fs.StringVar(&f.DataDir, "data-dir", cfg.DataDir, `directory for durable state; "" keeps registrations in memory only`)
+	fs.StringVar(&f.Store.URL, "store", "", `durable state: "" is bbolt in --data-dir; etcd://host:2379[,host:2379...]/prefix or spanner://projects/P/instances/I/databases/D share it between replicas`)
+	fs.StringVar(&f.Store.Etcd.CA, "etcd-ca", "", "PEM CA `file` that signs the etcd servers' certificates (turns on TLS)")
+	fs.StringVar(&f.Store.Etcd.Cert, "etcd-cert", "", "PEM client certificate `file` for etcd (with --etcd-key)")
+	fs.StringVar(&f.Store.Etcd.Key, "etcd-key", "", "PEM client key `file` for etcd (with --etcd-cert)")
+	fs.StringVar(&f.Store.Etcd.Username, "etcd-username", "", "etcd user (with --etcd-password-file)")
+	fs.StringVar(&f.Store.Etcd.PasswordFile, "etcd-password-file", "", "`file` holding the etcd user's password")
+	fs.DurationVar(&f.Store.Etcd.DialTimeout, "etcd-dial-timeout", 0, "how long the first etcd connection may take (0: 5s)")
+	fs.DurationVar(&f.Store.SpannerPoll, "spanner-poll", 0, "how often a replica reads what others wrote to Spanner (0: 500ms)")
 	fs.StringVar(&f.Domain, "domain", cfg.Domain, "DNS domain served")
 	fs.StringVar(&f.LogLevel, "log-level", cfg.LogLevel, "debug, info, warn or error")
 	fs.StringVar(&f.LogFormat, "log-format", cfg.LogFormat, "text or json")
@@ -201,32 +212,40 @@ func parseConfig(args []string, stderr io.Writer) (Config, error) {
 	}
 	// Flags set on the command line win over the file.
 	set := map[string]func(){
-		"dns-addr":         func() { cfg.DNSAddr = f.DNSAddr },
-		"grpc-addr":        func() { cfg.GRPCAddr = f.GRPCAddr },
-		"http-addr":        func() { cfg.HTTPAddr = f.HTTPAddr },
-		"data-dir":         func() { cfg.DataDir = f.DataDir },
-		"domain":           func() { cfg.Domain = f.Domain },
-		"log-level":        func() { cfg.LogLevel = f.LogLevel },
-		"log-format":       func() { cfg.LogFormat = f.LogFormat },
-		"static-file":      func() { cfg.StaticFile = f.StaticFile },
-		"admin-token-file": func() { cfg.AdminTokenFile = f.AdminTokenFile },
-		"shutdown-grace":   func() { cfg.ShutdownGrace = f.ShutdownGrace },
-		"lease-ttl":        func() { cfg.Leases.DefaultTTL = f.Leases.DefaultTTL },
-		"lease-min-ttl":    func() { cfg.Leases.MinTTL = f.Leases.MinTTL },
-		"lease-max-ttl":    func() { cfg.Leases.MaxTTL = f.Leases.MaxTTL },
-		"lease-tick":       func() { cfg.Leases.Tick = f.Leases.Tick },
-		"guard-share":      func() { cfg.Leases.GuardShare = f.Leases.GuardShare },
-		"guard-min-count":  func() { cfg.Leases.GuardMinCount = f.Leases.GuardMinCount },
-		"xds-port-name":    func() { cfg.XDS.PortName = f.XDS.PortName },
-		"xds-debounce":     func() { cfg.XDS.Debounce = f.XDS.Debounce },
-		"xds-max-delay":    func() { cfg.XDS.MaxDelay = f.XDS.MaxDelay },
-		"xds-resync":       func() { cfg.XDS.Resync = f.XDS.Resync },
-		"lrs-interval":     func() { cfg.XDS.LRSInterval = f.XDS.LRSInterval },
-		"zone-aware":       func() { cfg.XDS.ZoneAware = f.XDS.ZoneAware },
-		"weights-interval": func() { cfg.XDS.WeightsInterval = f.XDS.WeightsInterval },
-		"probe-share":      func() { cfg.XDS.ProbeShare = f.XDS.ProbeShare },
-		"xds-max-zones":    func() { cfg.XDS.MaxZones = f.XDS.MaxZones },
-		"kubeconfig":       func() { cfg.Kubernetes.Clusters = kubeconfigs.clusters() },
+		"dns-addr":           func() { cfg.DNSAddr = f.DNSAddr },
+		"grpc-addr":          func() { cfg.GRPCAddr = f.GRPCAddr },
+		"http-addr":          func() { cfg.HTTPAddr = f.HTTPAddr },
+		"data-dir":           func() { cfg.DataDir = f.DataDir },
+		"domain":             func() { cfg.Domain = f.Domain },
+		"store":              func() { cfg.Store.URL = f.Store.URL },
+		"etcd-ca":            func() { cfg.Store.Etcd.CA = f.Store.Etcd.CA },
+		"etcd-cert":          func() { cfg.Store.Etcd.Cert = f.Store.Etcd.Cert },
+		"etcd-key":           func() { cfg.Store.Etcd.Key = f.Store.Etcd.Key },
+		"etcd-username":      func() { cfg.Store.Etcd.Username = f.Store.Etcd.Username },
+		"etcd-password-file": func() { cfg.Store.Etcd.PasswordFile = f.Store.Etcd.PasswordFile },
+		"etcd-dial-timeout":  func() { cfg.Store.Etcd.DialTimeout = f.Store.Etcd.DialTimeout },
+		"spanner-poll":       func() { cfg.Store.SpannerPoll = f.Store.SpannerPoll },
+		"log-level":          func() { cfg.LogLevel = f.LogLevel },
+		"log-format":         func() { cfg.LogFormat = f.LogFormat },
+		"static-file":        func() { cfg.StaticFile = f.StaticFile },
+		"admin-token-file":   func() { cfg.AdminTokenFile = f.AdminTokenFile },
+		"shutdown-grace":     func() { cfg.ShutdownGrace = f.ShutdownGrace },
+		"lease-ttl":          func() { cfg.Leases.DefaultTTL = f.Leases.DefaultTTL },
+		"lease-min-ttl":      func() { cfg.Leases.MinTTL = f.Leases.MinTTL },
+		"lease-max-ttl":      func() { cfg.Leases.MaxTTL = f.Leases.MaxTTL },
+		"lease-tick":         func() { cfg.Leases.Tick = f.Leases.Tick },
+		"guard-share":        func() { cfg.Leases.GuardShare = f.Leases.GuardShare },
+		"guard-min-count":    func() { cfg.Leases.GuardMinCount = f.Leases.GuardMinCount },
+		"xds-port-name":      func() { cfg.XDS.PortName = f.XDS.PortName },
+		"xds-debounce":       func() { cfg.XDS.Debounce = f.XDS.Debounce },
+		"xds-max-delay":      func() { cfg.XDS.MaxDelay = f.XDS.MaxDelay },
+		"xds-resync":         func() { cfg.XDS.Resync = f.XDS.Resync },
+		"lrs-interval":       func() { cfg.XDS.LRSInterval = f.XDS.LRSInterval },
+		"zone-aware":         func() { cfg.XDS.ZoneAware = f.XDS.ZoneAware },
+		"weights-interval":   func() { cfg.XDS.WeightsInterval = f.XDS.WeightsInterval },
+		"probe-share":        func() { cfg.XDS.ProbeShare = f.XDS.ProbeShare },
+		"xds-max-zones":      func() { cfg.XDS.MaxZones = f.XDS.MaxZones },
+		"kubeconfig":         func() { cfg.Kubernetes.Clusters = kubeconfigs.clusters() },
 	}
 	fs.Visit(func(fl *flag.Flag) {
 		if apply := set[fl.Name]; apply != nil {
@@ -255,6 +274,9 @@ func (c *Config) validate() error {
 		return err
 	}
 	if err := c.Kubernetes.validate(); err != nil {
+		return err
+	}
+	if err := c.Store.validate(); err != nil {
 		return err
 	}
 	if _, err := c.DNS.zones(); err != nil {

@@ -20,7 +20,6 @@ import (
 	"github.com/spillway/spillway/migration"
 	"github.com/spillway/spillway/migration/migrationapi"
 	"github.com/spillway/spillway/registry"
-	"github.com/spillway/spillway/registry/durable"
 	"github.com/spillway/spillway/registry/lease"
 	"github.com/spillway/spillway/registry/registryapi"
 	"github.com/spillway/spillway/registry/static"
@@ -44,6 +43,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("--domain (domain): %w", err)
 	}
+	store.SetLogger(log.With("component", "registry"))
 	metrics := prometheus.NewRegistry()
 	metrics.MustRegister(
 		collectors.NewGoCollector(),
@@ -56,16 +56,9 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 
-	var st storage
-	if cfg.DataDir == "" {
-		log.Warn("no data dir: VM registrations are kept in memory only and lost on restart")
-		st = durable.NewMemory()
-	} else {
-		b, err := durable.OpenBolt(cfg.DataDir)
-		if err != nil {
-			return err
-		}
-		st = b
+	st, err := openStorage(ctx, cfg.Store, cfg.DataDir, log.With("component", "store"))
+	if err != nil {
+		return err
 	}
 	defer st.Close()
 

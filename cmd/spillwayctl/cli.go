@@ -49,6 +49,9 @@ type env struct {
 // dial returns a client connection to --server. The connection is lazy: an
 // unreachable server shows up as Unavailable on the first request.
 func (e *env) dial() (*grpc.ClientConn, error) {
+	if strings.Contains(e.server, ",") {
+		return nil, usagef("--server %q: a list of servers is for agent only", e.server)
+	}
 	conn, err := grpc.NewClient(e.server, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return nil, usagef("--server %q: %v", e.server, err)
@@ -93,7 +96,7 @@ func lookup(name string) *command {
 }
 
 func globalFlags(fs *flag.FlagSet) (server *string, timeout *time.Duration) {
-	server = fs.String("server", defaultServer, "gRPC `address` of the spillway server")
+	server = fs.String("server", defaultServer, "gRPC `address` of the spillway server (agent: a comma-separated list)")
 	timeout = fs.Duration("timeout", defaultTimeout, "timeout of each request")
 	return server, timeout
 }

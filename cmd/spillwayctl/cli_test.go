@@ -237,6 +237,9 @@ func TestCLIErrors(t *testing.T) {
 		{"zero_timeout", "", []string{"--timeout", "0s", "services"}, 2, []string{"--timeout"}},
 		{"agent_interval_not_below_ttl", "", []string{"agent", "--service", "s", "--address", "10.0.0.7", "--port", "grpc=80", "--zone", "z", "--ttl", "3s", "--interval", "3s"}, 2, []string{"--interval"}},
 		{"server_down", "127.0.0.1:1", []string{"services"}, 1, []string{"Unavailable", "--server 127.0.0.1:1"}},
+		{"agent_bad_server_list", "", []string{"agent", "--server", "127.0.0.1:1,b", "--service", "s", "--address", "10.0.0.7", "--port", "grpc=80", "--zone", "z"}, 2, []string{"--server", `servers[1] "b"`}},
+		{"agent_bad_global_server_list", "a:1,a:1", []string{"agent", "--service", "s", "--address", "10.0.0.7", "--port", "grpc=80", "--zone", "z"}, 2, []string{"--server", "listed twice"}},
+		{"server_list_not_for_services", "a:1,b:1", []string{"services"}, 2, []string{"--server", "for agent only"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -338,6 +341,57 @@ func TestCLIAgent(t *testing.T) {
 	}
 	if stdout.String() != "" {
 		t.Errorf("agent stdout = %q, want nothing", stdout.String())
+	}
+}
+
+// TestCLIAgentFailover: `agent --server a,b` on two replicas that share a
+// store. Each replica is stopped in turn (one of them is the agent's): the
+// agent heartbeats the same lease on the other and the endpoint stays.
+func TestCLIAgentFailover(t *testing.T) {
+	s1 := registrytest.Start(t)
+	s2 := s1.Replica(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stdout, stderr lockedBuffer
+	codeC := make(chan int, 1)
+	go func() {
+		codeC <- run(ctx, []string{"agent", "--server", s1.Addr + "," + s2.Addr, "--service", "payments", "--address", "10.0.0.7",
+			"--port", "grpc=8080", "--zone", "z1", "--id", "vm-1", "--ttl", "3s"}, &stdout, &stderr)
+	}()
+	registrytest.WaitFor(t, 10*time.Second, "the agent's endpoint in the store", func() bool {
+		_, ok := s1.Endpoint("payments", "vm-1")
+		return ok
+	})
+	_, leaseID, _ := s1.Leases.LastSeen("payments", "vm-1")
+	for _, stop := range []*registrytest.Server{s1, s2} {
+		stop.Stop()
+		stopped := time.Now()
+		registrytest.WaitFor(t, 10*time.Second, "a heartbeat after stopping "+stop.Addr, func() bool {
+			_, ok := s1.Endpoint("payments", "vm-1")
+			seen, id, _ := s1.Leases.LastSeen("payments", "vm-1")
+			if !ok || id != leaseID {
+				t.Fatalf("lease lost: endpoint present %v, lease %q (want %q)", ok, id, leaseID)
+			}
+			return seen.After(stopped)
+		})
+		stop.Restart(t)
+	}
+	cancel()
+	select {
+	case code := <-codeC:
+		if code != 0 {
+			t.Fatalf("agent exit = %d, want 0; stderr:\n%s", code, stderr.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("agent did not exit within 10s of cancel")
+	}
+	if _, ok := s1.Endpoint("payments", "vm-1"); ok {
+		t.Error("endpoint still in the store after the agent exited")
+	}
+	for _, want := range []string{"msg=\"moved to another server\"", "failovers=1", "lease=" + leaseID} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("agent logs lack %q:\n%s", want, stderr.String())
+		}
 	}
 }
 

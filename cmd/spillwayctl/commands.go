@@ -212,11 +212,12 @@ func age(ts *timestamppb.Timestamp, now time.Time) string {
 
 var agentCommand = &command{
 	name:    "agent",
-	summary: "register, heartbeat in the foreground, deregister on SIGINT/SIGTERM",
+	summary: "register, heartbeat in the foreground, deregister on SIGINT/SIGTERM; fails over between --server replicas",
 	flags: func(fs *flag.FlagSet) action {
 		var f endpointFlags
 		f.define(fs)
 		interval := fs.Duration("interval", 0, "time between heartbeats (default: a third of the granted TTL)")
+		servers := fs.String("server", "", "gRPC `addresses` of the spillway replicas, comma-separated; a DNS name stands for all its addresses (default: the global --server)")
 		return func(ctx context.Context, e *env, _ []string) error {
 			req, err := f.request()
 			if err != nil {
@@ -228,14 +229,17 @@ var agentCommand = &command{
 			case f.ttl > 0 && *interval >= f.ttl:
 				return usagef("--interval %v: must be shorter than --ttl %v", *interval, f.ttl)
 			}
-			conn, err := e.dial()
-			if err != nil {
-				return err
+			list := e.server
+			if *servers != "" {
+				list = *servers
 			}
-			defer conn.Close()
+			addrs, err := heartbeat.ParseServers(list)
+			if err != nil {
+				return usagef("--server %q: %v", list, err)
+			}
 			log := slog.New(slog.NewTextHandler(e.stderr, nil))
 			a, err := heartbeat.New(heartbeat.Config{
-				Conn:     conn,
+				Servers:  addrs,
 				Service:  req.GetService(),
 				Endpoint: req.GetEndpoint(),
 				TTL:      f.ttl,
@@ -245,11 +249,12 @@ var agentCommand = &command{
 			if err != nil {
 				return err
 			}
-			log.Info("agent starting", "server", e.server, "service", req.GetService(), "address", req.GetEndpoint().GetAddress())
+			log.Info("agent starting", "server", strings.Join(addrs, ","), "service", req.GetService(), "address", req.GetEndpoint().GetAddress())
 			if err := a.Run(ctx); err != nil {
 				return err
 			}
-			log.Info("agent stopped")
+			st := a.Status()
+			log.Info("agent stopped", "last_server", st.Active, "failovers", st.Failovers)
 			return nil
 		}
 	},

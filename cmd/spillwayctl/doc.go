@@ -9,7 +9,8 @@
 //
 // Global flags, before the command:
 //
-//	--server ADDR   gRPC address of the spillway server (default 127.0.0.1:18000)
+//	--server ADDR   gRPC address of the spillway server (default 127.0.0.1:18000);
+//	                for agent, a comma-separated list of replicas
 //	--timeout D     timeout of each request (default 5s)
 //
 // Commands:
@@ -30,10 +31,14 @@
 //	    List a service's endpoints from every source. -o json prints every
 //	    field of every endpoint, empty ones included, with the proto field
 //	    names (snake_case), for scripts.
-//	agent <register's flags> [--interval D]
+//	agent <register's flags> [--interval D] [--server ADDR,ADDR...]
 //	    Register, heartbeat every --interval (default a third of the TTL)
 //	    and stay in the foreground; on SIGINT or SIGTERM deregister and exit
-//	    0. Logs go to stderr.
+//	    0. Logs go to stderr. --server (here or global) may list several
+//	    replicas, comma-separated, or name one DNS name with several
+//	    addresses: the agent uses one and moves to the next when it stops
+//	    answering, keeping its lease (it registers again, with the same
+//	    endpoint id, only if the new replica does not know the lease).
 //	load SERVICE [-o text|json]
 //	    Show the load clients report over LRS for SERVICE: one row per client
 //	    service, client zone and upstream locality.

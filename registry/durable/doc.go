@@ -1,16 +1,35 @@
-// Package durable keeps VM registrations across restarts.
+// Package durable keeps what must survive a restart and what replicas
+// share: VM registrations with their leases, the panic flag, the rollout
+// config, and later issues' state.
 //
-// A Record is one registration: the lease, its TTL and the endpoint. Bolt
-// stores records in an embedded bbolt file (the default, in --data-dir);
-// Memory keeps them in a map for tests and for a server run without a data
-// dir. Later backends (etcd, Spanner) implement the same three methods.
+// KV is a small versioned key-value interface (Put, Delete, Get, List,
+// Watch). Three backends implement it: BoltKV in an embedded bbolt file
+// (the default, one replica, in --data-dir), etcdstore (etcd v3) and
+// spannerstore (Cloud Spanner). durabletest holds the conformance suite
+// every backend runs. Store adapts any KV to the record storage of package
+// lease (a Record under "registrations/<service>/<id>") and the settings
+// storage of package migration ("settings/<key>"); Memory keeps both in a
+// map for tests and for a server run without a data dir.
 //
 // Heartbeats are not stored: only Register and Deregister (or expiry) write.
 //
+// # Usage
+//
+//	st, err := durable.OpenBolt(dir) // or durable.NewStore(etcdKV)
+//	...
+//	defer st.Close()
+//	leases, err := lease.New(lease.Config{Storage: st, ...})
+//
+// A data dir written before the KV (buckets vm-registrations/v1 and
+// settings/v1) is moved into the KV layout once, on open.
+//
 // # Concurrency
 //
-// Both implementations are safe for concurrent use. Bolt.Put returns only
-// after the record is fsynced; concurrent Puts share one transaction and one
+// Every implementation is safe for concurrent use. BoltKV.Put returns only
+// after the write is fsynced; concurrent Puts share one transaction and one
 // fsync (bbolt's Batch), so a burst of registrations does not queue on the
-// disk one by one.
+// disk one by one. A Watch runs one goroutine that ends with its context
+// or with Close.
+//
+// See docs/replication.md for the backends, their URLs and watch semantics.
 package durable

@@ -64,6 +64,10 @@ type merger struct {
 	// declared are the services this source made known, which it forgets
 	// when no cluster has them any more.
 	declared map[string]bool
+	// refused are, per service, the endpoint ids left out because their
+	// DNS name is refused, so each refusal is counted and logged once, not
+	// at every resync.
+	refused map[string]map[string]bool
 }
 
 func newMerger(store *registry.Store, log *slog.Logger, m *metrics) *merger {
@@ -73,6 +77,7 @@ func newMerger(store *registry.Store, log *slog.Logger, m *metrics) *merger {
 		metrics:  m,
 		now:      time.Now,
 		services: map[string]map[partKey][]*registry.Endpoint{},
+		refused:  map[string]map[string]bool{},
 		declared: map[string]bool{},
 	}
 }
@@ -227,6 +232,15 @@ func (m *merger) diff(name string, snap *registry.Snapshot, fresh bool, now time
 	if len(ps) > 0 && !known {
 		ops = append(ops, registry.Declare(name))
 	}
+	was := m.refused[name]
+	var refused map[string]bool
+	defer func() {
+		if refused == nil {
+			delete(m.refused, name)
+		} else {
+			m.refused[name] = refused
+		}
+	}()
 	for _, e := range want {
 		var old *registry.Endpoint
 		if cur != nil {
@@ -241,9 +255,15 @@ func (m *merger) diff(name string, snap *registry.Snapshot, fresh bool, now time
 			// A new id: one whose DNS name does not fit, or is a
 			// service's, would make the store refuse the whole service.
 			if err := m.checkName(name, e, snap); err != nil {
-				m.metrics.badNames.Inc()
-				m.log.Warn("Kubernetes endpoint left out: its DNS name is refused",
-					"service", name, "id", e.ID, "err", err)
+				if refused == nil {
+					refused = map[string]bool{}
+				}
+				refused[e.ID] = true
+				if !was[e.ID] {
+					m.metrics.badNames.Inc()
+					m.log.Warn("Kubernetes endpoint left out: its DNS name is refused",
+						"service", name, "id", e.ID, "err", err)
+				}
 				continue
 			}
 		case old.Source != registry.SourceKubernetes:

@@ -139,3 +139,25 @@ func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool)
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// Replica serves s's store and lease manager on a new loopback port until
+// the test ends: another replica of the same registry, as replicas that
+// share one store look to a client (a lease registered on one heartbeats
+// on the other). Stop and Restart act on the replica's gRPC server alone.
+func (s *Server) Replica(t testing.TB) *Server {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.ReplicaOn(t, lis)
+}
+
+// ReplicaOn is Replica on lis.
+func (s *Server) ReplicaOn(t testing.TB, lis net.Listener) *Server {
+	t.Helper()
+	r := &Server{Store: s.Store, Leases: s.Leases, api: s.api, Addr: lis.Addr().String()}
+	r.serve(lis)
+	t.Cleanup(r.Stop)
+	return r
+}

@@ -22,6 +22,7 @@ const (
 	DefaultErrorSensitivity  = 2.0
 	DefaultCapacityFloor     = 0.05
 	DefaultRecoveryRamp      = 60 * time.Second
+	DefaultDegradedTarget    = 0.9
 	DefaultReportInterval    = 10 * time.Second
 	DefaultStaleAfter        = 3
 	DefaultMoveThreshold     = 0.02
@@ -62,15 +63,16 @@ type Config struct {
 	// 1000.
 	SlowStartRequests float64
 
-	// QueueSensitivity s scales the queue factor of a zone whose in-flight
-	// requests per trusted endpoint q exceed the cross-zone average q̄:
-	// 1 / (1 + s·(q/q̄ − 1)). Nil means 1; non-nil 0 ignores in-flight
+	// QueueSensitivity s scales the queue factor of a zone whose time in
+	// flight, pooled over 3 reports and less its sampling noise, is q
+	// times the dead band (see the package doc): 1 / (1 + s·(q − 1)). Nil means 1; non-nil 0 ignores in-flight
 	// requests; at most 100.
 	QueueSensitivity *float64
 	// ErrorSensitivity s scales the error factor of a zone with error
-	// ratio r: max(0, 1 − s·r), before CapacityFloor. Nil means 2 (10%
-	// errors cost a fifth of the zone's capacity, 50% send it to the
-	// floor); non-nil 0 ignores errors; at most 100.
+	// ratio r: max(0, 1 − s·(r − 0.01)) (errors up to 1% cost nothing),
+	// before CapacityFloor. Nil means 2 (10% errors cost 18% of the
+	// zone's capacity, 50% send it to the floor); non-nil 0 ignores
+	// errors; at most 100.
 	ErrorSensitivity *float64
 	// CapacityFloor is the least a zone's health factor (queue factor ×
 	// error factor) can fall to, so a zone is never written off. Zero means
@@ -81,6 +83,17 @@ type Config struct {
 	// so a recovered zone earns its share back over cycles. Falls apply at
 	// once. Zero means 60 s.
 	RecoveryRamp time.Duration
+
+	// DegradedTarget is the headroom kept on a degraded zone: when a zone
+	// fails more than 1% of the requests it is sent, its successful rate
+	// is taken as its capacity, and until its load reports look healthy
+	// again (no such errors and no time in flight above the average's dead
+	// band) it is sent at most DegradedTarget of that, in requests per
+	// second of the service's measured demand. Aiming below the measured
+	// capacity keeps the steady state out of overload; a zone that still
+	// fails more than 1% at that level is measured again, lower. Zero
+	// means 0.9; in (0, 1].
+	DegradedTarget float64
 
 	// ReportInterval is the clients' load report interval. Zero means 10 s;
 	// at most 1 h.
@@ -107,6 +120,7 @@ type params struct {
 	queueSens, errorSens float64
 	floor                float64
 	recovery             time.Duration
+	degraded             float64
 	interval             time.Duration
 	staleAfter           time.Duration // StaleAfter × ReportInterval
 	staleCount           int
@@ -134,6 +148,7 @@ func (c Config) params() (params, error) {
 		errorSens:  orDefault(c.ErrorSensitivity, DefaultErrorSensitivity),
 		floor:      c.CapacityFloor,
 		recovery:   c.RecoveryRamp,
+		degraded:   c.DegradedTarget,
 		interval:   c.ReportInterval,
 		staleCount: c.StaleAfter,
 		move:       orDefault(c.MoveThreshold, DefaultMoveThreshold),
@@ -158,6 +173,9 @@ func (c Config) params() (params, error) {
 	}
 	if p.recovery == 0 {
 		p.recovery = DefaultRecoveryRamp
+	}
+	if p.degraded == 0 {
+		p.degraded = DefaultDegradedTarget
 	}
 	if p.interval == 0 {
 		p.interval = DefaultReportInterval
@@ -189,6 +207,8 @@ func (c Config) params() (params, error) {
 		return bad("CapacityFloor", p.floor, "want (0, 1]")
 	case p.recovery < 0:
 		return bad("RecoveryRamp", p.recovery, "want > 0")
+	case !inRange(p.degraded, math.SmallestNonzeroFloat64, 1):
+		return bad("DegradedTarget", p.degraded, "want (0, 1]")
 	case p.interval < 0 || p.interval > time.Hour:
 		return bad("ReportInterval", p.interval, "want > 0, at most 1h")
 	case p.staleCount < 1 || p.staleCount > 1000:
@@ -213,6 +233,7 @@ func (p params) config() Config {
 		ErrorSensitivity:  new(p.errorSens),
 		CapacityFloor:     p.floor,
 		RecoveryRamp:      p.recovery,
+		DegradedTarget:    p.degraded,
 		ReportInterval:    p.interval,
 		StaleAfter:        p.staleCount,
 		MoveThreshold:     new(p.move),

@@ -42,7 +42,15 @@
 //
 // Trust of a healthy endpoint e, with f0 = SlowStartFraction:
 //
-//	trust(e) = f0 + (1 − f0)·progress(e),  progress in [0, 1]
+//	trust(e) = f0 + (1 − f0)·(ρ_e + (1 − ρ_e)·progress(e)),  progress in [0, 1]
+//
+// Slow start protects a cold endpoint among warm ones, not a fleet from
+// itself: the relief ρ_e is set when e (re)starts, from the service's
+// coldness κ = Σ (1 − progress) / healthy endpoints (e included):
+// ρ = clamp((κ − 0.4)/0.1, 0, 1). A cohort of up to 40% of the service is
+// discounted in full; one that is half of it or more (a fresh deploy, a
+// full rollout) not at all, so no zone gets ahead by earning trust first.
+// ρ is fixed, so trust only grows as e warms.
 //
 // An endpoint seen for the first time starts at progress = age/SlowStartRamp
 // (age from Registered; the zero time counts as long ago), so a restarted
@@ -50,13 +58,16 @@
 // unhealthy starts again at 0 (as Envoy's slow start does); unhealthy
 // endpoints earn nothing. Each cycle, Δt after the previous one:
 //
-//	with load data for its zone:  progress += max(S_z·min(Δt, StaleAfter·ReportInterval)·trust(e)/Σ_z trust / SlowStartRequests,
+//	with load data for its zone:  progress += max(min(S_z/Σ_z trust, S/Σ trust)·min(Δt, StaleAfter·ReportInterval)·trust(e) / SlowStartRequests,
 //	                                              Δt / (2·SlowStartRamp))
 //	without:                      progress += Δt / SlowStartRamp
 //
 // where S_z is the zone's successful rate, credited to the zone's endpoints
 // in proportion to their trust (Σ_z over those healthy at the previous
-// cycle). With load data, time alone earns at half the ramp's rate: traffic
+// cycle), but at most at the fleet's rate per unit of trust (S, Σ over the
+// zones with load data): a zone sent more than its trust, because its
+// clients send the most, does not earn faster than identical endpoints
+// elsewhere. With load data, time alone earns at half the ramp's rate: traffic
 // follows trust, so credit by requests alone would let endpoints that
 // happened to start with more traffic pull ahead of identical ones and stay
 // ahead.
@@ -64,20 +75,47 @@
 // Capacity of upstream zone z, from its healthy endpoints:
 //
 //	T_z = Σ trust(e)                         (Healthy counts them: the raw capacity)
-//	q_z = InProgress_z / Issued_z,  q̄ = Σ InProgress / Σ Issued   over zones with traffic
-//	Q_z = 1 if q_z ≤ q̄, else 1 / (1 + QueueSensitivity·(q_z/q̄ − 1))
+//	N_z, I_z = Σ InProgress_z, Σ Issued_z     over its last 3 reports (this one included)
+//	N', I'   = the same sums over the other zones
+//	p0 = 1.5·I_z / (1.5·I_z + I'),  n = N_z + N'
+//	slow_z ⇔ N*_z = N_z − 3·√(n·p0·(1 − p0)) > n·p0
+//	q_z = (N*_z / I_z) / (1.5·(N*_z + N') / (I_z + I'))
+//	Q_z = 1 / (1 + QueueSensitivity·(q_z − 1)) if slow_z and q_z > 1 and N_z ≥ reports·T_z, else 1
 //	r_z = Errored_z / max(Issued_z, Succeeded_z + Errored_z)
-//	E_z = max(0, 1 − ErrorSensitivity·r_z)
+//	E_z = max(0, 1 − ErrorSensitivity·max(0, r_z − 0.01))
 //	H*_z = max(CapacityFloor, Q_z·E_z)
 //	H_z = H*_z if it is not above the previous H_z, else min(H*_z, H_prev·(1 + 2·Δt/RecoveryRamp))
 //	c_z = T_z·H_z,   C_z = c_z / Σ c
 //
-// q_z is the mean time a request spends in flight in zone z (Little's law),
-// so a zone is marked down for queueing, not for being given more traffic.
-// In-flight counts are sampled when a report is made and are noise at low
-// concurrency, so Q_z < 1 only when the zone holds at least one request per
-// trusted endpoint and q_z is above 1.5·q̄ (and then q̄ in the formula is
-// 1.5·q̄).
+// Headroom on a degraded zone: when z fails more than 1% of what it is
+// sent while slow (slow_z, over the pooled reports or this one alone), it
+// is at its capacity, and its limit becomes DegradedTarget·Succeeded_z
+// (rps); a report with errors under 1% and a pooled time in flight within
+// the band, noise not discounted (N_z ≤ 1.5·I_z·N'/I'), clears it, so a
+// degraded zone held at a low rate, where its slowness is lost in the
+// noise, is not let go. While set, C_z is lowered to at most limit_z / Σ Issued (the
+// other zones sharing the rest by capacity) and H_z stored accordingly, so
+// the zone settles under its measured capacity instead of where errors
+// hold it, and recovers from there over RecoveryRamp. A zone that fails
+// fast is not measured: a small pool rejects long before it is saturated.
+//
+// N_z / I_z is the mean time a request spends in flight in zone z
+// (Little's law), so a zone is marked down for queueing, not for being
+// given more traffic. grpc-go's in-progress count is a point sample taken
+// when a report is made, noise at low concurrency (a third of a request
+// per endpoint at 5 ms and 67 rps): the signal pools the last 3 reports,
+// compares the zone with the rest of the fleet (so a zone holding most of
+// the traffic does not set its own bar), and counts as slow only what is
+// more than 3 standard deviations above the dead band (1.5× the rest's
+// time in flight), the zone's share of the requests in flight being
+// binomial under it; that much is taken off N_z before the factor. A zone
+// also needs at least one request per trusted endpoint in flight. Errors
+// up to 1% of what a zone is sent cost nothing: a healthy small pool
+// rejects a few, and moving traffic for that only moves them.
+// TestCapacityNoise checks that healthy zones keep H = 1 under such noise.
+// Pooling delays the queue factor of a zone that only slows down by up to
+// two cycles; errors act at once, and slow_z is also tested on this
+// report alone (for the headroom below).
 // Falls apply at once (a degraded zone loses its traffic in one cycle);
 // rises are multiplicative (health at most doubles every RecoveryRamp/2):
 // a zone just taken off traffic looks healthy because it has none, and a

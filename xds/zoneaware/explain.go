@@ -159,6 +159,11 @@ type ZoneInfo struct {
 	// Capacity = Trusted × Health; CapacityShare is its share of the
 	// service's total.
 	Capacity, CapacityShare float64
+	// Limit is what the zone is held at while it looks degraded, in
+	// requests per second: Config.DegradedTarget × the successful rate it
+	// showed when it last failed more than 1% of its requests; 0 when it
+	// is not held.
+	Limit float64
 	// Demand is the raw demand of the clients in this zone (RPS or client
 	// count, see Result.Source); DemandShare its share of the zoned demand.
 	Demand, DemandShare float64

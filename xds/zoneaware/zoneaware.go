@@ -183,15 +183,54 @@ type endpointState struct {
 	id         string
 	registered time.Time
 	progress   float64 // [0, 1]
-	healthy    bool    // healthy at the previous cycle
-	fresh      bool    // first seen this cycle
+	// relief is how much of the slow-start discount the endpoint is
+	// spared, [0, 1]: set when it (re)starts, from how cold the service
+	// is then (see coldRelief).
+	relief  float64
+	healthy bool // healthy at the previous cycle
+	fresh   bool // first seen this cycle
+}
+
+// trust is the endpoint's trust: f0 + (1 − f0)·(relief + (1 − relief)·progress).
+func (s *endpointState) trust(p *params) float64 {
+	return p.trust(s.relief + (1-s.relief)*s.progress)
+}
+
+// Slow start protects a cold endpoint among warm ones, not a fleet from
+// itself. A cohort of endpoints that (re)start while the service's
+// coldness κ (Σ (1 − progress) / healthy endpoints, the new ones
+// included) is at most reliefFrom is slow-started in full; at reliefFull
+// or more (most of the service is new: a fresh deploy, a full rollout)
+// it is not discounted at all; linear between. The relief is fixed when
+// the endpoint starts, so an endpoint's trust only grows as it warms.
+const (
+	reliefFrom = 0.4
+	reliefFull = 0.5
+)
+
+func coldRelief(coldness float64) float64 {
+	return min(1, max(0, (coldness-reliefFrom)/(reliefFull-reliefFrom)))
 }
 
 type zoneHealth struct {
 	zone string
 	h    float64
 	at   time.Time
+	// limit is the most the zone is sent while it looks degraded, in
+	// requests per second: DegradedTarget × its measured capacity; 0 when
+	// none.
+	limit float64
+	// hist is the zone's previous load reports, newest first, n of them:
+	// the queue signal pools them with the current one.
+	hist [queueReports - 1]loadSample
+	n    int
 }
+
+type loadSample struct{ inProgress, issued float64 }
+
+// saturatedErrors is the error ratio above which a zone is taken to be
+// at its capacity: its successful rate is what it can serve.
+const saturatedErrors = 0.01
 
 type pushedRoute struct {
 	zone     string
@@ -209,6 +248,12 @@ type zone struct {
 
 	inflight, latency, errRatio, qf, ef, health float64
 	capacity, C                                 float64
+	limit                                       float64 // see zoneHealth.limit
+	hidx                                        int     // index in State.healthNext, -1 if none
+	prev                                        int     // index in State.health, -1 if none
+	pIn, pIss, pN                               float64 // pooled in progress, issued, reports (queue signal)
+	cIn, cIss                                   float64 // this report's in progress, issued
+	capped                                      bool
 
 	demandRow bool // has a Demand row (seen by checkLoads)
 	demand    float64
@@ -404,10 +449,28 @@ func (c *Calculator) updateTrust(st *State, in *Input, dt time.Duration, lrs boo
 	eps := in.Endpoints
 	for i := range eps {
 		if s := &st.eps[i]; eps[i].Healthy && s.healthy && !s.fresh {
-			st.zones[st.epZone[i]].prevTrust += p.trust(s.progress)
+			st.zones[st.epZone[i]].prevTrust += s.trust(p)
+		}
+	}
+	// The fleet's successful requests per unit of trust: no endpoint earns
+	// faster than that, so a zone given more traffic than its trust (its
+	// clients send more) does not earn ahead of identical endpoints
+	// elsewhere.
+	fleetRate := math.Inf(1)
+	if lrs {
+		var succ, trust float64
+		for i := range st.zones {
+			if z := &st.zones[i]; z.load >= 0 && z.prevTrust > 0 {
+				succ += in.Loads[z.load].SucceededRPS
+				trust += z.prevTrust
+			}
+		}
+		if trust > 0 {
+			fleetRate = succ / trust
 		}
 	}
 	dtReq := min(dt, p.staleAfter).Seconds()
+	healthy, coldness := 0, 0.0
 	for i := range eps {
 		e := &eps[i]
 		s := &st.eps[i]
@@ -428,14 +491,15 @@ func (c *Calculator) updateTrust(st *State, in *Input, dt time.Duration, lrs boo
 			s.progress = 0 // back from unhealthy: start over, as Envoy's slow start does
 		case s.progress >= 1:
 		case lrs && z.load >= 0:
-			// Earned by serving, but never slower than twice the ramp:
-			// traffic follows trust, so credit by requests alone lets the
+			// Earned by serving, at most at the fleet's rate per unit of
+			// trust, and never slower than twice the ramp: traffic
+			// follows trust, so credit by requests alone lets the
 			// endpoints that started with more traffic pull ahead of
 			// identical ones elsewhere and stay ahead.
 			earned := 0.0
 			if z.prevTrust > 0 {
-				served := in.Loads[z.load].SucceededRPS * dtReq * p.trust(s.progress) / z.prevTrust
-				earned = served / p.requests
+				rate := min(in.Loads[z.load].SucceededRPS/z.prevTrust, fleetRate)
+				earned = rate * dtReq * s.trust(p) / p.requests
 			}
 			s.progress += max(earned, float64(dt)/float64(2*p.ramp))
 		default:
@@ -444,72 +508,164 @@ func (c *Calculator) updateTrust(st *State, in *Input, dt time.Duration, lrs boo
 		if s.progress > 1-1e-9 { // absorb rounding of the sum of steps
 			s.progress = 1
 		}
+		healthy++
+		coldness += 1 - s.progress
+	}
+	if healthy > 0 {
+		coldness /= float64(healthy)
+	}
+	relief := coldRelief(coldness)
+	for i := range eps {
+		e := &eps[i]
+		s := &st.eps[i]
+		if !e.Healthy {
+			continue
+		}
+		if s.fresh || !s.healthy { // (re)started this cycle
+			s.relief = relief
+		}
 		s.healthy = true
+		z := &st.zones[st.epZone[i]]
 		z.healthy++
-		if s.progress < 1 {
+		t := s.trust(p)
+		if t < 1 {
 			z.slow++
 		}
-		z.trusted += p.trust(s.progress)
+		z.trusted += t
 	}
 }
 
-// capacities computes every zone's capacity and share; it returns the
-// total capacity.
 // queueDeadBand: time in flight up to this multiple of the average is not
 // queueing.
 const queueDeadBand = 1.5
 
+// queueReports is how many load reports (this cycle's and the ones before)
+// the queue signal pools: grpc-go's in-progress count is a point sample
+// taken when the report is made, noise at low concurrency.
+const queueReports = 3
+
+// queueNoise is the sampling noise the queue signal discounts, in standard
+// deviations of a Poisson count: a point sample of requests in flight
+// whose mean is m varies by about √m.
+const queueNoise = 3
+
+// errorTolerance is the error ratio a zone may show without losing
+// health: a healthy zone rejects a few requests now and then (a small
+// pool at a moderate load does), and moving traffic away for that only
+// moves the rejections.
+const errorTolerance = 0.01
+
+func ratio(a, b float64) float64 {
+	if a <= 0 || b <= 0 {
+		return 0
+	}
+	return a / b
+}
+
+// excessLatency judges a zone's time in flight against the rest of the
+// fleet's from requests in flight n (the zone) and nRest (the other zones)
+// and issued rates iss and issRest, each summed over the same reports.
+// Were the zone's time in flight at the dead band, band times the rest's,
+// its share of the n + nRest requests in flight would be binomial with
+// p0 = band·iss / (band·iss + issRest); slow reports whether n is more than
+// queueNoise standard deviations above that. q is the zone's time in
+// flight over band times the fleet's (the zone included, as the factor
+// 1 / (1 + s·(q − 1)) is calibrated), after taking the noise off n.
+func excessLatency(n, iss, nRest, issRest float64) (q float64, slow bool) {
+	tot := n + nRest
+	if iss <= 0 || issRest <= 0 || tot <= 0 {
+		return 0, false
+	}
+	a := queueDeadBand * iss
+	p0 := a / (a + issRest)
+	excess := max(0, n-queueNoise*math.Sqrt(tot*p0*(1-p0)))
+	if excess <= tot*p0 {
+		return 0, false
+	}
+	fleet := (excess + nRest) / (iss + issRest)
+	return excess / iss / (queueDeadBand * fleet), true
+}
+
+// capacities computes every zone's capacity and share; it returns the
+// total capacity.
 func (c *Calculator) capacities(st *State, in *Input, lrs bool) float64 {
 	p := &c.p
-	var qSum, tSum float64
+	var qSum, tSum, cSum, cIss float64 // in progress and issued: pooled, current
+	j := 0
 	for i := range st.zones {
 		z := &st.zones[i]
-		z.qf, z.ef, z.health, z.latency = 1, 1, 1, 0
+		z.qf, z.ef, z.health, z.latency, z.limit, z.hidx, z.capped = 1, 1, 1, 0, 0, -1, false
+		z.prev, z.pIn, z.pIss, z.pN, z.cIn, z.cIss = -1, 0, 0, 0, 0, 0
+		for j < len(st.health) && st.health[j].zone < z.name {
+			j++
+		}
+		if j < len(st.health) && st.health[j].zone == z.name {
+			z.prev = j
+		}
 		if !lrs || z.trusted == 0 || z.load < 0 {
 			continue
 		}
 		l := &in.Loads[z.load]
 		z.inflight = l.InProgress / z.trusted
 		// Queueing is judged by time in flight, not by requests in flight:
-		// by Little's law InProgress/IssuedRPS is the mean time a request
-		// spends in the zone, which does not grow just because the zone
-		// is given more traffic, and does not count cold endpoints twice.
-		if l.IssuedRPS > 0 {
-			z.latency = l.InProgress / l.IssuedRPS
-			qSum += l.InProgress
-			tSum += l.IssuedRPS
+		// by Little's law Σ InProgress / Σ IssuedRPS is the mean time a
+		// request spends in the zone, which does not grow just because
+		// the zone is given more traffic, and does not count cold
+		// endpoints twice. The sums run over the last queueReports
+		// reports, since each in-progress figure is a point sample.
+		z.cIn, z.cIss = l.InProgress, l.IssuedRPS
+		cSum += z.cIn
+		cIss += z.cIss
+		z.pIn, z.pIss, z.pN = l.InProgress, l.IssuedRPS, 1
+		if z.prev >= 0 {
+			h := &st.health[z.prev]
+			for k := range h.n {
+				z.pIn += h.hist[k].inProgress
+				z.pIss += h.hist[k].issued
+				z.pN++
+			}
+		}
+		if z.pIss > 0 {
+			z.latency = z.pIn / z.pIss
+			qSum += z.pIn
+			tSum += z.pIss
 		}
 		if den := max(l.IssuedRPS, l.SucceededRPS+l.ErroredRPS); den > 0 {
 			z.errRatio = min(1, l.ErroredRPS/den)
 		}
 	}
 	if lrs {
-		qAvg := 0.0
-		if tSum > 0 {
-			qAvg = qSum / tSum
-		}
 		next := st.healthNext[:0]
-		j := 0
 		for i := range st.zones {
 			z := &st.zones[i]
 			if z.trusted == 0 {
 				continue
 			}
-			// In-flight counts are sampled at report time and are noise
-			// at low concurrency: queueing counts only when the zone holds
-			// at least one request per trusted endpoint and its time in
-			// flight is more than half again the average.
-			if qAvg > 0 && z.load >= 0 && in.Loads[z.load].InProgress >= z.trusted && z.latency > queueDeadBand*qAvg {
-				z.qf = 1 / (1 + p.queueSens*(z.latency/(queueDeadBand*qAvg)-1))
+			// Each zone against the rest of the fleet (a zone that holds
+			// most of the traffic would otherwise set its own bar), over
+			// the pooled reports; and over this report alone, so that a
+			// zone that has just slowed down is seen at once.
+			q, slow := excessLatency(z.pIn, z.pIss, qSum-z.pIn, tSum-z.pIss)
+			_, slowNow := excessLatency(z.cIn, z.cIss, cSum-z.cIn, cIss-z.cIss)
+			// Within the band even before the noise is discounted: fast.
+			ref := ratio(qSum-z.pIn, tSum-z.pIss)
+			fast := ref > 0 && z.pIss > 0 && z.pIn <= queueDeadBand*ref*z.pIss
+			// Requests in flight are noise at low concurrency: queueing
+			// counts only when the zone holds at least one request per
+			// trusted endpoint.
+			if slow && q > 1 && z.pIn >= z.pN*z.trusted {
+				z.qf = 1 / (1 + p.queueSens*(q-1))
 			}
-			z.ef = max(0, 1-p.errorSens*z.errRatio)
+			slow = slow || slowNow
+			z.ef = max(0, 1-p.errorSens*max(0, z.errRatio-errorTolerance))
 			target := max(p.floor, z.qf*z.ef)
-			for j < len(st.health) && st.health[j].zone < z.name {
-				j++
-			}
 			z.health = target
-			if j < len(st.health) && st.health[j].zone == z.name {
-				prev := st.health[j]
+			var hist [queueReports - 1]loadSample
+			nh := 0
+			if z.prev >= 0 {
+				prev := &st.health[z.prev]
+				hist, nh = prev.hist, prev.n
+				z.limit = prev.limit
 				if target > prev.h {
 					// Rise multiplicatively: a zone just taken off
 					// traffic looks healthy because it has none, and an
@@ -523,7 +679,34 @@ func (c *Calculator) capacities(st *State, in *Input, lrs bool) float64 {
 					z.health = min(target, prev.h*grow)
 				}
 			}
-			next = append(next, zoneHealth{zone: z.name, h: z.health, at: in.Now})
+			// Headroom: a zone failing requests while slow is at its
+			// capacity, its successful rate; hold it under DegradedTarget
+			// of that until it looks healthy again: no errors above
+			// saturatedErrors and a time in flight within the band.
+			// (A zone that fails fast is not measured: a small pool
+			// rejects long before it is saturated, and its errors are left
+			// to the error factor.) Setting the limit takes slowness
+			// beyond the sampling noise; clearing it takes a time in
+			// flight within the band, noise included, so that a degraded
+			// zone held at a low rate, where its slowness is lost in the
+			// noise, is not let go.
+			if z.load >= 0 {
+				l := &in.Loads[z.load]
+				if l.IssuedRPS > 0 {
+					switch {
+					case z.errRatio > saturatedErrors && slow:
+						z.limit = p.degraded * l.SucceededRPS
+					case z.errRatio <= saturatedErrors && fast:
+						z.limit = 0
+					}
+				}
+				// This report joins the queue signal's window.
+				copy(hist[1:], hist[:len(hist)-1])
+				hist[0] = loadSample{inProgress: l.InProgress, issued: l.IssuedRPS}
+				nh = min(nh+1, len(hist))
+			}
+			z.hidx = len(next)
+			next = append(next, zoneHealth{zone: z.name, h: z.health, at: in.Now, limit: z.limit, hist: hist, n: nh})
 		}
 		st.health, st.healthNext = next, st.health[:0]
 	}
@@ -533,12 +716,78 @@ func (c *Calculator) capacities(st *State, in *Input, lrs bool) float64 {
 		z.capacity = z.trusted * z.health
 		total += z.capacity
 	}
+	if lrs {
+		total = c.applyLimits(st, in, total)
+	}
 	for i := range st.zones {
 		if total > 0 {
 			st.zones[i].C = st.zones[i].capacity / total
 		}
 	}
 	return total
+}
+
+// applyLimits lowers the capacity of every zone whose share would send it
+// more than its limit (in requests per second of this cycle's issued
+// total) to exactly that share, the others sharing the rest in proportion
+// to their capacity, and stores the health that gives. It returns the new
+// total capacity.
+func (c *Calculator) applyLimits(st *State, in *Input, total float64) float64 {
+	var issued float64
+	for i := range in.Loads {
+		issued += in.Loads[i].IssuedRPS
+	}
+	if issued <= 0 || total <= 0 {
+		return total
+	}
+	// Water-filling: cap the zones above their limit; the others grow, and
+	// may cross theirs; at most one pass per zone.
+	var cappedShare, free float64
+	for range st.zones {
+		cappedShare, free = 0, 0
+		for i := range st.zones {
+			z := &st.zones[i]
+			if z.capped {
+				cappedShare += z.limit / issued
+			} else {
+				free += z.capacity
+			}
+		}
+		if cappedShare >= 1 || free <= 0 {
+			return total // the limits cannot all hold: leave the shares as they are
+		}
+		more := false
+		for i := range st.zones {
+			z := &st.zones[i]
+			if !z.capped && z.limit > 0 && z.capacity/free*(1-cappedShare) > z.limit/issued {
+				z.capped, more = true, true
+			}
+		}
+		if !more {
+			break
+		}
+	}
+	if cappedShare == 0 {
+		return total
+	}
+	newTotal := free / (1 - cappedShare)
+	for i := range st.zones {
+		z := &st.zones[i]
+		if !z.capped || z.trusted == 0 {
+			continue
+		}
+		z.capacity = z.limit / issued * newTotal
+		z.health = max(c.p.floor, z.capacity/z.trusted)
+		z.capacity = z.trusted * z.health
+		if z.hidx >= 0 {
+			st.health[z.hidx].h = z.health
+		}
+	}
+	newTotal = 0
+	for i := range st.zones {
+		newTotal += st.zones[i].capacity
+	}
+	return newTotal
 }
 
 // Compute runs one cycle for one service: it reads in and st, advances
@@ -802,7 +1051,7 @@ func (c *Calculator) Compute(st *State, in *Input, out *Result) {
 			Zone: z.name, Healthy: z.healthy, SlowStarting: z.slow, Trusted: z.trusted,
 			InFlightPerEndpoint: z.inflight, ErrorRatio: z.errRatio,
 			QueueFactor: z.qf, ErrorFactor: z.ef, Health: z.health,
-			Capacity: z.capacity, CapacityShare: z.C,
+			Capacity: z.capacity, CapacityShare: z.C, Limit: z.limit,
 			Demand: z.demand, DemandShare: z.D, Load: z.loadEst,
 		})
 	}

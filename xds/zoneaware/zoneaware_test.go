@@ -540,7 +540,7 @@ func TestConfig(t *testing.T) {
 		Scale: 10000, ProbeShare: new(0.01), TargetUtilization: 1, SlowStartFraction: 0.05,
 		SlowStartRamp: time.Minute, SlowStartRequests: 1000, QueueSensitivity: new(1.0),
 		ErrorSensitivity: new(2.0), CapacityFloor: 0.05, RecoveryRamp: time.Minute,
-		ReportInterval: 10 * time.Second, StaleAfter: 3, MoveThreshold: new(0.02),
+		DegradedTarget: 0.9, ReportInterval: 10 * time.Second, StaleAfter: 3, MoveThreshold: new(0.02),
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("defaults (-want +got):\n%s", diff)
@@ -564,6 +564,9 @@ func TestConfig(t *testing.T) {
 		{"ErrorSensitivity", Config{ErrorSensitivity: new(math.Inf(1))}},
 		{"CapacityFloor", Config{CapacityFloor: -0.1}},
 		{"RecoveryRamp", Config{RecoveryRamp: -1}},
+		{"DegradedTarget", Config{DegradedTarget: 1.1}},
+		{"DegradedTarget", Config{DegradedTarget: -0.5}},
+		{"DegradedTarget", Config{DegradedTarget: math.NaN()}},
 		{"ReportInterval", Config{ReportInterval: -1}},
 		{"ReportInterval", Config{ReportInterval: 2 * time.Hour}},
 		{"StaleAfter", Config{StaleAfter: -2}},
