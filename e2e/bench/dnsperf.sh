@@ -43,7 +43,7 @@
 #   WARMUP_SECONDS=2      unmeasured dnsperf run per target before round 1 (0: none)
 #   TARGETS="spillway ceiling coredns"  which servers to run (coredns only if COREDNS is set)
 #   COREDNS=PATH          a CoreDNS binary with the file plugin (see above)
-#   RATE=10000            dnsperf -Q of the CPU phase, queries per second
+#   RATE=5000             dnsperf -Q of the CPU phase, queries per second
 #   CPU_SECONDS=10        dnsperf -l of one CPU-phase run (0: skip the phase)
 #   IDLE_SECONDS=5        each server's idle CPU is measured over this long first
 #   CLIENTS=4 THREADS=2 OUTSTANDING=100   dnsperf -c, -T and -q
@@ -62,7 +62,7 @@ SECONDS_PER_ROUND=${SECONDS_PER_ROUND:-10}
 WARMUP_SECONDS=${WARMUP_SECONDS:-2}
 COREDNS=${COREDNS:-}
 TARGETS=${TARGETS:-"spillway ceiling${COREDNS:+ coredns}"}
-RATE=${RATE:-10000}
+RATE=${RATE:-5000}
 CPU_SECONDS=${CPU_SECONDS:-10}
 IDLE_SECONDS=${IDLE_SECONDS:-5}
 CLIENTS=${CLIENTS:-4}
