@@ -80,26 +80,43 @@ func raiseFileLimit() (uint64, error) {
 	return l.Cur, nil
 }
 
-// machineBusySeconds returns the busy time of every CPU together (user,
-// nice, system, irq, softirq and steal from the first line of /proc/stat),
-// in seconds.
-func machineBusySeconds() (float64, error) {
+// cpuTicks is the first line of /proc/stat: every CPU's busy ticks (user,
+// nice, system, irq, softirq, steal) and all ticks (busy, idle, iowait).
+type cpuTicks struct{ busy, total int64 }
+
+// machineTicks reads cpuTicks from /proc/stat.
+func machineTicks() (cpuTicks, error) {
 	b, err := os.ReadFile("/proc/stat")
 	if err != nil {
-		return 0, err
+		return cpuTicks{}, err
 	}
 	line, _, _ := strings.Cut(string(b), "\n")
 	f := strings.Fields(line)
 	if len(f) < 9 || f[0] != "cpu" {
-		return 0, fmt.Errorf("/proc/stat: first line %q, want cpu and 8 counters", line)
+		return cpuTicks{}, fmt.Errorf("/proc/stat: first line %q, want cpu and 8 counters", line)
 	}
-	var busy int64
-	for _, i := range []int{1, 2, 3, 6, 7, 8} { // user nice system (idle iowait) irq softirq steal
+	var t cpuTicks
+	for i := 1; i <= 8; i++ { // user nice system idle iowait irq softirq steal
 		v, err := strconv.ParseInt(f[i], 10, 64)
 		if err != nil {
-			return 0, fmt.Errorf("/proc/stat: field %d %q: %w", i, f[i], err)
+			return cpuTicks{}, fmt.Errorf("/proc/stat: field %d %q: %w", i, f[i], err)
 		}
-		busy += v
+		t.total += v
+		if i != 4 && i != 5 {
+			t.busy += v
+		}
 	}
-	return float64(busy) / clockTicks, nil
+	return t, nil
+}
+
+// busyCores is how many CPUs were busy on average between a and b: the
+// busy share of the ticks, times the number of CPUs. It uses the share,
+// not the busy ticks over the wall time, because a VM's /proc/stat can miss
+// or gain ticks (on the benchmark machine a CPU second counted 78 to 126).
+func busyCores(a, b cpuTicks, ncpu int) float64 {
+	total := b.total - a.total
+	if total <= 0 {
+		return 0
+	}
+	return float64(ncpu) * float64(b.busy-a.busy) / float64(total)
 }
