@@ -36,10 +36,10 @@
 //     window right after (capped at --max-idle, scaled to the change
 //     window). The CPU per EDS response actually sent, the responses per
 //     change by type and the server's idle CPU are shown too.
-//   - The machine's other CPU use: the busy share of /proc/stat's ticks
-//     over the change window times the CPUs, minus the server's and the
-//     driver's CPU, in cores, printed for every round so a noisy round
-//     shows. (The share, because a VM's /proc/stat can miss ticks.)
+//   - The machine's other CPU use: the CPU every other process used over
+//     the change window (utime+stime+cutime+cstime of every /proc/PID/stat;
+//     a process that ended in the window with its parent is missed), in
+//     cores, printed for every round so a noisy round shows.
 //
 // It prints, per row, the medians over the rounds, the ratios
 // spillway/baseline of the medians against the targets (RSS, gross CPU per
@@ -128,20 +128,19 @@ type result struct {
 	responses    [len(typeURLs)]int64 // responses received during the change window
 	idleResp     int64                // responses received during the idle window
 	clientCPU    float64              // the driver's own CPU seconds over the change window
-	machineBusy  float64              // every CPU's busy seconds over the change window (/proc/stat share x CPUs x window)
+	others       float64              // CPU seconds of every other process over the change window
 	updates      int                  // stream updates the changes needed: affected streams, summed
 	idleWindow   time.Duration        // the idle window actually waited
 	idleRaw      float64              // server CPU seconds over idleWindow (unscaled)
 }
 
 // otherCPU is the CPU the rest of the machine used during the change
-// window, in cores: every CPU's busy time minus the server's and the
-// driver's, over the window.
+// window, in cores.
 func (r *result) otherCPU() float64 {
 	if r.window <= 0 {
 		return 0
 	}
-	return max(0, r.machineBusy-r.cpu-r.clientCPU) / r.window.Seconds()
+	return r.others / r.window.Seconds()
 }
 
 // perUpdate is x seconds per stream update, in µs.
@@ -546,11 +545,7 @@ func runOne(ctx context.Context, cfg *config, target string, k, perConn, round i
 		r.err = err
 		return r
 	}
-	busy0, err := machineTicks()
-	if err != nil {
-		r.err = err
-		return r
-	}
+	procs0 := processTicks()
 	resp0 := fl.totalResponses()
 	t0 := time.Now()
 	for _, c := range plan {
@@ -601,9 +596,7 @@ func runOne(ctx context.Context, cfg *config, target string, k, perConn, round i
 	if self1, err := cpuSeconds(os.Getpid()); err == nil {
 		r.clientCPU = self1 - self0
 	}
-	if busy1, err := machineTicks(); err == nil {
-		r.machineBusy = busyCores(busy0, busy1, runtime.NumCPU()) * r.window.Seconds()
-	}
+	r.others = otherCPUSeconds(procs0, processTicks(), srv.pid(), os.Getpid())
 	resp1 := fl.totalResponses()
 	for j := range r.responses {
 		r.responses[j] = resp1[j] - resp0[j]
@@ -815,6 +808,6 @@ func writeMarkdown(cfg *config, path string, tables []string) error {
 		"Gross CPU: server utime+stime over the change window (idle work included) over the stream updates the changes needed (changes x affected streams); "+
 		"net: minus the idle window's CPU scaled to the change window; per EDS response: gross CPU over the EDS responses actually sent. "+
 		"Idle server CPU and responses: the server's CPU, and the responses all streams received, over an idle window after the changes. "+
-		"Other processes: the machine's busy CPUs (the busy share of /proc/stat's ticks x CPUs) minus the server's and the driver's CPU, over the change window, in cores.")
+		"Other processes: the CPU of every other process (utime+stime+cutime+cstime from /proc/PID/stat) over the change window, in cores.")
 	return f.Close()
 }

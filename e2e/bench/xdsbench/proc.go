@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -80,43 +81,54 @@ func raiseFileLimit() (uint64, error) {
 	return l.Cur, nil
 }
 
-// cpuTicks is the first line of /proc/stat: every CPU's busy ticks (user,
-// nice, system, irq, softirq, steal) and all ticks (busy, idle, iowait).
-type cpuTicks struct{ busy, total int64 }
-
-// machineTicks reads cpuTicks from /proc/stat.
-func machineTicks() (cpuTicks, error) {
-	b, err := os.ReadFile("/proc/stat")
+// processTicks returns, for every process, utime+stime+cutime+cstime in
+// clock ticks: its own CPU and that of the children it has reaped.
+func processTicks() map[int]int64 {
+	out := map[int]int64{}
+	ents, err := os.ReadDir("/proc")
 	if err != nil {
-		return cpuTicks{}, err
+		return out
 	}
-	line, _, _ := strings.Cut(string(b), "\n")
-	f := strings.Fields(line)
-	if len(f) < 9 || f[0] != "cpu" {
-		return cpuTicks{}, fmt.Errorf("/proc/stat: first line %q, want cpu and 8 counters", line)
-	}
-	var t cpuTicks
-	for i := 1; i <= 8; i++ { // user nice system idle iowait irq softirq steal
-		v, err := strconv.ParseInt(f[i], 10, 64)
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
-			return cpuTicks{}, fmt.Errorf("/proc/stat: field %d %q: %w", i, f[i], err)
+			continue
 		}
-		t.total += v
-		if i != 4 && i != 5 {
-			t.busy += v
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue // exited meanwhile
 		}
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) < 15 {
+			continue
+		}
+		var sum int64
+		for _, j := range []int{11, 12, 13, 14} { // utime stime cutime cstime
+			v, _ := strconv.ParseInt(f[j], 10, 64)
+			sum += v
+		}
+		out[pid] = sum
 	}
-	return t, nil
+	return out
 }
 
-// busyCores is how many CPUs were busy on average between a and b: the
-// busy share of the ticks, times the number of CPUs. It uses the share,
-// not the busy ticks over the wall time, because a VM's /proc/stat can miss
-// or gain ticks (on the benchmark machine a CPU second counted 78 to 126).
-func busyCores(a, b cpuTicks, ncpu int) float64 {
-	total := b.total - a.total
-	if total <= 0 {
-		return 0
+// otherCPUSeconds is the CPU every process except those in exclude used
+// between the snapshots a and b of processTicks: a process new in b counts
+// whole, a reaped child counts in its parent. A process that ended in
+// between with its parent is missed, so this is a floor. The machine-wide
+// /proc/stat is no help on the benchmark VM: its busy ticks showed less CPU
+// than the server alone used.
+func otherCPUSeconds(a, b map[int]int64, exclude ...int) float64 {
+	var sum int64
+	for pid, v := range b {
+		if slices.Contains(exclude, pid) {
+			continue
+		}
+		sum += max(0, v-a[pid])
 	}
-	return float64(ncpu) * float64(b.busy-a.busy) / float64(total)
+	return float64(sum) / clockTicks
 }
