@@ -14,9 +14,9 @@
 #      keeps up with) for CPU_SECONDS; the server's utime+stime
 #      (/proc/PID/stat) over the run divided by the queries answered, in µs
 #      ("gross"), and the same less the server's idle CPU (measured over
-#      IDLE_SECONDS with no queries first; "net"). dnsperf's own CPU and the
-#      rest of the machine's (/proc/stat busy minus server and dnsperf) are
-#      shown per run, so a noisy run shows.
+#      IDLE_SECONDS with no queries first; "net"). dnsperf's own CPU and
+#      every other process's (from /proc/PID/stat) are shown per run, so a
+#      noisy run shows.
 #
 # It also prints how each server answered the mix (response codes,
 # truncation, reply sizes, and whether the full answers agree with
@@ -232,8 +232,21 @@ cpu_ticks() { awk '{ sub(/.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"; }
 # child_ticks prints the CPU ticks of this shell's reaped children (dnsperf, via timeout).
 child_ticks() { awk '{ sub(/.*\) /, ""); print $14 + $15 }' "/proc/$$/stat"; }
 
-# busy_ticks prints every CPU's busy ticks (user nice system irq softirq steal).
-busy_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9; exit }' /proc/stat; }
+# proc_snapshot FILE writes "pid ticks" for every process: utime+stime+cutime+cstime,
+# its own CPU and its reaped children's. (/proc/stat is no help on the
+# benchmark VM: its busy ticks showed less CPU than the server alone used.)
+proc_snapshot() {
+  { cat /proc/[0-9]*/stat 2>/dev/null || true; } | awk '{ pid = $1; sub(/.*\) /, ""); print pid, $12 + $13 + $14 + $15 }' >"$1"
+}
+
+# others_ticks BEFORE AFTER PID... prints the ticks every process but PID...
+# used between the two snapshots (a new process counts whole; one that ended
+# in between with its parent is missed, so this is a floor).
+others_ticks() {
+  local a=$1 b=$2
+  shift 2
+  awk -v ex=" $* " 'NR == FNR { v[$1] = $2; next } index(ex, " " $1 " ") == 0 { d = $2 - v[$1]; if (d > 0) s += d } END { print s + 0 }' "$a" "$b"
+}
 
 # rotate ROUND: the targets in the order of that round (rotated by one each round).
 rotate() {
@@ -296,20 +309,23 @@ if [ "$CPU_SECONDS" -gt 0 ]; then
   for r in $(seq 1 "$ROUNDS"); do
     for t in $(rotate "$r"); do
       out="$work/dnsperf-cpu-$t-$r.txt"
-      c0=$(cpu_ticks "${pid[$t]}") k0=$(child_ticks) b0=$(busy_ticks) t0=$(date +%s.%N)
+      proc_snapshot "$work/procs0"
+      c0=$(cpu_ticks "${pid[$t]}") k0=$(child_ticks) t0=$(date +%s.%N)
       run_dnsperf "$t" "$CPU_SECONDS" "$out" -Q "$RATE"
-      c1=$(cpu_ticks "${pid[$t]}") k1=$(child_ticks) b1=$(busy_ticks) t1=$(date +%s.%N)
-      # One line: target round completed lost achieved_qps server_cpu_s machine_busy_s wall_s dnsperf_cpu_s idle_cores
-      awk -v t="$t" -v r="$r" -v c=$((c1 - c0)) -v k=$((k1 - k0)) -v b=$((b1 - b0)) -v hz="$hz" \
+      c1=$(cpu_ticks "${pid[$t]}") k1=$(child_ticks) t1=$(date +%s.%N)
+      proc_snapshot "$work/procs1"
+      o=$(others_ticks "$work/procs0" "$work/procs1" "$$" "${pid[$t]}")
+      # One line: target round completed lost achieved_qps server_cpu_s others_cpu_s wall_s dnsperf_cpu_s idle_cores
+      awk -v t="$t" -v r="$r" -v c=$((c1 - c0)) -v k=$((k1 - k0)) -v hz="$hz" -v o="$o" \
         -v wall="$(echo "$t1 - $t0" | bc)" -v idle="${idle[$t]}" '
         /Queries completed:/ { done = $3 }
         /Queries lost:/ { lost = $3 }
         /Queries per second:/ { qps = $4 }
         END {
           if (done == "") exit 1
-          printf "%s\t%d\t%d\t%d\t%.0f\t%.2f\t%.2f\t%.2f\t%.2f\t%.4f\n", t, r, done, lost, qps, c / hz, b / hz, wall, k / hz, idle
+          printf "%s\t%d\t%d\t%d\t%.0f\t%.2f\t%.2f\t%.2f\t%.2f\t%.4f\n", t, r, done, lost, qps, c / hz, o / hz, wall, k / hz, idle
         }' "$out" >>"$cpu_results" || { cat "$out" >&2; die "cannot parse dnsperf output for $t CPU round $r"; }
-      tail -n 1 "$cpu_results" | awk -F'\t' '{ n = ($3 > 0 ? $3 : 1); printf "   round %d %-9s %8d answered (%d lost) at %d qps: server CPU %.2f s = %.1f us/query (net of idle %.1f); dnsperf %.2f cores; rest of the machine %.2f cores\n", $2, $1, $3, $4, $5, $6, $6 * 1e6 / n, ($6 - $10 * $8) * 1e6 / n, $9 / $8, ($7 - $6 - $9) / $8 }'
+      tail -n 1 "$cpu_results" | awk -F'\t' '{ n = ($3 > 0 ? $3 : 1); printf "   round %d %-9s %8d answered (%d lost) at %d qps: server CPU %.2f s = %.1f us/query (net of idle %.1f); dnsperf %.2f cores; other processes %.2f cores\n", $2, $1, $3, $4, $5, $6, $6 * 1e6 / n, ($6 - $10 * $8) * 1e6 / n, $9 / $8, $7 / $8 }'
     done
   done
 fi
@@ -334,10 +350,10 @@ awk -F'\t' -v rate="$RATE" '
   file == 2 {
     q = ($3 > 0 ? $3 : 1)
     us[$1] = us[$1] " " ($6 * 1e6 / q); net[$1] = net[$1] " " (($6 - $10 * $8) * 1e6 / q); idlems[$1] = $10 * 1000
-    clost[$1] += $4; cqps[$1] = cqps[$1] " " $5; perf[$1] = perf[$1] " " ($9 / $8); other[$1] = other[$1] " " (($7 - $6 - $9) / $8)
+    clost[$1] += $4; cqps[$1] = cqps[$1] " " $5; perf[$1] = perf[$1] " " ($9 / $8); other[$1] = other[$1] " " ($7 / $8)
   }
   END {
-    print "| target | median QPS (saturation) | median avg latency ms | worst max latency ms | lost | CPU us/query at " rate " qps (gross) | net of idle | idle server CPU ms/s | achieved qps | lost | dnsperf cores | rest of the machine, cores |"
+    print "| target | median QPS (saturation) | median avg latency ms | worst max latency ms | lost | CPU us/query at " rate " qps (gross) | net of idle | idle server CPU ms/s | achieved qps | lost | dnsperf cores | other processes, cores |"
     print "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     for (i = 1; i <= n; i++) {
       t = order[i]; m[t] = median(qps[t]); u[t] = median(us[t])
