@@ -232,16 +232,17 @@ cpu_ticks() { awk '{ sub(/.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"; }
 # child_ticks prints the CPU ticks of this shell's reaped children (dnsperf, via timeout).
 child_ticks() { awk '{ sub(/.*\) /, ""); print $14 + $15 }' "/proc/$$/stat"; }
 
-# proc_snapshot FILE writes "pid ticks" for every process: utime+stime+cutime+cstime,
-# its own CPU and its reaped children's. (/proc/stat is no help on the
-# benchmark VM: its busy ticks showed less CPU than the server alone used.)
+# proc_snapshot FILE writes "pid ticks" for every process: utime+stime (not
+# cutime: a process reaping a long-lived child adds all of the child's CPU
+# at once). /proc/stat is no help on the benchmark VM: its busy ticks
+# showed less CPU than the server alone used.
 proc_snapshot() {
-  { cat /proc/[0-9]*/stat 2>/dev/null || true; } | awk '{ pid = $1; sub(/.*\) /, ""); print pid, $12 + $13 + $14 + $15 }' >"$1"
+  { cat /proc/[0-9]*/stat 2>/dev/null || true; } | awk '{ pid = $1; sub(/.*\) /, ""); print pid, $12 + $13 }' >"$1"
 }
 
 # others_ticks BEFORE AFTER PID... prints the ticks every process but PID...
 # used between the two snapshots (a new process counts whole; one that ended
-# in between with its parent is missed, so this is a floor).
+# in between is missed, so this is a floor).
 others_ticks() {
   local a=$1 b=$2
   shift 2
@@ -314,7 +315,7 @@ if [ "$CPU_SECONDS" -gt 0 ]; then
       run_dnsperf "$t" "$CPU_SECONDS" "$out" -Q "$RATE"
       c1=$(cpu_ticks "${pid[$t]}") k1=$(child_ticks) t1=$(date +%s.%N)
       proc_snapshot "$work/procs1"
-      o=$(others_ticks "$work/procs0" "$work/procs1" "$$" "${pid[$t]}")
+      o=$(others_ticks "$work/procs0" "$work/procs1" "${pid[$t]}")
       # One line: target round completed lost achieved_qps server_cpu_s others_cpu_s wall_s dnsperf_cpu_s idle_cores
       awk -v t="$t" -v r="$r" -v c=$((c1 - c0)) -v k=$((k1 - k0)) -v hz="$hz" -v o="$o" \
         -v wall="$(echo "$t1 - $t0" | bc)" -v idle="${idle[$t]}" '

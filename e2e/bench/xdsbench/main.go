@@ -37,9 +37,9 @@
 //     window). The CPU per EDS response actually sent, the responses per
 //     change by type and the server's idle CPU are shown too.
 //   - The machine's other CPU use: the CPU every other process used over
-//     the change window (utime+stime+cutime+cstime of every /proc/PID/stat;
-//     a process that ended in the window with its parent is missed), in
-//     cores, printed for every round so a noisy round shows.
+//     the change window (utime+stime of every /proc/PID/stat; a process
+//     that ended in the window is missed), in cores, printed for every round
+//     so a noisy round shows.
 //
 // It prints, per row, the medians over the rounds, the ratios
 // spillway/baseline of the medians against the targets (RSS, gross CPU per
@@ -808,6 +808,6 @@ func writeMarkdown(cfg *config, path string, tables []string) error {
 		"Gross CPU: server utime+stime over the change window (idle work included) over the stream updates the changes needed (changes x affected streams); "+
 		"net: minus the idle window's CPU scaled to the change window; per EDS response: gross CPU over the EDS responses actually sent. "+
 		"Idle server CPU and responses: the server's CPU, and the responses all streams received, over an idle window after the changes. "+
-		"Other processes: the CPU of every other process (utime+stime+cutime+cstime from /proc/PID/stat) over the change window, in cores.")
+		"Other processes: the CPU of every other process (utime+stime from /proc/PID/stat; processes that ended in the window are missed) over the change window, in cores.")
 	return f.Close()
 }

@@ -81,8 +81,9 @@ func raiseFileLimit() (uint64, error) {
 	return l.Cur, nil
 }
 
-// processTicks returns, for every process, utime+stime+cutime+cstime in
-// clock ticks: its own CPU and that of the children it has reaped.
+// processTicks returns, for every process, utime+stime in clock ticks.
+// Not cutime and cstime: a process reaping a long-lived child would add
+// all of the child's CPU at once, most of it from before the window.
 func processTicks() map[int]int64 {
 	out := map[int]int64{}
 	ents, err := os.ReadDir("/proc")
@@ -107,7 +108,7 @@ func processTicks() map[int]int64 {
 			continue
 		}
 		var sum int64
-		for _, j := range []int{11, 12, 13, 14} { // utime stime cutime cstime
+		for _, j := range []int{11, 12} { // utime stime
 			v, _ := strconv.ParseInt(f[j], 10, 64)
 			sum += v
 		}
@@ -118,8 +119,7 @@ func processTicks() map[int]int64 {
 
 // otherCPUSeconds is the CPU every process except those in exclude used
 // between the snapshots a and b of processTicks: a process new in b counts
-// whole, a reaped child counts in its parent. A process that ended in
-// between with its parent is missed, so this is a floor. The machine-wide
+// whole; one that ended in between is missed, so this is a floor. The machine-wide
 // /proc/stat is no help on the benchmark VM: its busy ticks showed less CPU
 // than the server alone used.
 func otherCPUSeconds(a, b map[int]int64, exclude ...int) float64 {
