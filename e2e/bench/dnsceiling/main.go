@@ -18,14 +18,23 @@
 // other name under the domain NXDOMAIN, both with the SOA in the authority
 // section; names outside the domain are REFUSED. EDNS0 is honoured: the
 // reply carries an OPT of 1232 bytes, the client's UDP size is capped at
-// 1232 (512 without EDNS), and UDP replies go through Msg.Truncate; a reply
-// it truncates is sent, like spillway's, with TC set and no records
-// (--partial-tc keeps what Truncate left). Replies are always compressed. The file is read once; there is
-// no reload and no cache of packed replies.
+// 1232 (512 without EDNS), and UDP replies go through Msg.Truncate. Like
+// spillway's, a reply whose answer does not fit is sent with TC set and no
+// records (--partial-tc keeps what Truncate left), and a reply of which
+// only some glue does not fit is sent with the glue that fits and no TC. Names are compressed only when a
+// reply needs it, as in a plain miekg/dns server: Msg.Compress stays false,
+// and Msg.Truncate (to the UDP size, or to 65,535 bytes over TCP) turns it
+// on only when the uncompressed reply does not fit. The file is read once;
+// there is no reload and no cache of packed replies.
+//
+// With --write-zone FILE it writes the same records as an RFC 1035 zone
+// file (with an NS record for the SOA's ns.<domain>, which CoreDNS's file
+// plugin wants) and exits; the benchmark serves that file with CoreDNS.
 //
 // Usage:
 //
 //	dnsceiling --addr 127.0.0.1:8054 --static-file services.yaml
+//	dnsceiling --static-file services.yaml --write-zone zone.db
 package main
 
 import (
@@ -77,14 +86,15 @@ func main() {
 	staticFile := flag.String("static-file", "", "YAML file of services and endpoints (registry/static format), read once")
 	domain := flag.String("domain", "spillway.internal.", "DNS domain served")
 	partialTC := flag.Bool("partial-tc", false, "send the records Msg.Truncate keeps in a truncated UDP reply (default: none, like spillway)")
+	writeZone := flag.String("write-zone", "", "write the records as a zone file to this path and exit")
 	flag.Parse()
-	if err := run(*addr, *staticFile, *domain, *partialTC); err != nil {
+	if err := run(*addr, *staticFile, *domain, *partialTC, *writeZone); err != nil {
 		fmt.Fprintln(os.Stderr, "dnsceiling:", err)
 		os.Exit(1)
 	}
 }
 
-func run(addr, staticFile, domain string, partialTC bool) error {
+func run(addr, staticFile, domain string, partialTC bool, writeZone string) error {
 	if staticFile == "" {
 		return errors.New("--static-file is required")
 	}
@@ -101,6 +111,9 @@ func run(addr, staticFile, domain string, partialTC bool) error {
 	}
 	z := build(store.Snapshot(), dns.CanonicalName(domain))
 	z.partialTC = partialTC
+	if writeZone != "" {
+		return z.writeZone(writeZone)
+	}
 
 	handler := dns.HandlerFunc(z.serve)
 	servers := []*dns.Server{
@@ -215,7 +228,6 @@ func (z *zone) serve(w dns.ResponseWriter, r *dns.Msg) {
 	m := new(dns.Msg)
 	m.SetReply(r)
 	m.Authoritative = true
-	m.Compress = true
 	if len(r.Question) != 1 {
 		m.Rcode = dns.RcodeFormatError
 		_ = w.WriteMsg(m)
@@ -242,12 +254,18 @@ func (z *zone) serve(w dns.ResponseWriter, r *dns.Msg) {
 		size = min(max(int(opt.UDPSize()), dns.MinMsgSize), maxUDPSize)
 		m.SetEdns0(maxUDPSize, false)
 	}
-	if _, udp := w.RemoteAddr().(*net.UDPAddr); udp {
+	if _, udp := w.RemoteAddr().(*net.UDPAddr); !udp {
+		// Compresses only if the uncompressed reply passes 64 KB.
+		m.Truncate(dns.MaxMsgSize)
+	} else {
+		// Compresses only if the uncompressed reply does not fit.
+		nAnswer, nNs := len(m.Answer), len(m.Ns)
 		m.Truncate(size)
-		// Truncate turns compression off when the uncompressed reply fits;
-		// turn it back on so both servers send the same bytes (it costs
-		// no measurable QPS).
-		m.Compress = true
+		if m.Truncated && len(m.Answer) == nAnswer && len(m.Ns) == nNs {
+			// Like spillway: only glue was left out, which is optional
+			// (RFC 2181 9), so no TC.
+			m.Truncated = false
+		}
 		if m.Truncated && !z.partialTC {
 			// Like spillway: a reply that does not fit carries no records.
 			// (Not slices.DeleteFunc: m.Extra may share the zone's array.)
@@ -259,4 +277,29 @@ func (z *zone) serve(w dns.ResponseWriter, r *dns.Msg) {
 		}
 	}
 	_ = w.WriteMsg(m)
+}
+
+// writeZone writes every record of z as a zone file, each once, sorted.
+func (z *zone) writeZone(path string) error {
+	seen := map[string]bool{}
+	var lines []string
+	addLine := func(rr dns.RR) {
+		l := rr.String()
+		if !seen[l] {
+			seen[l] = true
+			lines = append(lines, l)
+		}
+	}
+	for _, rrs := range z.answer {
+		for _, rr := range rrs {
+			if rr.Header().Rrtype != dns.TypeSOA {
+				addLine(rr)
+			}
+		}
+	}
+	slices.Sort(lines)
+	ns := &dns.NS{Hdr: dns.RR_Header{Name: z.domain, Rrtype: dns.TypeNS, Class: dns.ClassINET, Ttl: ttl}, Ns: "ns." + z.domain}
+	glue := &dns.A{Hdr: dns.RR_Header{Name: "ns." + z.domain, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: ttl}, A: net.IPv4(127, 0, 0, 1)}
+	head := []string{"$ORIGIN " + z.domain, z.soa[0].String(), ns.String(), glue.String()}
+	return os.WriteFile(path, []byte(strings.Join(append(head, lines...), "\n")+"\n"), 0o644)
 }

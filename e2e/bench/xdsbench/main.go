@@ -1,17 +1,21 @@
 // Command xdsbench is the xDS fan-out benchmark: spillway's ADS server
-// against a minimal go-control-plane server (e2e/bench/xdsbench/baseline),
-// side by side in one run, with the same data and the same clients.
+// against a go-control-plane server set up as its users set it up
+// (e2e/bench/xdsbench/baseline: SnapshotCache, a snapshot per zone, a
+// version per resource type), with the same data and the same clients, in
+// one run.
 //
-// For each K in --streams and each target it builds and starts a fresh
-// server on loopback, loads the data set (--services services of
-// --endpoints endpoints over --zones zones; into spillway through the
-// registry gRPC API, the baseline builds the same set itself), and opens K
+// A row is one K in --streams and one layout in --streams-per-conn (1 is
+// what grpc-go clients do: one ADS stream per target, one connection per
+// target). Each row runs --rounds rounds; a round runs every target once,
+// the order alternating (spillway first in odd rounds), each on a freshly
+// started server on loopback. A run loads the data set (--services services
+// of --endpoints endpoints over --zones zones; into spillway through the
+// registry gRPC API, the baseline builds the same set itself) and opens K
 // raw state-of-the-world ADS streams with the go-control-plane discovery v3
-// client stubs, --streams-per-conn streams per gRPC connection. Stream i has
-// node id xdsbench-<i>, node.locality.zone zone i%zones and subscribes to
-// Listener, RouteConfiguration, Cluster and ClusterLoadAssignment of service
-// i%services; it ACKs every response. Once every stream has its initial EDS
-// it measures:
+// client stubs. Stream i has node id xdsbench-<i>, node.locality.zone zone
+// i%zones and subscribes to Listener, RouteConfiguration, Cluster and
+// ClusterLoadAssignment of service i%services; it ACKs every response. Once
+// every stream has its initial EDS it measures:
 //
 //   - RSS per stream: the server's VmRSS with the streams open minus VmRSS
 //     before the first stream, over K. Each VmRSS is read twice, --settle
@@ -19,34 +23,45 @@
 //   - Fan-out: --changes endpoint changes, one after the other, each on a
 //     different service, alternately adding a new endpoint and removing an
 //     existing one (spillway: Register/Deregister; baseline: its HTTP
-//     /change, which calls SetSnapshot for every zone). For each change, the
-//     time from just before the call to each stream subscribed to that
-//     service receiving an EDS response that shows the change (the address
-//     present or gone). p50/p99/max over all those latencies. The next
-//     change starts once every affected stream has it, no response has
-//     arrived for --quiet, and --gap has passed.
-//   - CPU per change: the server's utime+stime (/proc/PID/stat) over the
-//     whole change window, over --changes; and the server's CPU over an
-//     idle window of the same length right after (capped at --max-idle and
-//     scaled), also over --changes, so that "net" = CPU − idle is the cost
-//     of a change. Responses that arrive in the idle window (e.g. follow-up
-//     weight pushes) are counted and shown. The driver's own CPU over the
-//     change window is shown too: it shares the cores with the server.
+//     /change, which builds the EDS resources and calls SetSnapshot for
+//     every zone). For each change, the time from just before the call to
+//     each stream subscribed to that service receiving an EDS response that
+//     shows the change (the address present or gone). p50/p99/max over all
+//     those latencies. The next change starts once every affected stream
+//     has it, no response has arrived for --quiet, and --gap has passed.
+//   - CPU per stream update: the server's utime+stime (/proc/PID/stat) over
+//     the whole change window, idle work included ("gross"), over the
+//     stream updates the changes needed (changes x streams subscribed to
+//     the changed service); "net" subtracts the server's CPU over an idle
+//     window right after (capped at --max-idle, scaled to the change
+//     window). The CPU per EDS response actually sent, the responses per
+//     change by type and the server's idle CPU are shown too.
+//   - The machine's other CPU use: the CPU every other process used over
+//     the change window (utime+stime of every /proc/PID/stat; a process
+//     that ended in the window is missed), in cores, printed for every round
+//     so a noisy round shows.
 //
-// It prints a table per K with the ratios spillway/baseline against the
-// targets (RSS and p99 at most 1/2, net CPU at most 1/3 of the baseline's),
-// and writes the tables as markdown to --out if set.
+// It prints, per row, the medians over the rounds, the ratios
+// spillway/baseline of the medians against the targets (RSS, gross CPU per
+// stream update and fan-out p99 at most 1/2 of the baseline's), and every
+// round; --out writes the same as markdown. With --pprof and --keep, round
+// 1 of every row saves each server's heap and goroutine profiles, and the
+// heap profile's text form (its runtime.MemStats lines give the stack
+// total), after the sync (spillway, which has no profiling endpoint, is then built with a
+// build overlay that adds net/http/pprof on its own loopback listener).
 //
 // Usage, from the repository root:
 //
-//	go run ./e2e/bench/xdsbench --target both --streams 1000,10000
-//	go run ./e2e/bench/xdsbench --target baseline --streams 1000 --out /tmp/xds.md
+//	go run ./e2e/bench/xdsbench                      # K=1000,10000; 1 and 10 streams per connection; 5 rounds
+//	go run ./e2e/bench/xdsbench --streams 1000 --streams-per-conn 1 --rounds 3 --out /tmp/xds.md
+//	go run ./e2e/bench/xdsbench --streams 10000 --rounds 1 --pprof --keep /tmp/xdsprof
 //
 // Everything runs on 127.0.0.1; every wait is bounded; the servers are
 // stopped on exit, including on Ctrl-C, and die with the driver if it is
 // killed (Pdeathsig). The driver raises its own RLIMIT_NOFILE to the hard
-// limit. Clients and servers share the machine's cores: the fan-out
-// latencies include the clients' own work.
+// limit (K=10000 with one stream per connection needs 10,100 descriptors
+// in the driver and as many in the server). Clients and servers share the
+// machine's cores: the fan-out latencies include the clients' own work.
 package main
 
 import (
@@ -77,7 +92,8 @@ type config struct {
 	endpoints     int
 	zones         int
 	changes       int
-	perConn       int
+	perConns      []int
+	rounds        int
 	settle        time.Duration
 	quiet         time.Duration
 	gap           time.Duration
@@ -89,14 +105,16 @@ type config struct {
 	spillwayBin   string
 	baselineBin   string
 	commandLine   string
-	baselinePprof bool
+	pprof         bool
 }
 
 // result is one target at one K.
 type result struct {
-	target string
-	k      int
-	err    error
+	target  string
+	k       int
+	perConn int
+	round   int
+	err     error
 
 	rssBeforeKiB, rssAfterKiB int64
 	setup                     time.Duration // stream open to all initial EDS
@@ -110,6 +128,48 @@ type result struct {
 	responses    [len(typeURLs)]int64 // responses received during the change window
 	idleResp     int64                // responses received during the idle window
 	clientCPU    float64              // the driver's own CPU seconds over the change window
+	others       float64              // CPU seconds of every other process over the change window
+	updates      int                  // stream updates the changes needed: affected streams, summed
+	idleWindow   time.Duration        // the idle window actually waited
+	idleRaw      float64              // server CPU seconds over idleWindow (unscaled)
+}
+
+// otherCPU is the CPU the rest of the machine used during the change
+// window, in cores.
+func (r *result) otherCPU() float64 {
+	if r.window <= 0 {
+		return 0
+	}
+	return r.others / r.window.Seconds()
+}
+
+// perUpdate is x seconds per stream update, in µs.
+func (r *result) perUpdate(x float64) float64 { return x / float64(max(1, r.updates)) * 1e6 }
+
+// grossPerUpdate is the server's CPU over the change window per stream
+// update, in µs, idle work included.
+func (r *result) grossPerUpdate() float64 { return r.perUpdate(r.cpu) }
+
+// netPerUpdate subtracts the idle window's CPU, scaled to the change window.
+func (r *result) netPerUpdate() float64 { return r.perUpdate(max(0, r.cpu-r.idleCPU)) }
+
+// perEDS is the server's CPU over the change window per EDS response sent, in µs.
+func (r *result) perEDS() float64 {
+	return r.cpu / float64(max(1, r.responses[edsIndex])) * 1e6
+}
+
+// idleRate is the server's CPU while idle, in ms per second.
+func (r *result) idleRate() float64 {
+	if r.idleWindow <= 0 {
+		return 0
+	}
+	return r.idleRaw / r.idleWindow.Seconds() * 1e3
+}
+
+func (r *result) p(q float64) time.Duration {
+	lat := slices.Clone(r.lat)
+	slices.Sort(lat)
+	return percentile(lat, q)
 }
 
 func (r *result) rssPerStream() float64 {
@@ -138,7 +198,7 @@ func run() int {
 
 	if lim, err := raiseFileLimit(); err != nil {
 		fmt.Fprintln(os.Stderr, "xdsbench: raise RLIMIT_NOFILE:", err)
-	} else if need := uint64(slices.Max(cfg.streams)/cfg.perConn + 100); lim < need {
+	} else if need := uint64(slices.Max(cfg.streams)/slices.Min(cfg.perConns) + 100); lim < need {
 		fmt.Fprintf(os.Stderr, "xdsbench: RLIMIT_NOFILE is %d, want at least %d\n", lim, need)
 		return 1
 	}
@@ -163,27 +223,38 @@ func run() int {
 	}
 
 	fmt.Printf("== xdsbench: %s\n", machine())
-	fmt.Printf("== %d services x %d endpoints over %d zones; %d changes; %d streams per connection\n",
-		cfg.services, cfg.endpoints, cfg.zones, cfg.changes, cfg.perConn)
+	fmt.Printf("== %d services x %d endpoints over %d zones; %d changes per run; %d rounds; streams per connection %v\n",
+		cfg.services, cfg.endpoints, cfg.zones, cfg.changes, cfg.rounds, cfg.perConns)
 	var tables []string
 	failed := false
 	for _, k := range cfg.streams {
-		var rs []*result
-		for _, t := range cfg.targets {
-			if ctx.Err() != nil {
-				break
+		for _, perConn := range cfg.perConns {
+			var rs []*result
+			for round := 1; round <= cfg.rounds && ctx.Err() == nil; round++ {
+				order := slices.Clone(cfg.targets)
+				if round%2 == 0 {
+					slices.Reverse(order)
+				}
+				for _, t := range order {
+					if ctx.Err() != nil {
+						break
+					}
+					r := runOne(ctx, &cfg, t, k, perConn, round, work, logDir)
+					if r.err != nil {
+						failed = true
+						fmt.Printf("   %s K=%d round %d FAILED: %v\n", t, k, round, r.err)
+					} else {
+						fmt.Printf("   round %d %-8s K=%d/%d per conn: RSS/stream %.1f KiB, p99 %s ms, gross CPU %.1f µs per stream update, other processes %.2f cores\n",
+							round, t, k, perConn, r.rssPerStream(), ms(r.p(0.99)), r.grossPerUpdate(), r.otherCPU())
+					}
+					rs = append(rs, r)
+				}
 			}
-			r := runOne(ctx, &cfg, t, k, work, logDir)
-			if r.err != nil {
-				failed = true
-				fmt.Printf("   %s K=%d FAILED: %v\n", t, k, r.err)
-			}
-			rs = append(rs, r)
+			tbl := table(&cfg, k, perConn, rs)
+			fmt.Println()
+			fmt.Println(tbl)
+			tables = append(tables, tbl)
 		}
-		tbl := table(&cfg, k, rs)
-		fmt.Println()
-		fmt.Println(tbl)
-		tables = append(tables, tbl)
 	}
 	if cfg.out != "" {
 		if err := writeMarkdown(&cfg, cfg.out, tables); err != nil {
@@ -207,22 +278,23 @@ func run() int {
 func parseFlags(args []string) (config, error) {
 	fs := flag.NewFlagSet("xdsbench", flag.ContinueOnError)
 	target := fs.String("target", "both", "spillway, baseline or both")
-	streams := fs.String("streams", "1000,10000", "comma-separated stream counts K, each a separate run")
+	streams := fs.String("streams", "1000,10000", "comma-separated stream counts K, each a separate row")
+	perConn := fs.String("streams-per-conn", "1,10", "comma-separated ADS streams per client gRPC connection, each a separate row (grpc-go opens one stream per connection)")
 	var cfg config
+	fs.IntVar(&cfg.rounds, "rounds", 5, "rounds per row; each round runs every target once on a fresh server, the order alternating")
 	fs.IntVar(&cfg.services, "services", 100, "services in the data set")
 	fs.IntVar(&cfg.endpoints, "endpoints", 9, "endpoints per service")
 	fs.IntVar(&cfg.zones, "zones", 3, "zones (endpoints and clients round-robin)")
-	fs.IntVar(&cfg.changes, "changes", 20, "endpoint changes measured per run, each on a different service")
-	fs.IntVar(&cfg.perConn, "streams-per-conn", 100, "ADS streams per client gRPC connection")
-	fs.DurationVar(&cfg.settle, "settle", 3*time.Second, "wait before each of the two RSS readings")
-	fs.DurationVar(&cfg.quiet, "quiet", 500*time.Millisecond, "a change is over when no response arrived for this long")
-	fs.DurationVar(&cfg.gap, "gap", time.Second, "pause after a change is over, before the next")
+	fs.IntVar(&cfg.changes, "changes", 10, "endpoint changes measured per run, each on a different service")
+	fs.DurationVar(&cfg.settle, "settle", 2*time.Second, "wait before each of the two RSS readings")
+	fs.DurationVar(&cfg.quiet, "quiet", 300*time.Millisecond, "a change is over when no response arrived for this long")
+	fs.DurationVar(&cfg.gap, "gap", 250*time.Millisecond, "pause after a change is over, before the next")
 	fs.DurationVar(&cfg.syncTimeout, "sync-timeout", 5*time.Minute, "limit on opening all streams and getting their initial EDS")
 	fs.DurationVar(&cfg.changeTimeout, "change-timeout", 60*time.Second, "limit on one change reaching all affected streams, and on going quiet")
-	fs.DurationVar(&cfg.maxIdle, "max-idle", 3*time.Minute, "cap on the idle CPU window (scaled up to the change window if capped)")
+	fs.DurationVar(&cfg.maxIdle, "max-idle", 10*time.Second, "cap on the idle CPU window (scaled up to the change window if capped)")
 	fs.StringVar(&cfg.out, "out", "", "also write the tables as markdown to this file")
-	fs.StringVar(&cfg.keep, "keep", "", "directory to keep the server logs in (default: a temp dir, removed)")
-	fs.BoolVar(&cfg.baselinePprof, "baseline-pprof", false, "save the baseline's heap and goroutine profiles after the sync and a CPU profile of the change window (up to 60 s) into the --keep directory")
+	fs.StringVar(&cfg.keep, "keep", "", "directory to keep the server logs (and profiles) in (default: a temp dir, removed)")
+	fs.BoolVar(&cfg.pprof, "pprof", false, "save each server's heap profile after the sync (round 1 only) into the --keep directory; spillway is then built with a pprof listener added by a build overlay")
 	fs.StringVar(&cfg.spillwayBin, "spillway-bin", "", "prebuilt spillway binary (default: go build ./cmd/spillway)")
 	fs.StringVar(&cfg.baselineBin, "baseline-bin", "", "prebuilt baseline binary (default: go build ./e2e/bench/xdsbench/baseline)")
 	if err := fs.Parse(args); err != nil {
@@ -240,31 +312,70 @@ func parseFlags(args []string) (config, error) {
 	default:
 		return cfg, fmt.Errorf("--target: %q, want spillway, baseline or both", *target)
 	}
-	for f := range strings.SplitSeq(*streams, ",") {
-		k, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || k < 1 {
-			return cfg, fmt.Errorf("--streams: %q is not a positive number", f)
-		}
-		cfg.streams = append(cfg.streams, k)
+	var err error
+	if cfg.streams, err = positiveList("--streams", *streams); err != nil {
+		return cfg, err
+	}
+	if cfg.perConns, err = positiveList("--streams-per-conn", *perConn); err != nil {
+		return cfg, err
 	}
 	if err := benchdata.Validate(cfg.services, cfg.endpoints, cfg.zones); err != nil {
 		return cfg, err
 	}
 	switch {
+	case cfg.rounds < 1:
+		return cfg, fmt.Errorf("--rounds: %d, want >= 1", cfg.rounds)
 	case cfg.changes < 1 || cfg.changes > cfg.services:
 		return cfg, fmt.Errorf("--changes: %d, want 1..%d (one service each)", cfg.changes, cfg.services)
-	case cfg.perConn < 1:
-		return cfg, fmt.Errorf("--streams-per-conn: %d, want >= 1", cfg.perConn)
 	case cfg.settle < 0 || cfg.gap < 0:
 		return cfg, errors.New("--settle and --gap must not be negative")
 	case cfg.quiet <= 0 || cfg.syncTimeout <= 0 || cfg.changeTimeout <= 0 || cfg.maxIdle <= 0:
 		return cfg, errors.New("--quiet, --sync-timeout, --change-timeout and --max-idle must be positive")
+	case cfg.pprof && cfg.keep == "":
+		return cfg, errors.New("--pprof needs --keep (where the profiles go)")
+	case cfg.pprof && cfg.spillwayBin != "" && slices.Contains(cfg.targets, "spillway"):
+		return cfg, errors.New("--pprof builds spillway itself: drop --spillway-bin")
 	}
 	if slices.Min(cfg.streams) < cfg.services {
 		fmt.Fprintf(os.Stderr, "xdsbench: warning: K=%d < %d services: some changes have no affected stream\n", slices.Min(cfg.streams), cfg.services)
 	}
 	return cfg, nil
 }
+
+func positiveList(name, v string) ([]int, error) {
+	var out []int
+	for f := range strings.SplitSeq(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%s: %q is not a positive number", name, f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// pprofOverlay is added to spillway's main package by a build overlay when
+// --pprof is set: spillway has no profiling endpoint of its own. It serves
+// net/http/pprof on $XDSBENCH_PPROF_ADDR, if set, on its own listener.
+const pprofOverlay = `package main
+
+import (
+	"net/http"
+	"net/http/pprof"
+	"os"
+)
+
+func init() {
+	addr := os.Getenv("XDSBENCH_PPROF_ADDR")
+	if addr == "" {
+		return
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	go http.ListenAndServe(addr, mux)
+}
+`
 
 // build compiles the binaries that were not given, from the module root.
 func build(ctx context.Context, cfg *config, work string) error {
@@ -284,8 +395,22 @@ func build(ctx context.Context, cfg *config, work string) error {
 			continue
 		}
 		out := filepath.Join(work, b.target)
+		args := []string{"build", "-o", out}
+		if b.target == "spillway" && cfg.pprof {
+			src := filepath.Join(work, "xdsbench_pprof.go")
+			overlay := filepath.Join(work, "overlay.json")
+			dst := filepath.Join(root, "cmd", "spillway", "zz_xdsbench_pprof.go")
+			js := fmt.Sprintf(`{"Replace": {%q: %q}}`, dst, src)
+			if err := os.WriteFile(src, []byte(pprofOverlay), 0o644); err != nil {
+				return err
+			}
+			if err := os.WriteFile(overlay, []byte(js), 0o644); err != nil {
+				return err
+			}
+			args = append(args, "-overlay", overlay)
+		}
 		bctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-		cmd := exec.CommandContext(bctx, "go", "build", "-o", out, b.pkg)
+		cmd := exec.CommandContext(bctx, "go", append(args, b.pkg)...)
 		cmd.Dir = root
 		msg, err := cmd.CombinedOutput()
 		cancel()
@@ -310,29 +435,30 @@ func moduleRoot(ctx context.Context) (string, error) {
 }
 
 // runOne measures one target at one K on a fresh server.
-func runOne(ctx context.Context, cfg *config, target string, k int, work, logDir string) *result {
-	r := &result{target: target, k: k}
+func runOne(ctx context.Context, cfg *config, target string, k, perConn, round int, work, logDir string) *result {
+	r := &result{target: target, k: k, perConn: perConn, round: round}
 	say := func(format string, a ...any) {
 		fmt.Printf("   %-8s K=%-6d %s\n", target, k, fmt.Sprintf(format, a...))
 	}
-	fmt.Printf("\n== %s, K=%d\n", target, k)
+	fmt.Printf("\n== %s, K=%d, %d streams per connection, round %d\n", target, k, perConn, round)
 	services := benchdata.Services(cfg.services, cfg.endpoints, cfg.zones)
 	plan, err := benchdata.Plan(services, cfg.zones, cfg.changes)
 	if err != nil {
 		r.err = err
 		return r
 	}
-	dir := filepath.Join(logDir, fmt.Sprintf("k%d", k))
+	dir := filepath.Join(logDir, fmt.Sprintf("k%d-c%d-r%d", k, perConn, round))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		r.err = err
 		return r
 	}
+	profiling := cfg.pprof && round == 1
 	var srv *server
 	switch target {
 	case "spillway":
-		srv, err = startSpillway(ctx, cfg.spillwayBin, dir, services)
+		srv, err = startSpillway(ctx, cfg.spillwayBin, dir, services, profiling)
 	case "baseline":
-		srv, err = startBaseline(ctx, cfg.baselineBin, dir, cfg.services, cfg.endpoints, cfg.zones, cfg.baselinePprof)
+		srv, err = startBaseline(ctx, cfg.baselineBin, dir, cfg.services, cfg.endpoints, cfg.zones, profiling)
 	}
 	if err != nil {
 		r.err = err
@@ -366,7 +492,7 @@ func runOne(ctx context.Context, cfg *config, target string, k int, work, logDir
 	say("RSS before streams: %d KiB", r.rssBeforeKiB)
 
 	start := time.Now()
-	fl, err := openFleet(ctx, srv.adsAddr, k, cfg.perConn, services, benchdata.Zones(cfg.zones))
+	fl, err := openFleet(ctx, srv.adsAddr, k, perConn, services, benchdata.Zones(cfg.zones))
 	if err != nil {
 		r.err = explain(target, err)
 		return r
@@ -392,19 +518,20 @@ func runOne(ctx context.Context, cfg *config, target string, k int, work, logDir
 		return r
 	}
 	say("RSS with streams: %d KiB (%.1f KiB per stream)", r.rssAfterKiB, r.rssPerStream())
-	profiling := target == "baseline" && cfg.baselinePprof
-	var cpuProfile chan error
 	if profiling {
-		for _, p := range []string{"heap", "goroutine"} {
-			if err := srv.savePprof(ctx, p, filepath.Join(dir, "baseline-"+p+".pprof")); err != nil {
+		// heap?debug=1 is the text form: its runtime.MemStats lines give
+		// the stack and heap totals the profile itself does not show.
+		for _, p := range []string{"heap", "goroutine", "heap?debug=1"} {
+			file := filepath.Join(dir, target+"-"+p+".pprof")
+			if p == "heap?debug=1" {
+				file = filepath.Join(dir, target+"-heap.txt")
+			}
+			if err := srv.savePprof(ctx, p, file); err != nil {
 				say("pprof %s: %v", p, err)
+			} else {
+				say("saved %s", file)
 			}
 		}
-		cpuProfile = make(chan error, 1)
-		go func() {
-			secs := min(60, cfg.changes*3)
-			cpuProfile <- srv.savePprof(ctx, fmt.Sprintf("profile?seconds=%d", secs), filepath.Join(dir, "baseline-cpu.pprof"))
-		}()
 	}
 
 	// Changes.
@@ -418,10 +545,12 @@ func runOne(ctx context.Context, cfg *config, target string, k int, work, logDir
 		r.err = err
 		return r
 	}
+	procs0 := processTicks()
 	resp0 := fl.totalResponses()
 	t0 := time.Now()
 	for _, c := range plan {
 		p := newPendingChange(c, fl.affected(c.Service))
+		r.updates += p.want
 		p.start = time.Now()
 		fl.pending[c.Service].Store(p)
 		cctx, cancel := context.WithTimeout(ctx, cfg.changeTimeout)
@@ -467,17 +596,13 @@ func runOne(ctx context.Context, cfg *config, target string, k int, work, logDir
 	if self1, err := cpuSeconds(os.Getpid()); err == nil {
 		r.clientCPU = self1 - self0
 	}
+	r.others = otherCPUSeconds(procs0, processTicks(), srv.pid(), os.Getpid())
 	resp1 := fl.totalResponses()
 	for j := range r.responses {
 		r.responses[j] = resp1[j] - resp0[j]
 	}
-	say("%d changes in %v: server CPU %.2f s, driver CPU %.2f s; %d fan-out samples, %d missed", len(plan), r.window.Round(time.Millisecond), r.cpu, r.clientCPU, len(r.lat), r.missed)
-	if profiling {
-		if err := <-cpuProfile; err != nil {
-			say("pprof profile: %v", err)
-		}
-		say("profiles in %s", dir)
-	}
+	say("%d changes in %v: server CPU %.2f s, driver CPU %.2f s, other processes %.2f cores; %d fan-out samples, %d missed",
+		len(plan), r.window.Round(time.Millisecond), r.cpu, r.clientCPU, r.otherCPU(), len(r.lat), r.missed)
 
 	// Idle window of the same length (capped, then scaled).
 	idle := min(r.window, cfg.maxIdle)
@@ -498,6 +623,7 @@ func runOne(ctx context.Context, cfg *config, target string, k int, work, logDir
 		r.err = err
 		return r
 	}
+	r.idleWindow, r.idleRaw = idle, cpuB-cpuA
 	r.idleCPU = (cpuB - cpuA) * float64(r.window) / float64(idle)
 	idleResp := fl.totalResponses()
 	for j := range idleResp {
@@ -530,55 +656,107 @@ func percentile(sorted []time.Duration, p float64) time.Duration {
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f", float64(d)/float64(time.Millisecond)) }
 
-// table renders the results at one K, with ratios if both targets ran.
-func table(cfg *config, k int, rs []*result) string {
+// median is the median of xs (the mean of the middle two for an even count).
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	xs = slices.Clone(xs)
+	slices.Sort(xs)
+	n := len(xs)
+	if n%2 == 1 {
+		return xs[n/2]
+	}
+	return (xs[n/2-1] + xs[n/2]) / 2
+}
+
+// med is the median over rs of f.
+func med(rs []*result, f func(*result) float64) float64 {
+	xs := make([]float64, len(rs))
+	for i, r := range rs {
+		xs[i] = f(r)
+	}
+	return median(xs)
+}
+
+func msf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// table renders one row of the run (one K, one streams-per-connection):
+// the medians over the rounds, the ratios spillway/baseline of the medians
+// against the targets, and every round with the machine's other CPU use.
+func table(cfg *config, k, perConn int, rs []*result) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "K = %d streams (%d services x %d endpoints, %d zones; %d changes, %d affected streams each)\n\n",
-		k, cfg.services, cfg.endpoints, cfg.zones, cfg.changes, k/cfg.services)
-	fmt.Fprintln(&b, "| target | RSS/stream KiB | fan-out p50 ms | p99 ms | max ms | samples (missed) | CPU s/change | idle CPU s/change | net CPU s/change | responses/change (L/R/C/E) | idle responses | change call p50 ms | driver CPU s/change | setup s |")
-	fmt.Fprintln(&b, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-	byTarget := map[string]*result{}
+	fmt.Fprintf(&b, "K = %d streams, %d per connection (%d connections); %d services x %d endpoints, %d zones; %d changes per round, %d affected streams each; medians of %d rounds\n\n",
+		k, perConn, (k+perConn-1)/perConn, cfg.services, cfg.endpoints, cfg.zones, cfg.changes, k/cfg.services, cfg.rounds)
+	fmt.Fprintln(&b, "| target | rounds ok | RSS/stream KiB | fan-out p50 ms | p99 ms | max ms | missed | gross CPU µs/stream update | net µs/stream update | CPU µs/EDS response | EDS responses/change | L+R+C responses/change | idle server CPU ms/s | idle responses/s | driver CPU cores | other processes cores (min-max) | setup s |")
+	fmt.Fprintln(&b, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	ok := map[string][]*result{}
 	for _, r := range rs {
-		if r.err != nil {
-			fmt.Fprintf(&b, "| %s | failed: %s |\n", r.target, oneLine(r.err))
+		if r.err == nil {
+			ok[r.target] = append(ok[r.target], r)
+		}
+	}
+	for _, t := range cfg.targets {
+		g := ok[t]
+		if len(g) == 0 {
+			fmt.Fprintf(&b, "| %s | 0 | all rounds failed |\n", t)
 			continue
 		}
-		byTarget[r.target] = r
-		lat := slices.Clone(r.lat)
-		slices.Sort(lat)
-		calls := slices.Clone(r.calls)
-		slices.Sort(calls)
-		m := float64(max(1, len(r.calls)))
-		fmt.Fprintf(&b, "| %s | %.1f | %s | %s | %s | %d (%d) | %.3f | %.3f | %.3f | %.0f/%.0f/%.0f/%.0f | %d | %s | %.3f | %.1f |\n",
-			r.target, r.rssPerStream(), ms(percentile(lat, 0.5)), ms(percentile(lat, 0.99)), ms(percentile(lat, 1)),
-			len(r.lat), r.missed, r.perChange(r.cpu), r.perChange(r.idleCPU), r.netCPU(),
-			float64(r.responses[0])/m, float64(r.responses[1])/m, float64(r.responses[2])/m, float64(r.responses[3])/m,
-			r.idleResp, ms(percentile(calls, 0.5)), r.perChange(r.clientCPU), r.setup.Seconds())
-	}
-	s, okS := byTarget["spillway"]
-	bl, okB := byTarget["baseline"]
-	if okS && okB {
-		sl, bll := slices.Clone(s.lat), slices.Clone(bl.lat)
-		slices.Sort(sl)
-		slices.Sort(bll)
-		var rows strings.Builder
-		ratio := func(name string, spill, base, want float64) {
-			if base <= 0 {
-				fmt.Fprintf(&rows, "| %s | n/a (baseline is 0) | at most %.2f | |\n", name, want)
-				return
-			}
-			verdict := "meets"
-			if spill/base > want {
-				verdict = "misses"
-			}
-			fmt.Fprintf(&rows, "| %s | %.2f | at most %.2f | %s |\n", name, spill/base, want, verdict)
+		others := make([]float64, len(g))
+		for i, r := range g {
+			others[i] = r.otherCPU()
 		}
-		ratio("RSS per stream", s.rssPerStream(), bl.rssPerStream(), 0.5)
-		ratio("fan-out p99", float64(percentile(sl, 0.99)), float64(percentile(bll, 0.99)), 0.5)
-		ratio("net CPU per change", s.netCPU(), bl.netCPU(), 1.0/3)
-		fmt.Fprintf(&b, "\n| spillway/baseline | ratio | target | |\n|---|---:|---:|---|\n%s", rows.String())
+		fmt.Fprintf(&b, "| %s | %d | %.1f | %.1f | %.1f | %.1f | %d | %.1f | %.1f | %.1f | %.0f | %.0f | %.1f | %.1f | %.2f | %.2f (%.2f-%.2f) | %.1f |\n",
+			t, len(g),
+			med(g, (*result).rssPerStream),
+			med(g, func(r *result) float64 { return msf(r.p(0.5)) }),
+			med(g, func(r *result) float64 { return msf(r.p(0.99)) }),
+			med(g, func(r *result) float64 { return msf(r.p(1)) }),
+			int(med(g, func(r *result) float64 { return float64(r.missed) })),
+			med(g, (*result).grossPerUpdate),
+			med(g, (*result).netPerUpdate),
+			med(g, (*result).perEDS),
+			med(g, func(r *result) float64 { return r.perChange(float64(r.responses[edsIndex])) }),
+			med(g, func(r *result) float64 { return r.perChange(float64(r.responses[0] + r.responses[1] + r.responses[2])) }),
+			med(g, (*result).idleRate),
+			med(g, func(r *result) float64 { return float64(r.idleResp) / max(r.idleWindow.Seconds(), 1e-9) }),
+			med(g, func(r *result) float64 { return r.clientCPU / max(r.window.Seconds(), 1e-9) }),
+			median(others), slices.Min(others), slices.Max(others),
+			med(g, func(r *result) float64 { return r.setup.Seconds() }))
 	}
-	fmt.Fprintf(&b, "\nLoad average after K=%d: %s (the server, the %d client streams and anything else share %d CPUs).\n", k, loadAverage(), k, runtime.NumCPU())
+	s, bl := ok["spillway"], ok["baseline"]
+	if len(s) > 0 && len(bl) > 0 {
+		fmt.Fprintf(&b, "\n| spillway/baseline (medians) | ratio | target | |\n|---|---:|---:|---|\n")
+		ratio := func(name string, f func(*result) float64, want float64) {
+			sv, bv := med(s, f), med(bl, f)
+			switch {
+			case bv <= 0:
+				fmt.Fprintf(&b, "| %s | n/a (baseline is 0) | | |\n", name)
+			case want == 0:
+				fmt.Fprintf(&b, "| %s | %.2f | | |\n", name, sv/bv)
+			default:
+				verdict := "meets"
+				if sv/bv > want {
+					verdict = "misses"
+				}
+				fmt.Fprintf(&b, "| %s | %.2f | at most %.2f | %s |\n", name, sv/bv, want, verdict)
+			}
+		}
+		ratio("RSS per stream", (*result).rssPerStream, 0.5)
+		ratio("gross CPU per stream update", (*result).grossPerUpdate, 0.5)
+		ratio("fan-out p99", func(r *result) float64 { return msf(r.p(0.99)) }, 0.5)
+		ratio("net CPU per stream update", (*result).netPerUpdate, 0)
+	}
+	fmt.Fprintf(&b, "\n| round | target | RSS/stream KiB | p99 ms | gross CPU µs/stream update | net µs/stream update | other processes cores |\n|---:|---|---:|---:|---:|---:|---:|\n")
+	for _, r := range rs {
+		if r.err != nil {
+			fmt.Fprintf(&b, "| %d | %s | failed: %s |\n", r.round, r.target, oneLine(r.err))
+			continue
+		}
+		fmt.Fprintf(&b, "| %d | %s | %.1f | %.1f | %.1f | %.1f | %.2f |\n",
+			r.round, r.target, r.rssPerStream(), msf(r.p(0.99)), r.grossPerUpdate(), r.netPerUpdate(), r.otherCPU())
+	}
+	fmt.Fprintf(&b, "\nLoad average after this row: %s (%d CPUs).\n", loadAverage(), runtime.NumCPU())
 	return b.String()
 }
 
@@ -625,9 +803,11 @@ func writeMarkdown(cfg *config, path string, tables []string) error {
 	for _, t := range tables {
 		fmt.Fprintln(w, t)
 	}
-	fmt.Fprintln(w, "RSS/stream: server VmRSS with the streams open minus before, over K. Fan-out: from just before the change call to each subscribed stream's EDS showing it. "+
-		"CPU: server utime+stime over the change window, over the number of changes; idle: the same over an equally long idle window; net = CPU − idle. "+
-		"Responses/change: responses of each type (Listener/Route/Cluster/EDS) all streams received per change; idle responses: all responses during the idle window. "+
-		"Driver CPU: the benchmark client's own CPU over the change window, per change (it shares the cores with the server).")
+	fmt.Fprintln(w, "RSS/stream: server VmRSS with the streams open minus before, over K. "+
+		"Fan-out: from just before the change call (spillway: Register/Deregister; baseline: its /change, which builds the EDS resources and calls SetSnapshot) to each subscribed stream's EDS showing it. "+
+		"Gross CPU: server utime+stime over the change window (idle work included) over the stream updates the changes needed (changes x affected streams); "+
+		"net: minus the idle window's CPU scaled to the change window; per EDS response: gross CPU over the EDS responses actually sent. "+
+		"Idle server CPU and responses: the server's CPU, and the responses all streams received, over an idle window after the changes. "+
+		"Other processes: the CPU of every other process (utime+stime from /proc/PID/stat; processes that ended in the window are missed) over the change window, in cores.")
 	return f.Close()
 }

@@ -28,7 +28,7 @@ import (
 type server struct {
 	name     string
 	adsAddr  string
-	httpAddr string // baseline only: /change, /readyz, /debug/pprof/
+	httpAddr string // baseline: /change, /readyz, /debug/pprof/; spillway: /debug/pprof/ with --pprof
 	logPath  string
 	cmd      *exec.Cmd
 	exited   chan struct{} // closed once the process has exited
@@ -52,13 +52,14 @@ func freeAddr() (string, error) {
 }
 
 // startProcess runs bin with args, its output going to logPath.
-func startProcess(name, bin string, args []string, logPath string) (*server, error) {
+func startProcess(name, bin string, args, env []string, logPath string) (*server, error) {
 	logf, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Env = append(os.Environ(), env...)
 	// The server dies with the driver, even if the driver is killed.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -144,16 +145,26 @@ func (s *server) waitReady(ctx context.Context, limit time.Duration, ready func(
 
 // startSpillway runs the spillway binary with registrations in memory and
 // leases of an hour, and registers every endpoint through the registry API.
-func startSpillway(ctx context.Context, bin, dir string, services []benchdata.Service) (_ *server, err error) {
+// With withPprof, the binary (built with the driver's pprof overlay) serves
+// /debug/pprof/ on a free loopback address.
+func startSpillway(ctx context.Context, bin, dir string, services []benchdata.Service, withPprof bool) (_ *server, err error) {
 	grpcAddr, err := freeAddr()
 	if err != nil {
 		return nil, err
+	}
+	var env []string
+	pprofAddr := ""
+	if withPprof {
+		if pprofAddr, err = freeAddr(); err != nil {
+			return nil, err
+		}
+		env = append(env, "XDSBENCH_PPROF_ADDR="+pprofAddr)
 	}
 	s, err := startProcess("spillway", bin, []string{
 		"--data-dir", "", "--lease-ttl", "1h",
 		"--grpc-addr", grpcAddr, "--http-addr", "127.0.0.1:0", "--dns-addr", "127.0.0.1:0",
 		"--log-level", "warn",
-	}, filepath.Join(dir, "spillway.log"))
+	}, env, filepath.Join(dir, "spillway.log"))
 	if err != nil {
 		return nil, err
 	}
@@ -162,7 +173,7 @@ func startSpillway(ctx context.Context, bin, dir string, services []benchdata.Se
 			s.stop()
 		}
 	}()
-	s.adsAddr = grpcAddr
+	s.adsAddr, s.httpAddr = grpcAddr, pprofAddr
 	cc, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return s, err
@@ -289,7 +300,7 @@ func startBaseline(ctx context.Context, bin, dir string, services, endpoints, zo
 	if withPprof {
 		args = append(args, "--pprof")
 	}
-	s, err := startProcess("baseline", bin, args, filepath.Join(dir, "baseline.log"))
+	s, err := startProcess("baseline", bin, args, nil, filepath.Join(dir, "baseline.log"))
 	if err != nil {
 		return nil, err
 	}

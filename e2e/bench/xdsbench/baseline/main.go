@@ -1,30 +1,50 @@
 // Command baseline is the baseline of the xDS fan-out benchmark
-// (e2e/bench/xdsbench): the minimal ADS server a go-control-plane user would
-// write for the same job as spillway's xds package.
+// (e2e/bench/xdsbench): the ADS server a go-control-plane user would write
+// for the same job as spillway's xds package, set up as go-control-plane's
+// own example and docs set one up.
 //
 // It holds the benchmark's data set (internal/benchdata: --services services
 // of --endpoints endpoints over --zones zones) and serves it from a
-// go-control-plane v0.14 SnapshotCache in non-ADS mode (ads=false), keyed by
-// the client's node.locality.zone, through pkg/server/v3 registered as the
-// AggregatedDiscoveryService on a plain grpc.Server. There is one snapshot
-// per zone; each holds, for every service S, the Listener S (an api_listener
-// whose HttpConnectionManager takes RouteConfiguration S over ADS, with the
-// router filter), the RouteConfiguration S (one virtual host routing
-// everything to cluster S), the Cluster S (EDS over ADS, round robin) and the
-// ClusterLoadAssignment S with one LocalityLbEndpoints per zone: the client's
-// own zone at priority 0 and the others at priority 1, each locality weighted
-// by its endpoint count. Every snapshot carries one version for all types,
-// bumped on every change, as NewSnapshot does.
+// go-control-plane v0.14 SnapshotCache keyed by the client's
+// node.locality.zone (the clients of a zone see the same endpoints, so a
+// zone is one distinct content and one snapshot), in non-ADS mode
+// (ads=false, as go-control-plane's example main and docs/cache.md create
+// it): in ADS mode the cache answers a request only if it names every
+// resource of the snapshot's type, and a grpc-go stream names one service
+// (one stream per target, every stream of a process with the same node), so
+// ads=true would need a snapshot per zone and service that no NodeHash can
+// pick. The cache is served through
+// server.NewServer with its default options, registered as the
+// AggregatedDiscoveryService on a grpc.Server with the options of
+// go-control-plane's example server (MaxConcurrentStreams 1,000,000,
+// keepalive Time 30 s, Timeout 5 s, enforcement MinTime 30 s with
+// PermitWithoutStream).
+//
+// Each zone's snapshot holds, for every service S, the Listener S (an
+// api_listener whose HttpConnectionManager takes RouteConfiguration S over
+// ADS, with the router filter), the RouteConfiguration S (one virtual host
+// routing everything to cluster S), the Cluster S (EDS over ADS, round
+// robin) and the ClusterLoadAssignment S with one LocalityLbEndpoints per
+// zone: the client's own zone at priority 0 and the others at priority 1,
+// each locality weighted by its endpoint count.
+//
+// Every resource type has its own version (each Snapshot.Resources[type]
+// is built with cache.NewResources(version, items), not cache.NewSnapshot,
+// which gives all types one version): Listener, RouteConfiguration and
+// Cluster stay at version 1 for the whole run, and an endpoint change bumps
+// only the ClusterLoadAssignment version, so the cache answers only the
+// EDS watches. Only the changed service's assignments are rebuilt; the
+// other resources are reused.
 //
 // The driver makes changes over HTTP on loopback:
 //
 //	POST /change?op=add&service=svc-005&id=add-0&address=10.200.0.1&zone=zone-a
 //	POST /change?op=remove&service=svc-042&address=10.1.42.1
 //
-// Each one edits the model, rebuilds the three snapshots and calls
-// SetSnapshot for every zone before it answers 200 with the new version.
-// GET /readyz answers 200 once the first snapshots are set. With --pprof,
-// /debug/pprof/ is served too (the driver's --baseline-pprof uses it).
+// Each one edits the model, builds the new EDS resources of every zone and
+// calls SetSnapshot for every zone before it answers 200 with the new EDS
+// version. GET /readyz answers 200 once the first snapshots are set. With
+// --pprof, /debug/pprof/ is served too (the driver's --pprof uses it).
 //
 // Usage:
 //
@@ -62,9 +82,9 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	"github.com/envoyproxy/go-control-plane/pkg/server/sotw/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
@@ -87,21 +107,13 @@ func main() {
 }
 
 func run(grpcAddr, httpAddr string, services, endpoints, zones int, withPprof bool, log *slog.Logger) error {
-	if err := benchdata.Validate(services, endpoints, zones); err != nil {
-		return err
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	m := &model{
-		cache:    cache.NewSnapshotCache(false, zoneHash{}, nil),
-		zones:    benchdata.Zones(zones),
-		services: benchdata.Services(services, endpoints, zones),
-	}
-	if err := m.publish(ctx); err != nil {
+	m, err := newModel(ctx, services, endpoints, zones)
+	if err != nil {
 		return err
 	}
-
 	grpcLis, err := net.Listen("tcp", grpcAddr)
 	if err != nil {
 		return fmt.Errorf("--grpc-addr: %w", err)
@@ -111,9 +123,7 @@ func run(grpcAddr, httpAddr string, services, endpoints, zones int, withPprof bo
 		grpcLis.Close()
 		return fmt.Errorf("--http-addr: %w", err)
 	}
-	grpcSrv := grpc.NewServer()
-	v3discoverygrpc.RegisterAggregatedDiscoveryServiceServer(grpcSrv,
-		server.NewServer(ctx, m.cache, nil, sotw.DeactivateLegacyWildcard()))
+	grpcSrv := newGRPCServer(ctx, m.cache)
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("POST /change", m.serveChange)
@@ -143,6 +153,27 @@ func run(grpcAddr, httpAddr string, services, endpoints, zones int, withPprof bo
 	return err
 }
 
+// The gRPC server options of go-control-plane's example server
+// (internal/example/server.go).
+const (
+	grpcKeepaliveTime        = 30 * time.Second
+	grpcKeepaliveTimeout     = 5 * time.Second
+	grpcKeepaliveMinTime     = 30 * time.Second
+	grpcMaxConcurrentStreams = 1000000
+)
+
+// newGRPCServer is a grpc.Server serving ADS from c with server.NewServer's
+// defaults, with the options of go-control-plane's example server.
+func newGRPCServer(ctx context.Context, c cache.Cache) *grpc.Server {
+	s := grpc.NewServer(
+		grpc.MaxConcurrentStreams(grpcMaxConcurrentStreams),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: grpcKeepaliveTime, Timeout: grpcKeepaliveTimeout}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: grpcKeepaliveMinTime, PermitWithoutStream: true}),
+	)
+	v3discoverygrpc.RegisterAggregatedDiscoveryServiceServer(s, server.NewServer(ctx, c, nil))
+	return s
+}
+
 // zoneHash keys the snapshot cache by the client's zone: every client of a
 // zone shares one snapshot.
 type zoneHash struct{}
@@ -153,90 +184,134 @@ var _ cache.NodeHash = zoneHash{}
 
 // model is the endpoint list and the snapshots built from it.
 type model struct {
+	// Read-only after newModel.
 	cache cache.SnapshotCache
-	zones []string // read-only after construction
+	zones []string
+	// static holds the Listener, RouteConfiguration and Cluster resources
+	// at staticVersion: they never change, and every snapshot shares them.
+	static map[resource.Type]cache.Resources
 
-	// mu serialises changes: it guards services and version, and orders
-	// the SetSnapshot calls of successive changes.
+	// mu serialises changes: it guards the fields below and orders the
+	// SetSnapshot calls of successive changes.
 	mu       sync.Mutex
 	services []benchdata.Service
-	version  int
+	// cla[zone][i] is service i's assignment as the clients of zone see it.
+	cla        map[string][]types.Resource
+	edsVersion int
+}
+
+// staticVersion is the version of the types an endpoint change leaves alone.
+const staticVersion = "1"
+
+// newModel builds the data set and sets the first snapshot of every zone.
+func newModel(ctx context.Context, services, endpoints, zones int) (*model, error) {
+	if err := benchdata.Validate(services, endpoints, zones); err != nil {
+		return nil, err
+	}
+	m := &model{
+		cache:    cache.NewSnapshotCache(false, zoneHash{}, nil),
+		zones:    benchdata.Zones(zones),
+		services: benchdata.Services(services, endpoints, zones),
+		cla:      map[string][]types.Resource{},
+	}
+	var ls, rs, cs []types.Resource
+	for _, s := range m.services {
+		ls = append(ls, listener(s.Name))
+		rs = append(rs, route(s.Name))
+		cs = append(cs, cluster(s.Name))
+	}
+	m.static = map[resource.Type]cache.Resources{
+		resource.ListenerType: cache.NewResources(staticVersion, ls),
+		resource.RouteType:    cache.NewResources(staticVersion, rs),
+		resource.ClusterType:  cache.NewResources(staticVersion, cs),
+	}
+	for _, zone := range m.zones {
+		for _, s := range m.services {
+			m.cla[zone] = append(m.cla[zone], m.assignment(s, zone))
+		}
+	}
+	if err := m.publish(ctx); err != nil {
+		return nil, err
+	}
+	return m, nil
 }
 
 // serveChange applies one change and publishes it.
 func (m *model) serveChange(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	addr, err := netip.ParseAddr(q.Get("address"))
+	v, err := m.change(r.Context(), q.Get("op"), q.Get("service"), q.Get("id"), q.Get("address"), q.Get("zone"))
 	if err != nil {
-		http.Error(w, "address: "+err.Error(), http.StatusBadRequest)
+		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
+	}
+	fmt.Fprintf(w, "version %s\n", v)
+}
+
+// change adds (op "add") or removes (op "remove") one endpoint of service
+// and publishes the new EDS resources; it returns their version. id and
+// zone are used by add only.
+func (m *model) change(ctx context.Context, op, service, id, address, zone string) (string, error) {
+	addr, err := netip.ParseAddr(address)
+	if err != nil {
+		return "", fmt.Errorf("address: %w", err)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	i := slices.IndexFunc(m.services, func(s benchdata.Service) bool { return s.Name == q.Get("service") })
+	i := slices.IndexFunc(m.services, func(s benchdata.Service) bool { return s.Name == service })
 	if i < 0 {
-		http.Error(w, fmt.Sprintf("service: %q unknown", q.Get("service")), http.StatusBadRequest)
-		return
+		return "", fmt.Errorf("service: %q unknown", service)
 	}
 	eps := slices.Clone(m.services[i].Endpoints)
-	switch q.Get("op") {
+	switch op {
 	case "add":
-		if !slices.Contains(m.zones, q.Get("zone")) {
-			http.Error(w, fmt.Sprintf("zone: %q unknown", q.Get("zone")), http.StatusBadRequest)
-			return
+		if !slices.Contains(m.zones, zone) {
+			return "", fmt.Errorf("zone: %q unknown", zone)
 		}
-		eps = append(eps, benchdata.Endpoint{ID: q.Get("id"), Address: addr, Zone: q.Get("zone")})
+		eps = append(eps, benchdata.Endpoint{ID: id, Address: addr, Zone: zone})
 	case "remove":
 		n := len(eps)
 		eps = slices.DeleteFunc(eps, func(e benchdata.Endpoint) bool { return e.Address == addr })
 		if len(eps) == n {
-			http.Error(w, fmt.Sprintf("address: %s is not an endpoint of %s", addr, m.services[i].Name), http.StatusBadRequest)
-			return
+			return "", fmt.Errorf("address: %s is not an endpoint of %s", addr, service)
 		}
 	default:
-		http.Error(w, fmt.Sprintf("op: %q, want add or remove", q.Get("op")), http.StatusBadRequest)
-		return
+		return "", fmt.Errorf("op: %q, want add or remove", op)
 	}
 	m.services[i].Endpoints = eps
-	if err := m.publish(r.Context()); err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
+	for _, z := range m.zones {
+		// A new slice: the previous snapshots keep theirs.
+		cla := slices.Clone(m.cla[z])
+		cla[i] = m.assignment(m.services[i], z)
+		m.cla[z] = cla
 	}
-	fmt.Fprintf(w, "version %d\n", m.version)
+	if err := m.publish(ctx); err != nil {
+		return "", err
+	}
+	return strconv.Itoa(m.edsVersion), nil
 }
 
-// publish builds a snapshot per zone at a new version and sets it. The
-// caller holds mu, or is the constructor.
+// publish sets, for every zone, a snapshot of the static types and the
+// zone's assignments at a new EDS version. The caller holds mu, or is
+// newModel.
 //
 // It does not call Snapshot.Consistent: in go-control-plane v0.14 that
 // follows RDS names only in a Listener's filter chains, not in an
 // api_listener, so it rejects every snapshot for proxyless gRPC ("mismatched
 // RouteConfiguration reference and resource lengths").
 func (m *model) publish(ctx context.Context) error {
-	m.version++
-	v := strconv.Itoa(m.version)
+	m.edsVersion++
+	v := strconv.Itoa(m.edsVersion)
 	for _, zone := range m.zones {
-		snap, err := cache.NewSnapshot(v, m.resources(zone))
-		if err != nil {
-			return fmt.Errorf("snapshot %s: %w", zone, err)
+		snap := &cache.Snapshot{}
+		for typ, res := range m.static {
+			snap.Resources[cache.GetResponseType(typ)] = res
 		}
+		snap.Resources[types.Endpoint] = cache.NewResources(v, m.cla[zone])
 		if err := m.cache.SetSnapshot(ctx, zone, snap); err != nil {
 			return fmt.Errorf("set snapshot %s: %w", zone, err)
 		}
 	}
 	return nil
-}
-
-// resources builds every resource the clients of zone see.
-func (m *model) resources(zone string) map[resource.Type][]types.Resource {
-	out := map[resource.Type][]types.Resource{}
-	for _, s := range m.services {
-		out[resource.ListenerType] = append(out[resource.ListenerType], listener(s.Name))
-		out[resource.RouteType] = append(out[resource.RouteType], route(s.Name))
-		out[resource.ClusterType] = append(out[resource.ClusterType], cluster(s.Name))
-		out[resource.EndpointType] = append(out[resource.EndpointType], m.assignment(s, zone))
-	}
-	return out
 }
 
 func adsSource() *v3corepb.ConfigSource {
