@@ -74,6 +74,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	pb "github.com/spillway/spillway/registry/registryv1"
+
+	"github.com/spillway/spillway/e2e/bench/internal/procstat"
 )
 
 type config struct {
@@ -316,7 +318,7 @@ func readMem(ctx context.Context, c config, reps []*replica) ([]memReading, erro
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", r.name, err)
 		}
-		rss, err := rssKiB(r.pid())
+		rss, err := procstat.RSSKiB(r.pid())
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", r.name, err)
 		}
@@ -368,9 +370,9 @@ func readEtcd(ctx context.Context, cli *clientv3.Client, etcdURL string) (etcdCo
 // cpuOf returns the CPU seconds of etcd and of all the replicas together
 // (0 for a process whose stat cannot be read).
 func cpuOf(etcd *proc, reps []*replica) (etcdCPU, repCPU float64) {
-	etcdCPU, _ = cpuSeconds(etcd.pid())
+	etcdCPU, _ = procstat.CPUSeconds(etcd.pid())
 	for _, r := range reps {
-		s, _ := cpuSeconds(r.pid())
+		s, _ := procstat.CPUSeconds(r.pid())
 		repCPU += s
 	}
 	return etcdCPU, repCPU

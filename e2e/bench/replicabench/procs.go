@@ -112,31 +112,6 @@ func freeAddr() (string, error) {
 	return l.Addr().String(), nil
 }
 
-// rssKiB returns VmRSS of process pid in KiB.
-func rssKiB(pid int) (int64, error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:")
-		if !ok {
-			continue
-		}
-		kib, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("/proc/%d/status VmRSS %q: %w", pid, rest, err)
-		}
-		return kib, nil
-	}
-	if err := sc.Err(); err != nil {
-		return 0, err
-	}
-	return 0, fmt.Errorf("/proc/%d/status: no VmRSS line", pid)
-}
-
 // scrape reads a Prometheus text exposition at url and returns the sum of
 // every sample of each wanted metric name (all label sets added up). A name
 // that is absent is absent from the map.
@@ -213,32 +188,4 @@ func forceGC(httpAddr string) error {
 		return errors.New("GET /debug/pprof/heap?gc=1: " + resp.Status)
 	}
 	return nil
-}
-
-// clockTicks is USER_HZ, the unit of utime and stime in /proc/PID/stat: 100
-// on every Linux architecture Go supports.
-const clockTicks = 100
-
-// cpuSeconds returns utime+stime of process pid (all its threads).
-func cpuSeconds(pid int) (float64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	// Fields are counted after the command name's closing ')': utime and
-	// stime are fields 14 and 15, so 12 and 13 after it.
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 {
-		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 13 {
-		return 0, fmt.Errorf("/proc/%d/stat: %d fields after the name, want at least 13", pid, len(f))
-	}
-	utime, err1 := strconv.ParseInt(f[11], 10, 64)
-	stime, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err := errors.Join(err1, err2); err != nil {
-		return 0, fmt.Errorf("/proc/%d/stat utime/stime: %w", pid, err)
-	}
-	return float64(utime+stime) / clockTicks, nil
 }

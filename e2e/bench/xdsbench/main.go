@@ -81,6 +81,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spillway/spillway/e2e/bench/internal/procstat"
 	"github.com/spillway/spillway/e2e/bench/xdsbench/internal/benchdata"
 )
 
@@ -479,7 +480,7 @@ func runOne(ctx context.Context, cfg *config, target string, k, perConn, round i
 				return 0, err
 			}
 			var err error
-			if v, err = rssKiB(srv.pid()); err != nil {
+			if v, err = procstat.RSSKiB(srv.pid()); err != nil {
 				return 0, err
 			}
 		}
@@ -535,12 +536,12 @@ func runOne(ctx context.Context, cfg *config, target string, k, perConn, round i
 	}
 
 	// Changes.
-	cpu0, err := cpuSeconds(srv.pid())
+	cpu0, err := procstat.CPUSeconds(srv.pid())
 	if err != nil {
 		r.err = err
 		return r
 	}
-	self0, err := cpuSeconds(os.Getpid())
+	self0, err := procstat.CPUSeconds(os.Getpid())
 	if err != nil {
 		r.err = err
 		return r
@@ -587,13 +588,13 @@ func runOne(ctx context.Context, cfg *config, target string, k, perConn, round i
 		}
 	}
 	r.window = time.Since(t0)
-	cpu1, err := cpuSeconds(srv.pid())
+	cpu1, err := procstat.CPUSeconds(srv.pid())
 	if err != nil {
 		r.err = err
 		return r
 	}
 	r.cpu = cpu1 - cpu0
-	if self1, err := cpuSeconds(os.Getpid()); err == nil {
+	if self1, err := procstat.CPUSeconds(os.Getpid()); err == nil {
 		r.clientCPU = self1 - self0
 	}
 	r.others = otherCPUSeconds(procs0, processTicks(), srv.pid(), os.Getpid())
@@ -606,7 +607,7 @@ func runOne(ctx context.Context, cfg *config, target string, k, perConn, round i
 
 	// Idle window of the same length (capped, then scaled).
 	idle := min(r.window, cfg.maxIdle)
-	cpuA, err := cpuSeconds(srv.pid())
+	cpuA, err := procstat.CPUSeconds(srv.pid())
 	if err != nil {
 		r.err = err
 		return r
@@ -618,7 +619,7 @@ func runOne(ctx context.Context, cfg *config, target string, k, perConn, round i
 		return r
 	case <-time.After(idle):
 	}
-	cpuB, err := cpuSeconds(srv.pid())
+	cpuB, err := procstat.CPUSeconds(srv.pid())
 	if err != nil {
 		r.err = err
 		return r
