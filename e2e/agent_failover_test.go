@@ -69,9 +69,11 @@ func TestAgentFailsOverKeepingLease(t *testing.T) {
 	list := r[0].Addr + "," + r[1].Addr + "," + r[2].Addr
 	p := startAgentProc(t, list, "--service", "payments", "--address", "10.0.0.7", "--port", "grpc=8080",
 		"--zone", "z1", "--id", "vm-1", "--meta", "version=1.2.3", "--ttl", ttl.String())
-	registrytest.WaitFor(t, 20*time.Second, "the agent's endpoint", func() bool {
+	// The store has the endpoint a moment before the agent logs the
+	// answer that names its replica; wait for both.
+	registrytest.WaitFor(t, 20*time.Second, "the agent's endpoint and its log of the registration", func() bool {
 		_, ok := r[0].Endpoint("payments", "vm-1")
-		return ok
+		return ok && strings.Contains(p.logs.String(), "msg=registered ")
 	})
 	_, lease, _ := r[0].Leases.LastSeen("payments", "vm-1")
 	first, _ := r[0].Endpoint("payments", "vm-1")
