@@ -23,7 +23,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/spillway/spillway/registry"
-	"github.com/spillway/spillway/xds/zoneaware"
+	"github.com/spillway/spillway/weights/zoneaware"
 )
 
 // TestBoundedClientInput opens thousands of real ADS and LRS streams whose

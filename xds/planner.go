@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/spillway/spillway/registry"
-	"github.com/spillway/spillway/xds/zoneaware"
+	"github.com/spillway/spillway/weights/zoneaware"
 )
 
 // plan is one service's zone-aware weights: what every stream of the

@@ -12,7 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/spillway/spillway/registry"
-	"github.com/spillway/spillway/xds/zoneaware"
+	"github.com/spillway/spillway/weights/zoneaware"
 )
 
 // TestPlannerWorkedExample drives the planner with the design's worked

@@ -13,7 +13,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/spillway/spillway/registry"
-	"github.com/spillway/spillway/xds/zoneaware"
+	"github.com/spillway/spillway/weights/zoneaware"
 )
 
 // discardStream is a grpc.ServerStream whose SendMsg runs the codec and

@@ -15,7 +15,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/spillway/spillway/registry"
-	"github.com/spillway/spillway/xds/zoneaware"
+	"github.com/spillway/spillway/weights/zoneaware"
 )
 
 // Config configures a Server.

@@ -1,5 +1,5 @@
 // Command spillway-sim is a deterministic, discrete-time what-if simulator
-// of spillway's zone-aware weights. It drives the real xds/zoneaware code
+// of spillway's zone-aware weights. It drives the real weights/zoneaware code
 // with a synthetic fleet described by a YAML scenario, side by side with
 // Envoy's host-count heuristic and capacity-proportional weights, and
 // prints per step the share of traffic that stays in the client's zone,
@@ -46,7 +46,7 @@
 //	  queue_growth: 4        # in-flight growth above capacity (default 4)
 //	  noise: 0               # relative std dev of each group's rate per step (0..1)
 //	  leaf: least_loaded     # or round_robin: how a zone's traffic spreads over its pods
-//	spillway:                # xds/zoneaware.Config; left out = zoneaware's default
+//	spillway:                # weights/zoneaware.Config; left out = zoneaware's default
 //	  probe_share: 0.01      # also target_utilization, slow_start_fraction,
 //	  recovery_ramp: 60s     # slow_start_ramp, slow_start_requests, queue_sensitivity,
 //	                         # error_sensitivity, capacity_floor, degraded_target,

@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/spillway/spillway/xds/zoneaware"
+	"github.com/spillway/spillway/weights/zoneaware"
 )
 
 func main() {

@@ -17,7 +17,7 @@ import (
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
 // TestGoldenCSV pins the CSV of degraded-zone.yaml: any change in the
-// simulator or in xds/zoneaware's behaviour shows up here.
+// simulator or in weights/zoneaware's behaviour shows up here.
 func TestGoldenCSV(t *testing.T) {
 	const golden = "testdata/degraded-zone.csv.golden"
 	rep := mustSimulate(t, loadScenario(t, "degraded-zone"))

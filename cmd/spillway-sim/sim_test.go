@@ -12,7 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/spillway/spillway/xds/zoneaware"
+	"github.com/spillway/spillway/weights/zoneaware"
 )
 
 func loadScenario(t testing.TB, name string) *Scenario {
@@ -202,7 +202,7 @@ func checkDegradedZone(t *testing.T, sc *Scenario) {
 		o := mustRun(t, rep, other).Summary(sc)
 		cut := 1 - sum.Errors/o.Errors
 		t.Logf("errors: spillway %.0f, %s %.0f: %.1f%% lower", sum.Errors, other, o.Errors, 100*cut)
-		// A regression guard at what xds/zoneaware achieves today; the
+		// A regression guard at what weights/zoneaware achieves today; the
 		// acceptance figure is checked below.
 		if cut < 0.85 {
 			t.Errorf("spillway's errors %.0f are %.1f%% below %s's %.0f, want at least 85%%", sum.Errors, 100*cut, other, o.Errors)

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/spillway/spillway/xds/zoneaware"
+	"github.com/spillway/spillway/weights/zoneaware"
 )
 
 // router decides the zone weights of each step. route is called once per

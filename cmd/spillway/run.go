@@ -25,9 +25,9 @@ import (
 	"github.com/spillway/spillway/registry/replica"
 	"github.com/spillway/spillway/registry/static"
 	"github.com/spillway/spillway/resolver"
+	"github.com/spillway/spillway/weights/zoneaware"
 	"github.com/spillway/spillway/xds"
 	"github.com/spillway/spillway/xds/admin"
-	"github.com/spillway/spillway/xds/zoneaware"
 )
 
 // storage is what the server needs of durable registrations.

@@ -12,10 +12,10 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/spillway/spillway/weights/zoneaware"
 	"github.com/spillway/spillway/xds"
 	"github.com/spillway/spillway/xds/admin"
 	adminv1 "github.com/spillway/spillway/xds/admin/adminv1"
-	"github.com/spillway/spillway/xds/zoneaware"
 )
 
 // fakePlans is a hand-written fake of the admin API's sources: the given

@@ -15,9 +15,9 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/spillway/spillway/registry"
+	"github.com/spillway/spillway/weights/zoneaware"
 	"github.com/spillway/spillway/xds"
 	pb "github.com/spillway/spillway/xds/admin/adminv1"
-	"github.com/spillway/spillway/xds/zoneaware"
 )
 
 // LoadReader reads the LRS load table. It is called from many goroutines at

@@ -9,8 +9,8 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/spillway/spillway/registry"
+	"github.com/spillway/spillway/weights/zoneaware"
 	pb "github.com/spillway/spillway/xds/admin/adminv1"
-	"github.com/spillway/spillway/xds/zoneaware"
 )
 
 // Weights implements pb.AdminServer.

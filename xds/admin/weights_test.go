@@ -14,8 +14,8 @@ import (
 	"google.golang.org/protobuf/testing/protocmp"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/spillway/spillway/weights/zoneaware"
 	pb "github.com/spillway/spillway/xds/admin/adminv1"
-	"github.com/spillway/spillway/xds/zoneaware"
 )
 
 // compute runs one real zone-aware cycle on in, probing off.

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/spillway/spillway/xds/zoneaware"
+	"github.com/spillway/spillway/weights/zoneaware"
 )
 
 // The design's worked example: clients 40/40/20 % in zones a/b/c, capacity
