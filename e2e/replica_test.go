@@ -44,6 +44,13 @@ type replicaCluster struct {
 
 func newReplicaCluster(t *testing.T, n int) *replicaCluster {
 	t.Helper()
+	return newReplicaClusterWith(t, n)
+}
+
+// newReplicaClusterWith is newReplicaCluster with extra flags for every
+// replica.
+func newReplicaClusterWith(t *testing.T, n int, extra ...string) *replicaCluster {
+	t.Helper()
 	c := &replicaCluster{etcd: etcdtest.Start(t)}
 	tokenFile := filepath.Join(t.TempDir(), "admin-token")
 	if err := os.WriteFile(tokenFile, []byte(e2eToken+"\n"), 0o600); err != nil {
@@ -51,10 +58,10 @@ func newReplicaCluster(t *testing.T, n int) *replicaCluster {
 	}
 	store := "etcd://" + strings.TrimPrefix(c.etcd.Endpoint, "http://") + "/" + etcdPrefix
 	for i := range n {
-		c.servers = append(c.servers, newServer(t,
-			"--store", store, "--replica-id", fmt.Sprintf("r%d", i),
+		args := []string{"--store", store, "--replica-id", fmt.Sprintf("r%d", i),
 			"--lastseen-flush", "1s", "--election-ttl", "2s", "--lease-tick", "500ms",
-			"--lease-min-ttl", "1s", "--admin-token-file", tokenFile, "--log-level", "info"))
+			"--lease-min-ttl", "1s", "--admin-token-file", tokenFile, "--log-level", "info"}
+		c.servers = append(c.servers, newServer(t, append(args, extra...)...))
 	}
 	for _, s := range c.servers {
 		s.startNoWait()
