@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/spillway/spillway/load"
 	"github.com/spillway/spillway/registry"
 	"github.com/spillway/spillway/weights/zoneaware"
 )
@@ -201,10 +202,10 @@ func TestBoundedClientInput(t *testing.T) {
 	if got, want := during.table.Services, len(services); got > want {
 		t.Errorf("open: localities cached for %d services, want at most %d", got, want)
 	}
-	if got, want := s.metricSum(t, reg, "spillway_lrs_dropped_total", "reason", dropUnknownCluster), float64(lrsStreams); got != want {
+	if got, want := s.metricSum(t, reg, "spillway_lrs_dropped_total", "reason", load.DropUnknownCluster), float64(lrsStreams); got != want {
 		t.Errorf("open: unknown-cluster drops = %v, want %v", got, want)
 	}
-	if got, want := s.metricSum(t, reg, "spillway_lrs_dropped_total", "reason", dropUnknownLocality), float64(lrsStreams); got != want {
+	if got, want := s.metricSum(t, reg, "spillway_lrs_dropped_total", "reason", load.DropUnknownLocality), float64(lrsStreams); got != want {
 		t.Errorf("open: unknown-locality drops = %v, want %v", got, want)
 	}
 	clientZones := map[string]bool{}
@@ -310,7 +311,7 @@ func TestBoundedClientInput(t *testing.T) {
 type boundedFigures struct {
 	heap   uint64
 	series map[string]int
-	table  LoadTableSize
+	table  load.TableSize
 }
 
 func measureBounded(t *testing.T, s *Server, reg *prometheus.Registry) boundedFigures {

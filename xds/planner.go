@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/spillway/spillway/load"
 	"github.com/spillway/spillway/registry"
 	"github.com/spillway/spillway/weights/zoneaware"
 )
@@ -82,7 +83,7 @@ func (s *Server) planCycle(now time.Time) {
 	p := s.planner
 	snap := s.store.Snapshot()
 	loads := s.loads.Loads("", now)
-	byService := map[string][]Load{}
+	byService := map[string][]load.Load{}
 	for _, l := range loads {
 		byService[l.Service] = append(byService[l.Service], l)
 	}
@@ -149,7 +150,7 @@ func (s *Server) planCycle(now time.Time) {
 // others are added to the zoneless row ("") and those clients get the
 // zoneless route. Loads reported to upstream zones where the service has
 // no endpoint are left out (the load table records none).
-func (s *Server) planInput(in *zoneaware.Input, svc *registry.Service, loads []Load, clients map[string]int, now time.Time) *zoneaware.Input {
+func (s *Server) planInput(in *zoneaware.Input, svc *registry.Service, loads []load.Load, clients map[string]int, now time.Time) *zoneaware.Input {
 	in.Now = now
 	in.Endpoints, in.Loads, in.Demand, in.Clients = in.Endpoints[:0], in.Loads[:0], in.Demand[:0], in.Clients[:0]
 	zones := map[string]struct{}{}

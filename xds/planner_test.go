@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/spillway/spillway/load"
 	"github.com/spillway/spillway/registry"
 	"github.com/spillway/spillway/weights/zoneaware"
 )
@@ -59,7 +60,7 @@ func TestPlannerWorkedExample(t *testing.T) {
 				TotalSuccessfulRequests: rps,
 			})
 		}
-		s.loads.record(stream, nodeInfo{id: "n-" + cz, zone: cz, cluster: "checkout"}, cs, now, store.Snapshot(), nil)
+		s.loads.Record(stream, load.Node{Zone: cz, Label: cz, Cluster: "checkout"}, cs, now, store.Snapshot(), nil)
 	}
 	s.planCycle(now)
 

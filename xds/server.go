@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
+	"github.com/spillway/spillway/load"
 	"github.com/spillway/spillway/registry"
 	"github.com/spillway/spillway/weights/zoneaware"
 )
@@ -131,7 +132,7 @@ type Server struct {
 	cache   cache
 	hub     hub
 	fan     *fanout
-	loads   *LoadTable
+	loads   *load.Table
 	zones   *labelSet // client zones that keep their name
 	planner *planner  // nil when zone-aware weights are off
 }
@@ -152,7 +153,7 @@ func New(cfg Config) (*Server, error) {
 		log:   cfg.Logger,
 		cache: cache{entries: map[string]*entry{}},
 		hub:   hub{by: map[string]map[*watcher]struct{}{}, wild: map[*watcher]struct{}{}, nodes: map[*watcher]nodeInfo{}},
-		loads: newLoadTable(labelIdle),
+		loads: load.NewTable(labelIdle),
 		fan:   newFanout(),
 	}
 	if cfg.ZoneAware != nil {
@@ -183,7 +184,7 @@ func (s *Server) Register(g grpc.ServiceRegistrar) {
 }
 
 // Loads is the load table fed by LRS.
-func (s *Server) Loads() *LoadTable { return s.loads }
+func (s *Server) Loads() *load.Table { return s.loads }
 
 // Run tells streams about store changes until ctx ends: bursts are
 // gathered for Debounce, and every Resync every stream re-evaluates
@@ -251,7 +252,7 @@ func (s *Server) Run(ctx context.Context) error {
 // metric series) and stale load-table entries.
 func (s *Server) sweep(now time.Time) {
 	s.zones.sweep(now)
-	s.loads.prune(now, s.store.Snapshot())
+	s.loads.Prune(now, s.store.Snapshot())
 }
 
 // streamOpened counts an ADS stream whose node is n, and takes its zone's

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/spillway/spillway/load"
 	"github.com/spillway/spillway/weights/zoneaware"
 	"github.com/spillway/spillway/xds"
 	"github.com/spillway/spillway/xds/admin"
@@ -23,7 +24,7 @@ import (
 type fakePlans map[string]*zoneaware.Result
 
 func (f fakePlans) Plan(service string) *zoneaware.Result          { return f[service] }
-func (fakePlans) Loads(string, time.Time) []xds.Load               { return nil }
+func (fakePlans) Loads(string, time.Time) []load.Load              { return nil }
 func (fakePlans) Subscriptions() []xds.Subscription                { return nil }
 func (f fakePlans) compute(service string, in ...*zoneaware.Input) { f[service] = computeAll(in...) }
 

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/spillway/spillway/load"
 	"github.com/spillway/spillway/registry"
 	"github.com/spillway/spillway/weights/zoneaware"
 	"github.com/spillway/spillway/xds"
@@ -21,11 +22,11 @@ import (
 )
 
 // LoadReader reads the LRS load table. It is called from many goroutines at
-// once and must be safe for that. *xds.LoadTable implements it.
+// once and must be safe for that. *load.Table implements it.
 type LoadReader interface {
 	// Loads returns the flows to service ("" for every service), sorted,
 	// with rates as of now.
-	Loads(service string, now time.Time) []xds.Load
+	Loads(service string, now time.Time) []load.Load
 }
 
 // SubscriptionLister lists what the connected ADS streams subscribe to. It
@@ -46,7 +47,7 @@ type Plans interface {
 }
 
 var (
-	_ LoadReader         = (*xds.LoadTable)(nil)
+	_ LoadReader         = (*load.Table)(nil)
 	_ SubscriptionLister = (*xds.Server)(nil)
 	_ Plans              = (*xds.Server)(nil)
 )
@@ -140,7 +141,7 @@ func (a *API) load(req *pb.LoadRequest) (*pb.LoadResponse, error) {
 	return resp, nil
 }
 
-func loadRow(l xds.Load) *pb.LoadRow {
+func loadRow(l load.Load) *pb.LoadRow {
 	r := &pb.LoadRow{
 		ClientZone:     l.ClientZone,
 		ClientService:  l.ClientService,
