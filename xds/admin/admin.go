@@ -16,7 +16,7 @@ import (
 
 	"github.com/spillway/spillway/load"
 	"github.com/spillway/spillway/registry"
-	"github.com/spillway/spillway/weights/zoneaware"
+	"github.com/spillway/spillway/weights"
 	"github.com/spillway/spillway/xds"
 	pb "github.com/spillway/spillway/xds/admin/adminv1"
 )
@@ -37,19 +37,20 @@ type SubscriptionLister interface {
 }
 
 // Plans gives the zone-aware weights computed for a service. It is called
-// from many goroutines at once and must be safe for that; the Result it
-// returns is never modified afterwards. *xds.Server implements it.
+// from many goroutines at once and must be safe for that; the Plan it
+// returns is never modified afterwards. *weights.Planner implements it
+// (a nil one too: no plans).
 type Plans interface {
-	// Plan returns the service's result of the last weights cycle, or nil
+	// Plan returns the service's plan of the last weights cycle, or nil
 	// when there is none (unknown service, zone-aware weights off, or not
 	// computed yet).
-	Plan(service string) *zoneaware.Result
+	Plan(service string) *weights.Plan
 }
 
 var (
 	_ LoadReader         = (*load.Table)(nil)
 	_ SubscriptionLister = (*xds.Server)(nil)
-	_ Plans              = (*xds.Server)(nil)
+	_ Plans              = (*weights.Planner)(nil)
 )
 
 // Config configures an API.

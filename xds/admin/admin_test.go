@@ -23,6 +23,7 @@ import (
 
 	"github.com/spillway/spillway/load"
 	"github.com/spillway/spillway/registry"
+	"github.com/spillway/spillway/weights"
 	"github.com/spillway/spillway/weights/zoneaware"
 	"github.com/spillway/spillway/xds"
 	pb "github.com/spillway/spillway/xds/admin/adminv1"
@@ -58,11 +59,14 @@ func (f *fakeXDS) Loads(service string, now time.Time) []load.Load {
 
 func (f *fakeXDS) Subscriptions() []xds.Subscription { return f.subs }
 
-func (f *fakeXDS) Plan(service string) *zoneaware.Result {
+func (f *fakeXDS) Plan(service string) *weights.Plan {
 	f.mu.Lock()
 	f.planned = append(f.planned, service)
 	f.mu.Unlock()
-	return f.plans[service]
+	if res := f.plans[service]; res != nil {
+		return &weights.Plan{Gen: 1, Result: res, Source: weights.SourceLocal}
+	}
+	return nil
 }
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
