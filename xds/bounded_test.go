@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/spillway/spillway/load"
 	"github.com/spillway/spillway/registry"
 	"github.com/spillway/spillway/weights/zoneaware"
 )
@@ -62,10 +63,7 @@ func TestBoundedClientInput(t *testing.T) {
 	}
 	store.MarkSynced()
 	reg := prometheus.NewRegistry()
-	s, err := New(Config{Store: store, Registerer: reg, MaxZones: maxZones, LRSInterval: time.Second, ZoneAware: &zoneaware.Config{}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, p := newZoneAware(t, Config{Store: store, Registerer: reg, MaxZones: maxZones, LRSInterval: time.Second}, zoneaware.Config{})
 	// The server is not Run: the test drives the planner and the sweep
 	// itself, with the clock it chooses. Streams answer requests without it.
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
@@ -163,7 +161,7 @@ func TestBoundedClientInput(t *testing.T) {
 		t.Fatalf("%d streams failed, first: %v", len(errs), errs[0])
 	}
 	// The planner sees every stream's client zone.
-	s.planCycle(time.Now())
+	p.Cycle(time.Now())
 
 	during := measureBounded(t, s, reg)
 	t.Logf("open: %d ADS + %d LRS streams, heap %.1f MiB (+%.1f KiB per stream, client side included), series %v, load table %+v, zone slots %d",
@@ -201,10 +199,10 @@ func TestBoundedClientInput(t *testing.T) {
 	if got, want := during.table.Services, len(services); got > want {
 		t.Errorf("open: localities cached for %d services, want at most %d", got, want)
 	}
-	if got, want := s.metricSum(t, reg, "spillway_lrs_dropped_total", "reason", dropUnknownCluster), float64(lrsStreams); got != want {
+	if got, want := s.metricSum(t, reg, "spillway_lrs_dropped_total", "reason", load.DropUnknownCluster), float64(lrsStreams); got != want {
 		t.Errorf("open: unknown-cluster drops = %v, want %v", got, want)
 	}
-	if got, want := s.metricSum(t, reg, "spillway_lrs_dropped_total", "reason", dropUnknownLocality), float64(lrsStreams); got != want {
+	if got, want := s.metricSum(t, reg, "spillway_lrs_dropped_total", "reason", load.DropUnknownLocality), float64(lrsStreams); got != want {
 		t.Errorf("open: unknown-locality drops = %v, want %v", got, want)
 	}
 	clientZones := map[string]bool{}
@@ -219,11 +217,12 @@ func TestBoundedClientInput(t *testing.T) {
 	// zoneless route's EDS.
 	snap := store.Snapshot()
 	for _, svc := range services {
-		p := s.Plan(svc)
-		if p == nil {
+		plan := p.Plan(svc)
+		if plan == nil {
 			t.Fatalf("no plan for %s", svc)
 		}
-		if got, want := len(p.Routes), len(realZones)+maxZones+1; got > want {
+		res := plan.Result
+		if got, want := len(res.Routes), len(realZones)+maxZones+1; got > want {
 			t.Errorf("open: %s has %d zone-aware routes, want at most %d", svc, got, want)
 		}
 		e := s.cache.entry(svc)
@@ -233,7 +232,7 @@ func TestBoundedClientInput(t *testing.T) {
 		if want := len(realZones) + maxZones + 1; variants > want {
 			t.Errorf("open: %s has %d EDS variants, want at most %d", svc, variants, want)
 		}
-		t.Logf("open: %s: %d routes, %d EDS variants", svc, len(p.Routes), variants)
+		t.Logf("open: %s: %d routes, %d EDS variants", svc, len(res.Routes), variants)
 		zoneless, _ := s.lookup(3, svc, "", snap)
 		stranger, _ := s.lookup(3, svc, "never-seen-zone", snap)
 		if zoneless != stranger {
@@ -266,7 +265,7 @@ func TestBoundedClientInput(t *testing.T) {
 	// After the idle period the slots, their series and the totals go.
 	later := time.Now().Add(labelIdle + time.Minute)
 	s.sweep(later)
-	s.planCycle(later)
+	p.Cycle(later)
 	after := measureBounded(t, s, reg)
 	t.Logf("after sweep: heap %.1f MiB (%+.1f MiB from before), series %v, load table %+v, zone slots %d",
 		mib(after.heap), mib(after.heap-before.heap), after.series, after.table, s.zones.len())
@@ -285,7 +284,7 @@ func TestBoundedClientInput(t *testing.T) {
 		}
 	}
 	for _, svc := range services {
-		if got := len(s.Plan(svc).Routes); got > len(realZones)+1 {
+		if got := len(p.Plan(svc).Result.Routes); got > len(realZones)+1 {
 			t.Errorf("after sweep: %s has %d routes, want at most %d", svc, got, len(realZones)+1)
 		}
 	}
@@ -310,7 +309,7 @@ func TestBoundedClientInput(t *testing.T) {
 type boundedFigures struct {
 	heap   uint64
 	series map[string]int
-	table  LoadTableSize
+	table  load.TableSize
 }
 
 func measureBounded(t *testing.T, s *Server, reg *prometheus.Registry) boundedFigures {

@@ -98,8 +98,8 @@ func (s *Server) lookup(t int, name, zone string, snap *registry.Snapshot) (*res
 // the same weights share one encoded resource, with the plan generation it
 // is valid for and the weights that build it.
 func (s *Server) variant(svc *registry.Service, zone string) (string, uint64, LocalityWeights) {
-	if p := s.planFor(svc.Name); p != nil {
-		return p.res.Route(zone).ClientZone, p.gen, planWeights(p)
+	if p := s.planFor(svc.Name); p != nil && p.Result != nil {
+		return p.Result.Route(zone).ClientZone, p.Gen, planWeights(p)
 	}
 	if s.cfg.ZoneVariant != nil {
 		return s.cfg.ZoneVariant(svc, zone), 0, s.cfg.Weights

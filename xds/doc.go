@@ -51,17 +51,28 @@
 // makes memory or metric series grow without bound. Client zones share a
 // set of Config.MaxZones slots (default 64): the first zones seen keep
 // their name as the zone label of spillway_xds_streams and
-// spillway_lrs_requests_total, in the load table and as a client zone of
-// the zone-aware planner; later ones are "other" ("none" for no zone,
-// "invalid" for a zone that is not a DNS label). A zone frees its slot, and
-// its series, 5 min after its last stream ended and its last report. The
-// planner gives a route, hence an EDS variant, only to client zones where
-// the service has endpoints or that hold a slot; the demand of the others
-// counts as zoneless and they get the zoneless route, so a service has at
-// most endpoint zones + MaxZones + 1 variants. A load report for a cluster
-// that is not a service, or for a locality where the service has no
-// endpoint, is not recorded (spillway_lrs_dropped_total); an LRS stream's
-// samples go when it ends, and a flow's totals 5 min after its last report.
+// spillway_lrs_requests_total, in the load table (package load) and as a
+// client zone of the zone-aware planner (package weights, which asks Has);
+// later ones are "other" ("none" for no zone, "invalid" for a zone that is
+// not a DNS label). A zone frees its slot, and its series, 5 min after its
+// last stream ended and its last report. The planner gives a route, hence
+// an EDS variant, only to client zones where the service has endpoints or
+// that hold a slot; the demand of the others counts as zoneless and they
+// get the zoneless route, so a service has at most endpoint zones +
+// MaxZones + 1 variants. A load report for a cluster that is not a
+// service, or for a locality where the service has no endpoint, is not
+// recorded (spillway_lrs_dropped_total); an LRS stream's samples go when
+// it ends, and a flow's totals 5 min after its last report (load.Table's
+// bounds).
+//
+// # Zone-aware weights
+//
+// The server does not compute weights: it reads each service's plan
+// through Config.Plans (a *weights.Planner in cmd/spillway) and turns the
+// route of the client's zone into locality weights; a service with no
+// plan gets Config.Weights. The planner reads the load table (Loads), the
+// connected streams (ClientCounts) and the zone set (Has), and calls
+// Dispatch with the services whose plan changed.
 // Node ids are kept only per connected stream, and logged.
 //
 // # Cost

@@ -4,14 +4,15 @@ import (
 	"sync"
 	"time"
 
+	"github.com/spillway/spillway/load"
 	"github.com/spillway/spillway/registry"
 )
 
 // Label values that stand for more than one client-chosen value.
 const (
-	labelOther   = "other"   // a valid value that found no free slot
-	labelNone    = "none"    // the empty value
-	labelInvalid = "invalid" // not a DNS label
+	labelOther   = load.ZoneOther   // a valid value that found no free slot
+	labelNone    = "none"           // the empty value
+	labelInvalid = load.ZoneInvalid // not a DNS label
 )
 
 // labelSet bounds the values of a client-chosen string (a zone from

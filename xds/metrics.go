@@ -16,10 +16,6 @@ type metrics struct {
 	lrsReports             prometheus.Counter
 	lrsRequests            *prometheus.CounterVec
 	lrsDropped             *prometheus.CounterVec
-
-	sameZone      *prometheus.GaugeVec
-	sameZoneFleet prometheus.Gauge
-	fallbacks     *prometheus.GaugeVec
 }
 
 func newMetrics(*Server) *metrics {
@@ -65,15 +61,6 @@ func newMetricVecs() *metrics {
 		lrsDropped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "spillway_lrs_dropped_total", Help: "Load reports not recorded: per cluster for an unknown cluster (not a service) or no interval, per upstream locality for a locality where the service has no endpoint.",
 		}, []string{"reason"}),
-		sameZone: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "spillway_zoneaware_same_zone_ratio", Help: "Estimated share of a service's traffic served in the client's own zone under the pushed weights.",
-		}, []string{"service"}),
-		sameZoneFleet: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "spillway_zoneaware_fleet_same_zone_ratio", Help: "Estimated same-zone share of all measured traffic, weighted by demand.",
-		}),
-		fallbacks: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "spillway_zoneaware_services", Help: "Services by the state of their zone-aware weights (none = computed from load reports; others are fallbacks).",
-		}, []string{"state"}),
 	}
 }
 
@@ -85,7 +72,7 @@ func (m *metrics) freeZone(zone string) {
 }
 
 func (m *metrics) register(r prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.streams, m.pushes, m.suppressed, m.stale, m.nacks, m.invalid, m.pushLatency, m.lrsReports, m.lrsRequests, m.lrsDropped, m.sameZone, m.sameZoneFleet, m.fallbacks} {
+	for _, c := range []prometheus.Collector{m.streams, m.pushes, m.suppressed, m.stale, m.nacks, m.invalid, m.pushLatency, m.lrsReports, m.lrsRequests, m.lrsDropped} {
 		if err := r.Register(c); err != nil {
 			return err
 		}

@@ -11,7 +11,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/spillway/spillway/load"
 	"github.com/spillway/spillway/registry"
+	"github.com/spillway/spillway/weights"
 	"github.com/spillway/spillway/weights/zoneaware"
 )
 
@@ -36,10 +38,7 @@ func TestPlannerWorkedExample(t *testing.T) {
 		t.Fatal(err)
 	}
 	noProbe := 0.0
-	s, err := New(Config{Store: store, ZoneAware: &zoneaware.Config{ProbeShare: &noProbe}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, p := newZoneAware(t, Config{Store: store}, zoneaware.Config{ProbeShare: &noProbe})
 	now := time.Now()
 	// rps from client zone to upstream zone: demand 400/400/200, upstream
 	// totals 250/500/250.
@@ -59,9 +58,9 @@ func TestPlannerWorkedExample(t *testing.T) {
 				TotalSuccessfulRequests: rps,
 			})
 		}
-		s.loads.record(stream, nodeInfo{id: "n-" + cz, zone: cz, cluster: "checkout"}, cs, now, store.Snapshot(), nil)
+		s.loads.Record(stream, load.Node{Zone: cz, Label: cz, Cluster: "checkout"}, cs, now, store.Snapshot(), nil)
 	}
-	s.planCycle(now)
+	p.Cycle(now)
 
 	want := map[string]map[string]uint32{
 		"a": {"a": 6250, "b": 2500, "c": 1250},
@@ -82,7 +81,7 @@ func TestPlannerWorkedExample(t *testing.T) {
 			t.Errorf("client zone %s locality weights (-want +got):\n%s", cz, diff)
 		}
 	}
-	res := s.Plan("web")
+	res := p.Plan("web").Result
 	if res == nil || res.Fallback != zoneaware.FallbackNone {
 		t.Fatalf("plan = %+v, want computed from load reports", res)
 	}
@@ -96,8 +95,8 @@ func TestPlannerWorkedExample(t *testing.T) {
 		t.Error("zone a and zone b got the same EDS resource")
 	}
 	// Stale data fails open: capacity-proportional for everyone.
-	s.planCycle(now.Add(time.Minute))
-	if res := s.Plan("web"); res.Fallback.FailOpen() == false {
+	p.Cycle(now.Add(time.Minute))
+	if res := p.Plan("web").Result; res.Fallback.FailOpen() == false {
 		t.Errorf("a minute later, fallback = %v, want a fail-open one", res.Fallback)
 	}
 	r, _ := s.lookup(3, "web", "a", store.Snapshot())
@@ -112,4 +111,28 @@ func TestPlannerWorkedExample(t *testing.T) {
 	if diff := cmp.Diff(map[string]uint32{"a": 2500, "b": 5000, "c": 2500}, got); diff != "" {
 		t.Errorf("fail-open weights for zone a (-want +got):\n%s", diff)
 	}
+}
+
+// newZoneAware returns a Server whose plans come from a weights.Planner
+// fed by the Server, wired as cmd/spillway wires them. Neither runs: the
+// test drives the cycles.
+func newZoneAware(tb testing.TB, cfg Config, zc zoneaware.Config) (*Server, *weights.Planner) {
+	tb.Helper()
+	var p *weights.Planner
+	cfg.Plans = PlanFunc(func(service string) *weights.Plan { return p.Plan(service) })
+	s, err := New(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if zc.ReportInterval == 0 {
+		zc.ReportInterval = s.cfg.LRSInterval
+	}
+	p, err = weights.NewPlanner(weights.Config{
+		Registry: cfg.Store, Loads: s.Loads(), Clients: s, Zones: s, PortName: s.cfg.PortName,
+		ZoneAware: zc, OnChange: s.Dispatch, Registerer: cfg.Registerer,
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return s, p
 }

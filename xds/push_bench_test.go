@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/spillway/spillway/registry"
+	"github.com/spillway/spillway/weights"
 	"github.com/spillway/spillway/weights/zoneaware"
 )
 
@@ -60,15 +61,16 @@ func benchStream(b *testing.B, n int, zoneAware bool) (*sotwStream, *discardStre
 	}
 	store.MarkSynced()
 	cfg := Config{Store: store}
+	var s *Server
 	if zoneAware {
-		cfg.ZoneAware = &zoneaware.Config{}
-	}
-	s, err := New(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if s.planner != nil {
-		s.planCycle(time.Now())
+		var p *weights.Planner
+		s, p = newZoneAware(b, cfg, zoneaware.Config{})
+		p.Cycle(time.Now())
+	} else {
+		var err error
+		if s, err = New(cfg); err != nil {
+			b.Fatal(err)
+		}
 	}
 	ds := &discardStream{codec: newCodec()}
 	st := &sotwStream{s: s, stream: ds}

@@ -14,8 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
+	"github.com/spillway/spillway/load"
 	"github.com/spillway/spillway/registry"
-	"github.com/spillway/spillway/weights/zoneaware"
 )
 
 // Config configures a Server.
@@ -40,14 +40,13 @@ type Config struct {
 	// LRSInterval is the load reporting interval asked of clients; zero
 	// means 10 s.
 	LRSInterval time.Duration
-	// ZoneAware turns on zone-aware, load-aware locality weights (package
-	// zoneaware) with this configuration; nil leaves Weights in charge.
-	ZoneAware *zoneaware.Config
-	// WeightsInterval is how often zone-aware weights are recomputed; zero
-	// means 10 s.
-	WeightsInterval time.Duration
-	// Weights computes locality weights per client zone when ZoneAware is
-	// nil; nil weighs a locality by its healthy endpoints.
+	// Plans gives zone-aware, load-aware locality weights (a
+	// *weights.Planner, whose inputs this Server provides: Loads,
+	// ClientCounts, Has, Dispatch); nil leaves Weights in charge. A service
+	// Plans has no plan for gets Weights too.
+	Plans Plans
+	// Weights computes locality weights per client zone for services
+	// without a plan; nil weighs a locality by its healthy endpoints.
 	Weights LocalityWeights
 	// ZoneVariant names the EDS variant a client zone gets, so that zones
 	// that get the same weights share one encoded resource; nil means one
@@ -86,7 +85,6 @@ func (c *Config) validate() error {
 		{"Debounce", &c.Debounce, 100 * time.Millisecond},
 		{"Resync", &c.Resync, 10 * time.Second},
 		{"LRSInterval", &c.LRSInterval, 10 * time.Second},
-		{"WeightsInterval", &c.WeightsInterval, 10 * time.Second},
 		{"MaxDelay", &c.MaxDelay, 0},
 	} {
 		if *d.v == 0 {
@@ -128,12 +126,11 @@ type Server struct {
 	log     *slog.Logger
 	metrics *metrics
 
-	cache   cache
-	hub     hub
-	fan     *fanout
-	loads   *LoadTable
-	zones   *labelSet // client zones that keep their name
-	planner *planner  // nil when zone-aware weights are off
+	cache cache
+	hub   hub
+	fan   *fanout
+	loads *load.Table
+	zones *labelSet // client zones that keep their name
 }
 
 // labelIdle is how long a client-chosen value (a client zone, a load
@@ -152,19 +149,8 @@ func New(cfg Config) (*Server, error) {
 		log:   cfg.Logger,
 		cache: cache{entries: map[string]*entry{}},
 		hub:   hub{by: map[string]map[*watcher]struct{}{}, wild: map[*watcher]struct{}{}, nodes: map[*watcher]nodeInfo{}},
-		loads: newLoadTable(labelIdle),
+		loads: load.NewTable(labelIdle),
 		fan:   newFanout(),
-	}
-	if cfg.ZoneAware != nil {
-		zc := *cfg.ZoneAware
-		if zc.ReportInterval == 0 {
-			zc.ReportInterval = cfg.LRSInterval
-		}
-		p, err := newPlanner(zc)
-		if err != nil {
-			return nil, fmt.Errorf("xds config: ZoneAware: %w", err)
-		}
-		s.planner = p
 	}
 	s.metrics = newMetrics(s)
 	s.zones = newLabelSet(cfg.MaxZones, labelIdle, s.metrics.freeZone)
@@ -183,24 +169,12 @@ func (s *Server) Register(g grpc.ServiceRegistrar) {
 }
 
 // Loads is the load table fed by LRS.
-func (s *Server) Loads() *LoadTable { return s.loads }
+func (s *Server) Loads() *load.Table { return s.loads }
 
 // Run tells streams about store changes until ctx ends: bursts are
 // gathered for Debounce, and every Resync every stream re-evaluates
 // everything it subscribes to. It returns nil when ctx ends.
 func (s *Server) Run(ctx context.Context) error {
-	if s.planner != nil {
-		pctx, cancel := context.WithCancel(ctx)
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			s.runPlanner(pctx)
-		}()
-		defer func() {
-			cancel()
-			<-done
-		}()
-	}
 	sub := s.store.Subscribe("")
 	defer sub.Close()
 	resync := time.NewTicker(s.cfg.Resync)
@@ -251,7 +225,7 @@ func (s *Server) Run(ctx context.Context) error {
 // metric series) and stale load-table entries.
 func (s *Server) sweep(now time.Time) {
 	s.zones.sweep(now)
-	s.loads.prune(now, s.store.Snapshot())
+	s.loads.Prune(now, s.store.Snapshot())
 }
 
 // streamOpened counts an ADS stream whose node is n, and takes its zone's

@@ -25,6 +25,7 @@ import (
 	"github.com/spillway/spillway/registry/replica"
 	"github.com/spillway/spillway/registry/static"
 	"github.com/spillway/spillway/resolver"
+	"github.com/spillway/spillway/weights"
 	"github.com/spillway/spillway/weights/zoneaware"
 	"github.com/spillway/spillway/xds"
 	"github.com/spillway/spillway/xds/admin"
@@ -93,21 +94,46 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		probe := cfg.XDS.ProbeShare
 		zoneAware = &zoneaware.Config{ProbeShare: &probe, ReportInterval: cfg.XDS.LRSInterval}
 	}
+	// The planner reads the xDS server's load table, streams and zone set,
+	// and tells it which services' weights changed; the server reads the
+	// planner's plans. planner is set before anything runs.
+	var planner *weights.Planner
+	var plans xds.Plans
+	if zoneAware != nil {
+		plans = xds.PlanFunc(func(service string) *weights.Plan { return planner.Plan(service) })
+	}
 	xdsSrv, err := xds.New(xds.Config{
-		Store:           store,
-		PortName:        cfg.XDS.PortName,
-		Debounce:        cfg.XDS.Debounce,
-		MaxDelay:        cfg.XDS.MaxDelay,
-		Resync:          cfg.XDS.Resync,
-		LRSInterval:     cfg.XDS.LRSInterval,
-		ZoneAware:       zoneAware,
-		WeightsInterval: cfg.XDS.WeightsInterval,
-		MaxZones:        cfg.XDS.MaxZones,
-		Logger:          log.With("component", "xds"),
-		Registerer:      metrics,
+		Store:       store,
+		PortName:    cfg.XDS.PortName,
+		Debounce:    cfg.XDS.Debounce,
+		MaxDelay:    cfg.XDS.MaxDelay,
+		Resync:      cfg.XDS.Resync,
+		LRSInterval: cfg.XDS.LRSInterval,
+		Plans:       plans,
+		MaxZones:    cfg.XDS.MaxZones,
+		Logger:      log.With("component", "xds"),
+		Registerer:  metrics,
 	})
 	if err != nil {
 		return fmt.Errorf("xds config: %w", err)
+	}
+
+	if zoneAware != nil {
+		planner, err = weights.NewPlanner(weights.Config{
+			Registry:   store,
+			Loads:      xdsSrv.Loads(),
+			Clients:    xdsSrv,
+			Zones:      xdsSrv,
+			PortName:   cfg.XDS.PortName,
+			ZoneAware:  *zoneAware,
+			Interval:   cfg.XDS.WeightsInterval,
+			OnChange:   xdsSrv.Dispatch,
+			Logger:     log.With("component", "weights"),
+			Registerer: metrics,
+		})
+		if err != nil {
+			return fmt.Errorf("xds config: %w", err)
+		}
 	}
 
 	zones, err := cfg.DNS.zones()
@@ -124,7 +150,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		},
 		NSAddr:     nsAddr(cfg.DNSAddr),
 		Zones:      zones,
-		Weights:    planWeights{xdsSrv},
+		Weights:    planWeights{planner},
 		Logger:     log.With("component", "dns"),
 		Registerer: metrics,
 	})
@@ -144,7 +170,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 
-	adminAPI, err := admin.New(admin.Config{Loads: xdsSrv.Loads(), Subscriptions: xdsSrv, Plans: xdsSrv, Logger: log.With("component", "admin")})
+	adminAPI, err := admin.New(admin.Config{Loads: xdsSrv.Loads(), Subscriptions: xdsSrv, Plans: planner, Logger: log.With("component", "admin")})
 	if err != nil {
 		return fmt.Errorf("admin config: %w", err)
 	}
@@ -272,6 +298,9 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		wg.Go(func() { fail("replication", rep.Run(ctx)) })
 	}
 	wg.Go(func() { fail("xds pushes", xdsSrv.Run(ctx)) })
+	if planner != nil {
+		wg.Go(func() { planner.Run(ctx) })
+	}
 	if src != nil {
 		wg.Go(func() { fail("static source", src.Run(ctx)) })
 	}
@@ -309,9 +338,13 @@ func adminToken(cfg Config, log *slog.Logger) (string, error) {
 	return token, nil
 }
 
-// planWeights gives the resolver the xDS server's zone-aware splits, so
+// planWeights gives the resolver the zone-aware splits xDS pushes, so
 // that DNS clients of a zone are sent where xDS clients of that zone are.
-type planWeights struct{ plans *xds.Server }
+type planWeights struct {
+	plans interface {
+		Plan(service string) *weights.Plan
+	}
+}
 
 var _ resolver.Weights = planWeights{}
 
@@ -319,11 +352,11 @@ var _ resolver.Weights = planWeights{}
 // clientZone (the zoneless route for a zone the plan does not know). It
 // allocates nothing when dst has room.
 func (p planWeights) ZoneWeights(dst []resolver.ZoneWeight, service, clientZone string) ([]resolver.ZoneWeight, bool) {
-	res := p.plans.Plan(service)
-	if res == nil {
+	plan := p.plans.Plan(service)
+	if plan == nil || plan.Result == nil {
 		return dst, false
 	}
-	rt := res.Route(clientZone)
+	rt := plan.Result.Route(clientZone)
 	if rt == nil || len(rt.Weights) == 0 {
 		return dst, false
 	}

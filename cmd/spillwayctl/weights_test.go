@@ -12,6 +12,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/spillway/spillway/load"
+	"github.com/spillway/spillway/weights"
 	"github.com/spillway/spillway/weights/zoneaware"
 	"github.com/spillway/spillway/xds"
 	"github.com/spillway/spillway/xds/admin"
@@ -22,8 +24,13 @@ import (
 // zone-aware results, no load and no streams.
 type fakePlans map[string]*zoneaware.Result
 
-func (f fakePlans) Plan(service string) *zoneaware.Result          { return f[service] }
-func (fakePlans) Loads(string, time.Time) []xds.Load               { return nil }
+func (f fakePlans) Plan(service string) *weights.Plan {
+	if res := f[service]; res != nil {
+		return &weights.Plan{Gen: 1, Result: res, Source: weights.SourceLocal}
+	}
+	return nil
+}
+func (fakePlans) Loads(string, time.Time) []load.Load              { return nil }
 func (fakePlans) Subscriptions() []xds.Subscription                { return nil }
 func (f fakePlans) compute(service string, in ...*zoneaware.Input) { f[service] = computeAll(in...) }
 

@@ -27,6 +27,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/spillway/spillway/registry"
+	"github.com/spillway/spillway/weights"
 	"github.com/spillway/spillway/xds"
 	"github.com/spillway/spillway/xds/admin"
 	adminv1 "github.com/spillway/spillway/xds/admin/adminv1"
@@ -61,7 +62,7 @@ func startXDSStack(t *testing.T) *xdsStack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := admin.New(admin.Config{Loads: x.Loads(), Subscriptions: x, Plans: x})
+	a, err := admin.New(admin.Config{Loads: x.Loads(), Subscriptions: x, Plans: (*weights.Planner)(nil)})
 	if err != nil {
 		t.Fatal(err)
 	}

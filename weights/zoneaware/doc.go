@@ -182,4 +182,15 @@
 // never reads the clock; the same Config, Input and State always give the
 // same Result and next State. In the steady state (same endpoints and
 // zones as the previous cycle) it allocates nothing.
+//
+// # Moving a State
+//
+// State.Snapshot copies what a State carries to the next Compute (the
+// time of the last cycle, slow-start progress and relief per endpoint,
+// health, degraded limit and recent reports per zone, the vectors last
+// returned, which hysteresis compares with) into a Snapshot that survives
+// JSON; State.Restore checks one (bounded counts, finite values in range,
+// sorted unique zones, names the field it rejects) and loads it, after
+// which the next Compute gives the same Result as on the original State.
+// Another process can so carry on a service's calculation.
 package zoneaware

@@ -14,18 +14,19 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/spillway/spillway/load"
 	"github.com/spillway/spillway/registry"
-	"github.com/spillway/spillway/weights/zoneaware"
+	"github.com/spillway/spillway/weights"
 	"github.com/spillway/spillway/xds"
 	pb "github.com/spillway/spillway/xds/admin/adminv1"
 )
 
 // LoadReader reads the LRS load table. It is called from many goroutines at
-// once and must be safe for that. *xds.LoadTable implements it.
+// once and must be safe for that. *load.Table implements it.
 type LoadReader interface {
 	// Loads returns the flows to service ("" for every service), sorted,
 	// with rates as of now.
-	Loads(service string, now time.Time) []xds.Load
+	Loads(service string, now time.Time) []load.Load
 }
 
 // SubscriptionLister lists what the connected ADS streams subscribe to. It
@@ -36,19 +37,20 @@ type SubscriptionLister interface {
 }
 
 // Plans gives the zone-aware weights computed for a service. It is called
-// from many goroutines at once and must be safe for that; the Result it
-// returns is never modified afterwards. *xds.Server implements it.
+// from many goroutines at once and must be safe for that; the Plan it
+// returns is never modified afterwards. *weights.Planner implements it
+// (a nil one too: no plans).
 type Plans interface {
-	// Plan returns the service's result of the last weights cycle, or nil
+	// Plan returns the service's plan of the last weights cycle, or nil
 	// when there is none (unknown service, zone-aware weights off, or not
 	// computed yet).
-	Plan(service string) *zoneaware.Result
+	Plan(service string) *weights.Plan
 }
 
 var (
-	_ LoadReader         = (*xds.LoadTable)(nil)
+	_ LoadReader         = (*load.Table)(nil)
 	_ SubscriptionLister = (*xds.Server)(nil)
-	_ Plans              = (*xds.Server)(nil)
+	_ Plans              = (*weights.Planner)(nil)
 )
 
 // Config configures an API.
@@ -140,7 +142,7 @@ func (a *API) load(req *pb.LoadRequest) (*pb.LoadResponse, error) {
 	return resp, nil
 }
 
-func loadRow(l xds.Load) *pb.LoadRow {
+func loadRow(l load.Load) *pb.LoadRow {
 	r := &pb.LoadRow{
 		ClientZone:     l.ClientZone,
 		ClientService:  l.ClientService,

@@ -21,7 +21,9 @@ import (
 	"google.golang.org/protobuf/testing/protocmp"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/spillway/spillway/load"
 	"github.com/spillway/spillway/registry"
+	"github.com/spillway/spillway/weights"
 	"github.com/spillway/spillway/weights/zoneaware"
 	"github.com/spillway/spillway/xds"
 	pb "github.com/spillway/spillway/xds/admin/adminv1"
@@ -30,7 +32,7 @@ import (
 // fakeXDS is a hand-written fake of LoadReader, SubscriptionLister and
 // Plans.
 type fakeXDS struct {
-	loads []xds.Load
+	loads []load.Load
 	subs  []xds.Subscription
 	plans map[string]*zoneaware.Result
 
@@ -41,12 +43,12 @@ type fakeXDS struct {
 	planned  []string
 }
 
-func (f *fakeXDS) Loads(service string, now time.Time) []xds.Load {
+func (f *fakeXDS) Loads(service string, now time.Time) []load.Load {
 	f.mu.Lock()
 	f.services = append(f.services, service)
 	f.nows = append(f.nows, now)
 	f.mu.Unlock()
-	var out []xds.Load
+	var out []load.Load
 	for _, l := range f.loads {
 		if service == "" || l.Service == service {
 			out = append(out, l)
@@ -57,18 +59,21 @@ func (f *fakeXDS) Loads(service string, now time.Time) []xds.Load {
 
 func (f *fakeXDS) Subscriptions() []xds.Subscription { return f.subs }
 
-func (f *fakeXDS) Plan(service string) *zoneaware.Result {
+func (f *fakeXDS) Plan(service string) *weights.Plan {
 	f.mu.Lock()
 	f.planned = append(f.planned, service)
 	f.mu.Unlock()
-	return f.plans[service]
+	if res := f.plans[service]; res != nil {
+		return &weights.Plan{Gen: 1, Result: res, Source: weights.SourceLocal}
+	}
+	return nil
 }
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
-func load(clientZone, client, service, zone string, issued, ok, errored float64, reporters int) xds.Load {
-	l := xds.Load{
-		LoadKey: xds.LoadKey{ClientZone: clientZone, ClientService: client, Service: service,
+func flow(clientZone, client, service, zone string, issued, ok, errored float64, reporters int) load.Load {
+	l := load.Load{
+		Key: load.Key{ClientZone: clientZone, ClientService: client, Service: service,
 			Locality: registry.Locality{Region: "r1", Zone: zone}},
 		Issued: issued, Succeeded: ok, Errored: errored,
 		InProgress:  3,
@@ -83,14 +88,14 @@ func load(clientZone, client, service, zone string, issued, ok, errored float64,
 
 func newFake() *fakeXDS {
 	return &fakeXDS{
-		loads: []xds.Load{
-			load("zone-a", "checkout", "payments", "zone-a", 10, 9.5, 0.5, 2),
-			load("zone-b", "checkout", "payments", "zone-a", 2.5, 2.5, 0, 1),
+		loads: []load.Load{
+			flow("zone-a", "checkout", "payments", "zone-a", 10, 9.5, 0.5, 2),
+			flow("zone-b", "checkout", "payments", "zone-a", 2.5, 2.5, 0, 1),
 			// Only stale reports: a row for load, no edge for graph.
-			load("zone-a", "frontend", "payments", "zone-b", 0, 0, 0, 0),
+			flow("zone-a", "frontend", "payments", "zone-b", 0, 0, 0, 0),
 			// Load without an ADS stream on this server.
-			load("zone-c", "batch", "payments", "zone-c", 1, 1, 0, 1),
-			load("zone-a", "checkout", "inventory", "zone-a", 4, 4, 0, 1),
+			flow("zone-c", "batch", "payments", "zone-c", 1, 1, 0, 1),
+			flow("zone-a", "checkout", "inventory", "zone-a", 4, 4, 0, 1),
 		},
 		subs: []xds.Subscription{
 			{NodeID: "checkout-1", Zone: "zone-a", ClientService: "checkout", Services: []string{"payments", "inventory"}},

@@ -10,7 +10,7 @@
 //
 // # Usage
 //
-//	a, err := admin.New(admin.Config{Loads: xdsSrv.Loads(), Subscriptions: xdsSrv, Plans: xdsSrv, Logger: log})
+//	a, err := admin.New(admin.Config{Loads: xdsSrv.Loads(), Subscriptions: xdsSrv, Plans: planner, Logger: log})
 //	a.RegisterGRPC(grpcSrv)
 //	mux.Handle("/v1/load", a.Handler())
 //	mux.Handle("/v1/graph", a.Handler())

@@ -27,11 +27,11 @@ func (a *API) weights(req *pb.WeightsRequest) (*pb.WeightsResponse, error) {
 	if err := registry.ValidateService("service", service); err != nil {
 		return nil, err
 	}
-	res := a.plans.Plan(service)
-	if res == nil {
+	plan := a.plans.Plan(service)
+	if plan == nil || plan.Result == nil {
 		return nil, fmt.Errorf("%w for %s: unknown service, zone-aware weights off (spillway --zone-aware=false), or not computed yet", errNoPlan, service)
 	}
-	return weightsResponse(service, res, a.now()), nil
+	return weightsResponse(service, plan.Result, a.now()), nil
 }
 
 // weightsResponse converts res, which it does not modify.

@@ -1,0 +1,356 @@
+package weights
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/spillway/spillway/load"
+	"github.com/spillway/spillway/registry"
+	"github.com/spillway/spillway/weights/zoneaware"
+)
+
+// LoadSource gives the measured flows to a service ("" for every
+// service), sorted, with rates as of now. *load.Table implements it.
+type LoadSource interface {
+	Loads(service string, now time.Time) []load.Load
+}
+
+// ClientSource counts the connected xDS streams of each service per
+// client zone: service -> zone -> streams. *xds.Server implements it.
+type ClientSource interface {
+	ClientCounts() map[string]map[string]int
+}
+
+// ZoneSet is the server's bounded set of client zones that keep their own
+// name (xds.Config.MaxZones). *xds.Server implements it.
+type ZoneSet interface {
+	Has(zone string) bool
+}
+
+// Registry gives the current registry snapshot. *registry.Store
+// implements it.
+type Registry interface {
+	Snapshot() *registry.Snapshot
+}
+
+// Config configures a Planner. Every source is called from the planner's
+// cycle only, and must be safe to call from any goroutine.
+type Config struct {
+	// Registry gives the services and their endpoints; non-nil.
+	Registry Registry
+	// Loads gives the load reports; non-nil.
+	Loads LoadSource
+	// Clients counts the connected streams, the demand estimate before any
+	// load report; non-nil.
+	Clients ClientSource
+	// Zones says which client zones keep their own name; non-nil.
+	Zones ZoneSet
+	// PortName is the endpoint port clients dial, as xds.Config.PortName;
+	// "" means "grpc". Endpoints without it count by their first TCP
+	// port; endpoints with no TCP port do not count.
+	PortName string
+	// ZoneAware configures the calculation.
+	ZoneAware zoneaware.Config
+	// Interval is the period of Run; zero means 10 s.
+	Interval time.Duration
+	// Owns says which services this planner plans; nil means every
+	// service. A service it does not own gets no plan, and its state goes.
+	Owns func(service string) bool
+	// OnChange is called by each cycle, after the plans are published,
+	// with the services whose plan changed (Gen); nil calls nothing.
+	OnChange func(services []string, now time.Time)
+	// Logger; nil discards.
+	Logger *slog.Logger
+	// Registerer receives the metrics (spillway_zoneaware_*); nil
+	// registers nothing.
+	Registerer prometheus.Registerer
+}
+
+// Planner recomputes zone-aware weights for every service it owns every
+// Interval, from the load reports and the connected streams. Cycles are
+// serialised; readers load the published plans with one atomic load.
+type Planner struct {
+	// Read-only after NewPlanner.
+	cfg     Config
+	calc    *zoneaware.Calculator
+	metrics *plannerMetrics
+
+	plans atomic.Pointer[map[string]*Plan]
+
+	// mu guards the per-service states and the scratch input; a cycle,
+	// ExportState and ImportState hold it.
+	mu     sync.Mutex
+	states map[string]*zoneaware.State
+	gen    uint64
+	in     zoneaware.Input
+}
+
+// NewPlanner validates cfg and returns a Planner. Errors name the field.
+func NewPlanner(cfg Config) (*Planner, error) {
+	switch {
+	case cfg.Registry == nil:
+		return nil, errors.New("weights config: Registry is nil")
+	case cfg.Loads == nil:
+		return nil, errors.New("weights config: Loads is nil")
+	case cfg.Clients == nil:
+		return nil, errors.New("weights config: Clients is nil")
+	case cfg.Zones == nil:
+		return nil, errors.New("weights config: Zones is nil")
+	}
+	if cfg.PortName == "" {
+		cfg.PortName = "grpc"
+	}
+	switch {
+	case cfg.Interval == 0:
+		cfg.Interval = 10 * time.Second
+	case cfg.Interval < 0:
+		return nil, fmt.Errorf("weights config: Interval %v is negative", cfg.Interval)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	calc, err := zoneaware.New(cfg.ZoneAware)
+	if err != nil {
+		return nil, fmt.Errorf("weights config: ZoneAware: %w", err)
+	}
+	p := &Planner{cfg: cfg, calc: calc, metrics: newPlannerMetrics(), states: map[string]*zoneaware.State{}}
+	empty := map[string]*Plan{}
+	p.plans.Store(&empty)
+	if cfg.Registerer != nil {
+		if err := p.metrics.register(cfg.Registerer); err != nil {
+			return nil, fmt.Errorf("weights metrics: %w", err)
+		}
+	}
+	return p, nil
+}
+
+// Plan returns the service's current plan, or nil before the first cycle
+// that saw it, for a service it does not own, or on a nil Planner.
+func (p *Planner) Plan(service string) *Plan {
+	if p == nil {
+		return nil
+	}
+	return (*p.plans.Load())[service]
+}
+
+// Run computes a cycle at once and then every Interval, until ctx ends.
+func (p *Planner) Run(ctx context.Context) {
+	t := time.NewTicker(p.cfg.Interval)
+	defer t.Stop()
+	p.Cycle(time.Now())
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			p.Cycle(now)
+		}
+	}
+}
+
+// Cycle computes the weights of every service it owns and publishes them;
+// OnChange is told the services whose plan changed.
+func (p *Planner) Cycle(now time.Time) {
+	changed := p.cycle(now)
+	if len(changed) > 0 && p.cfg.OnChange != nil {
+		p.cfg.OnChange(changed, now)
+	}
+}
+
+func (p *Planner) cycle(now time.Time) []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	m := p.metrics
+	snap := p.cfg.Registry.Snapshot()
+	loads := p.cfg.Loads.Loads("", now)
+	byService := map[string][]load.Load{}
+	for _, l := range loads {
+		byService[l.Service] = append(byService[l.Service], l)
+	}
+	clients := p.cfg.Clients.ClientCounts()
+	old := *p.plans.Load()
+	next := make(map[string]*Plan, snap.Len())
+	var changed []string
+	var sameNum, sameDen float64
+	fallbacks := map[string]int{}
+	for _, name := range snap.Services() {
+		if p.cfg.Owns != nil && !p.cfg.Owns(name) {
+			continue
+		}
+		svc, _ := snap.Service(name)
+		st := p.states[name]
+		if st == nil {
+			st = &zoneaware.State{}
+			p.states[name] = st
+		}
+		in := p.input(&p.in, svc, byService[name], clients[name], now)
+		res := &zoneaware.Result{}
+		p.calc.Compute(st, in, res)
+		prev := old[name]
+		if prev == nil || res.Changed {
+			p.gen++
+			next[name] = &Plan{Gen: p.gen, Result: res, Source: SourceLocal}
+			changed = append(changed, name)
+		} else {
+			next[name] = &Plan{Gen: prev.Gen, Result: res, Source: SourceLocal}
+		}
+		fallbacks[res.Fallback.Key()]++
+		if res.Optimum > 0 {
+			var demand float64
+			for _, d := range in.Demand {
+				demand += d.RPS
+			}
+			sameNum += res.SameZone * demand
+			sameDen += demand
+			m.sameZone.WithLabelValues(name).Set(res.SameZone)
+		}
+	}
+	for name := range p.states {
+		if _, ok := next[name]; !ok {
+			delete(p.states, name)
+			m.sameZone.DeleteLabelValues(name)
+		}
+	}
+	p.plans.Store(&next)
+	if sameDen > 0 {
+		m.sameZoneFleet.Set(sameNum / sameDen)
+	}
+	for _, f := range zoneaware.Fallbacks() {
+		m.fallbacks.WithLabelValues(f.Key()).Set(float64(fallbacks[f.Key()]))
+	}
+	return changed
+}
+
+// input fills in from the registry and the load reports. It reuses the
+// slices of the previous call.
+//
+// Client zones are chosen by clients, and each client zone the planner
+// sees gets its own route and EDS variant. So a client zone counts as
+// itself only if the service has endpoints there or the zone holds a slot
+// in the zone set; the demand and client counts of the others are added to
+// the zoneless row ("") and those clients get the zoneless route. Loads
+// reported to upstream zones where the service has no endpoint are left
+// out (the load table records none).
+func (p *Planner) input(in *zoneaware.Input, svc *registry.Service, loads []load.Load, clients map[string]int, now time.Time) *zoneaware.Input {
+	in.Now = now
+	in.Endpoints, in.Loads, in.Demand, in.Clients = in.Endpoints[:0], in.Loads[:0], in.Demand[:0], in.Clients[:0]
+	zones := map[string]struct{}{}
+	for _, e := range svc.Serving() {
+		zones[e.Locality.Zone] = struct{}{}
+		if !hasPort(e, p.cfg.PortName) {
+			continue
+		}
+		in.Endpoints = append(in.Endpoints, zoneaware.Endpoint{ID: e.ID, Zone: e.Locality.Zone, Healthy: e.Health == registry.Healthy, Registered: e.Registered})
+	}
+	clientZone := func(z string) string {
+		if _, ok := zones[z]; ok || z == "" || p.cfg.Zones.Has(z) {
+			return z
+		}
+		return ""
+	}
+	up := map[string]int{}
+	down := map[string]int{}
+	for _, l := range loads {
+		if l.Reporters == 0 {
+			continue // only totals left: no fresh report
+		}
+		if _, ok := zones[l.Locality.Zone]; !ok {
+			continue
+		}
+		i, ok := up[l.Locality.Zone]
+		if !ok {
+			i = len(in.Loads)
+			up[l.Locality.Zone] = i
+			in.Loads = append(in.Loads, zoneaware.ZoneLoad{Zone: l.Locality.Zone})
+		}
+		zl := &in.Loads[i]
+		zl.IssuedRPS += l.Issued
+		zl.SucceededRPS += l.Succeeded
+		zl.ErroredRPS += l.Errored
+		zl.InProgress += float64(l.InProgress)
+		if l.Updated.After(zl.Updated) {
+			zl.Updated = l.Updated
+		}
+		cz := clientZone(l.ClientZone)
+		j, ok := down[cz]
+		if !ok {
+			j = len(in.Demand)
+			down[cz] = j
+			in.Demand = append(in.Demand, zoneaware.Demand{ClientZone: cz})
+		}
+		d := &in.Demand[j]
+		d.RPS += l.Issued
+		if l.Updated.After(d.Updated) {
+			d.Updated = l.Updated
+		}
+	}
+	counts := map[string]int{}
+	for z, n := range clients {
+		counts[clientZone(z)] += n
+	}
+	for z, n := range counts {
+		in.Clients = append(in.Clients, zoneaware.ClientCount{Zone: z, Count: n})
+	}
+	return in
+}
+
+// hasPort reports whether clients can dial e: it has the named port or a
+// TCP port (what xds puts in the endpoint's address).
+func hasPort(e *registry.Endpoint, name string) bool {
+	if _, ok := e.Port(name); ok {
+		return true
+	}
+	for _, p := range e.Ports {
+		if p.Protocol == registry.TCP {
+			return true
+		}
+	}
+	return false
+}
+
+// ExportState returns the service's calculation state (slow-start
+// progress, zone health, the vectors hysteresis compares with) as opaque
+// bytes for ImportState, and false when the planner holds none (not yet
+// computed, or not owned).
+func (p *Planner) ExportState(service string) ([]byte, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st := p.states[service]
+	if st == nil {
+		return nil, false
+	}
+	b, err := json.Marshal(st.Snapshot())
+	if err != nil {
+		// A Snapshot holds only strings, numbers and times.
+		p.cfg.Logger.Error("zone-aware state not exported", "service", service, "err", err)
+		return nil, false
+	}
+	return b, true
+}
+
+// ImportState replaces the service's calculation state with one from
+// ExportState (of this planner or another replica's), so that the next
+// cycle carries on from it. It takes effect at the next cycle; the
+// current plan stays. An invalid state changes nothing.
+func (p *Planner) ImportState(service string, b []byte) error {
+	var snap zoneaware.Snapshot
+	if err := json.Unmarshal(b, &snap); err != nil {
+		return fmt.Errorf("state of %s: %w", service, err)
+	}
+	st := &zoneaware.State{}
+	if err := st.Restore(snap); err != nil {
+		return fmt.Errorf("state of %s: %w", service, err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.states[service] = st
+	return nil
+}

@@ -1,0 +1,189 @@
+package weights
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/spillway/spillway/load"
+	"github.com/spillway/spillway/registry"
+	"github.com/spillway/spillway/weights/zoneaware"
+)
+
+type fakeLoads []load.Load
+
+func (f fakeLoads) Loads(service string, _ time.Time) []load.Load {
+	var out []load.Load
+	for _, l := range f {
+		if service == "" || l.Service == service {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+type fakeClients map[string]map[string]int
+
+func (f fakeClients) ClientCounts() map[string]map[string]int { return f }
+
+type fakeZones map[string]bool
+
+func (f fakeZones) Has(zone string) bool { return f[zone] }
+
+var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// store holds services web and api, each with endpoints in zones a and b
+// registered at reg.
+func testStore(t *testing.T, reg time.Time) *registry.Store {
+	t.Helper()
+	store := registry.NewStore()
+	var ops []registry.Op
+	for _, svc := range []string{"web", "api"} {
+		for i, zone := range []string{"a", "a", "b", "b"} {
+			ops = append(ops, registry.Upsert(svc, &registry.Endpoint{
+				ID: fmt.Sprintf("%s-%d", zone, i), Address: netip.AddrFrom4([4]byte{10, 0, 0, byte(i + 1)}),
+				Ports:    []registry.Port{{Name: "grpc", Number: 8080, Protocol: registry.TCP}},
+				Locality: registry.Locality{Region: "r1", Zone: zone}, Health: registry.Healthy,
+				Source: registry.SourceStatic, Registered: reg,
+			}))
+		}
+	}
+	if _, err := store.Apply(ops...); err != nil {
+		t.Fatal(err)
+	}
+	return store
+}
+
+func flowTo(service, clientZone, zone string, rps float64, at time.Time) load.Load {
+	return load.Load{
+		Key:    load.Key{Service: service, ClientZone: clientZone, ClientService: "c", Locality: registry.Locality{Region: "r1", Zone: zone}},
+		Issued: rps, Succeeded: rps, Reporters: 1, Updated: at,
+	}
+}
+
+// TestPlannerCycle: plans are local, only for owned services; Gen moves
+// and OnChange is told only when vectors change; unknown client zones
+// count as zoneless unless the zone set holds them.
+func TestPlannerCycle(t *testing.T) {
+	store := testStore(t, t0.Add(-time.Hour))
+	loads := fakeLoads{
+		flowTo("web", "a", "a", 100, t0), flowTo("web", "b", "b", 100, t0),
+		flowTo("web", "z-slotted", "a", 10, t0), flowTo("web", "z-unslotted", "b", 10, t0),
+	}
+	var changes [][]string
+	p, err := NewPlanner(Config{
+		Registry: store, Loads: loads, Clients: fakeClients{}, Zones: fakeZones{"z-slotted": true},
+		ZoneAware: zoneaware.Config{ReportInterval: 10 * time.Second},
+		Owns:      func(s string) bool { return s == "web" },
+		OnChange:  func(s []string, _ time.Time) { changes = append(changes, slices.Clone(s)) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Plan("web") != nil {
+		t.Fatal("plan before the first cycle")
+	}
+	p.Cycle(t0)
+	web := p.Plan("web")
+	if web == nil || web.Source != SourceLocal || web.Result == nil {
+		t.Fatalf("plan for web = %+v, want a local one", web)
+	}
+	if got := p.Plan("api"); got != nil {
+		t.Errorf("plan for api (not owned) = %+v, want none", got)
+	}
+	var zones []string
+	for _, rt := range web.Result.Routes {
+		zones = append(zones, rt.ClientZone)
+	}
+	if want := []string{"", "a", "b", "z-slotted"}; !slices.Equal(zones, want) {
+		t.Errorf("route client zones = %q, want %q (an unslotted zone counts as zoneless)", zones, want)
+	}
+	p.Cycle(t0.Add(10 * time.Second))
+	if got := p.Plan("web"); got.Gen != web.Gen {
+		t.Errorf("same input: Gen %d -> %d, want unchanged", web.Gen, got.Gen)
+	}
+	if want := [][]string{{"web"}}; !cmp.Equal(changes, want) {
+		t.Errorf("OnChange calls = %q, want %q", changes, want)
+	}
+	var nilPlanner *Planner
+	if nilPlanner.Plan("web") != nil {
+		t.Error("nil planner gave a plan")
+	}
+}
+
+// TestPlannerStateMoves: a second planner that imports the first's state
+// computes what the first does; one that starts over does not (slow start).
+func TestPlannerStateMoves(t *testing.T) {
+	store := testStore(t, t0.Add(-20*time.Second)) // every endpoint slow-starting
+	loads := fakeLoads{flowTo("web", "a", "a", 50, t0), flowTo("web", "a", "b", 50, t0), flowTo("web", "b", "b", 100, t0)}
+	cfg := Config{
+		Registry: store, Loads: loads, Clients: fakeClients{}, Zones: fakeZones{},
+		ZoneAware: zoneaware.Config{ReportInterval: 10 * time.Second},
+	}
+	newP := func() *Planner {
+		p, err := NewPlanner(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	a, b, c := newP(), newP(), newP()
+	if _, ok := a.ExportState("web"); ok {
+		t.Error("state exported before any cycle")
+	}
+	for i := range 3 {
+		a.Cycle(t0.Add(time.Duration(i) * 10 * time.Second))
+	}
+	st, ok := a.ExportState("web")
+	if !ok {
+		t.Fatal("no state for web")
+	}
+	if err := b.ImportState("web", st); err != nil {
+		t.Fatal(err)
+	}
+	next := t0.Add(30 * time.Second)
+	a.Cycle(next)
+	b.Cycle(next)
+	c.Cycle(next)
+	if diff := cmp.Diff(a.Plan("web").Result, b.Plan("web").Result); diff != "" {
+		t.Errorf("imported state: result differs (-exporter +importer):\n%s", diff)
+	}
+	if cmp.Equal(a.Plan("web").Result.Zones, c.Plan("web").Result.Zones) {
+		t.Error("a planner that starts over computes the same zones: the test shows nothing")
+	}
+	for _, bad := range []string{`{`, `{"endpoints":[{"id":"x","progress":2}]}`} {
+		if err := b.ImportState("web", []byte(bad)); err == nil {
+			t.Errorf("ImportState(%s) = nil, want an error", bad)
+		}
+	}
+}
+
+func TestNewPlannerRejects(t *testing.T) {
+	store := registry.NewStore()
+	ok := Config{Registry: store, Loads: fakeLoads{}, Clients: fakeClients{}, Zones: fakeZones{}}
+	for _, tc := range []struct {
+		field string
+		edit  func(*Config)
+	}{
+		{"Registry", func(c *Config) { c.Registry = nil }},
+		{"Loads", func(c *Config) { c.Loads = nil }},
+		{"Clients", func(c *Config) { c.Clients = nil }},
+		{"Zones", func(c *Config) { c.Zones = nil }},
+		{"Interval", func(c *Config) { c.Interval = -time.Second }},
+		{"ZoneAware", func(c *Config) { c.ZoneAware.TargetUtilization = 2 }},
+	} {
+		t.Run(tc.field, func(t *testing.T) {
+			cfg := ok
+			tc.edit(&cfg)
+			_, err := NewPlanner(cfg)
+			if err == nil || !strings.Contains(err.Error(), tc.field) {
+				t.Errorf("NewPlanner = %v, want an error naming %s", err, tc.field)
+			}
+		})
+	}
+}

@@ -1,0 +1,141 @@
+package zoneaware
+
+import (
+	"time"
+)
+
+// Endpoint is one endpoint of the service.
+type Endpoint struct {
+	// ID identifies the endpoint across cycles (its slow-start progress is
+	// kept under it).
+	ID string
+	// Zone is the upstream zone; "" is a zone like any other.
+	Zone    string
+	Healthy bool
+	// Registered is when the endpoint joined. An endpoint seen for the
+	// first time starts with the trust its age would have earned without
+	// load reports (so a restarted control plane does not slow-start the
+	// whole fleet); the zero time counts as long ago. A Registered that
+	// differs from the one seen before makes it a new endpoint.
+	Registered time.Time
+}
+
+// ZoneLoad is what load reports say the service's endpoints in Zone
+// receive, summed over every client. Rates are per second.
+type ZoneLoad struct {
+	Zone                                string
+	IssuedRPS, SucceededRPS, ErroredRPS float64
+	InProgress                          float64
+	Updated                             time.Time // newest report summed
+}
+
+// Demand is what load reports say clients in ClientZone issue to the
+// service, per second. Include the row of clients without a zone
+// (ClientZone ""): the sum of Demand.RPS must match the sum of
+// ZoneLoad.IssuedRPS (within 25%).
+type Demand struct {
+	ClientZone string
+	RPS        float64
+	Updated    time.Time
+}
+
+// ClientCount is how many xDS clients of the service are connected in Zone:
+// the demand used when there are no load reports.
+type ClientCount struct {
+	Zone  string
+	Count int
+}
+
+// Input is one service at one cycle. Compute does not modify it or keep
+// references to its slices (it keeps endpoint ID and zone strings).
+type Input struct {
+	// Now is the time of the cycle; Compute never reads the clock.
+	Now       time.Time
+	Endpoints []Endpoint
+	// Loads has at most one row per upstream zone, Demand at most one per
+	// client zone; both empty means no load reports.
+	Loads   []ZoneLoad
+	Demand  []Demand
+	Clients []ClientCount
+}
+
+// ZoneWeight is the weight of one upstream zone in a client zone's vector.
+// Weight is an integer >= 1; Share is the exact share (the Shares of a
+// vector sum to 1). The caller spreads a zone's weight over its localities.
+type ZoneWeight struct {
+	Zone   string
+	Weight uint32
+	Share  float64
+}
+
+// Route is the vector for clients in ClientZone.
+type Route struct {
+	ClientZone string
+	// Weights has one entry per upstream zone with a healthy endpoint,
+	// sorted by zone; empty when the service has none.
+	Weights []ZoneWeight
+	// Changed: Weights differ from the vector returned for this client
+	// zone by the previous Compute with the same State (always true the
+	// first time). Pushes may be skipped when false.
+	Changed bool
+	Explain Explain
+}
+
+// Result is the output of one cycle for one service. Compute overwrites it
+// and reuses its memory; Clone what must outlive the next Compute.
+type Result struct {
+	// Routes has one Route per client zone, sorted by ClientZone. Routes[0]
+	// is the route for clients without a zone ("") and for client zones
+	// not known this cycle (see Route).
+	Routes []Route
+	// Zones describes every zone seen (upstream or client), sorted.
+	Zones []ZoneInfo
+	// Source of the demand used; Fallback, Reason and ReasonZone the
+	// service-wide fallback; DataAge the age of the oldest load data.
+	Source     Source
+	Fallback   Fallback
+	Reason     string
+	ReasonZone string
+	DataAge    time.Duration
+	// SameZone is the estimated share of the zoned demand served in the
+	// client's own zone, Σ_z D_z·share_z→z, under the returned vectors;
+	// Optimum is the best possible, Σ_z min(D_z, C_z). Both are 0 when no
+	// demand is used.
+	SameZone, Optimum float64
+	// Changed: some route changed.
+	Changed bool
+}
+
+// Route returns the route for clients in clientZone, or the zoneless
+// route (Routes[0]) when the zone is unknown this cycle. Nil if r is empty.
+func (r *Result) Route(clientZone string) *Route {
+	lo, hi := 0, len(r.Routes)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if r.Routes[m].ClientZone < clientZone {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	if lo < len(r.Routes) && r.Routes[lo].ClientZone == clientZone {
+		return &r.Routes[lo]
+	}
+	if len(r.Routes) == 0 {
+		return nil
+	}
+	return &r.Routes[0]
+}
+
+// Clone returns a deep copy that shares no memory with r.
+func (r *Result) Clone() *Result {
+	c := *r
+	c.Routes = make([]Route, len(r.Routes))
+	for i, rt := range r.Routes {
+		rt.Weights = append([]ZoneWeight(nil), rt.Weights...)
+		rt.Explain.Spill = append([]ZoneShare(nil), rt.Explain.Spill...)
+		c.Routes[i] = rt
+	}
+	c.Zones = append([]ZoneInfo(nil), r.Zones...)
+	return &c
+}
