@@ -114,7 +114,7 @@ func newInst(t *testing.T, endpoint, id string, shards int, h *history) *inst {
 	kv := openKV(t, endpoint)
 	o, err := New(Config{
 		KV: kv, ID: id, GRPCAddr: "127.0.0.1:" + id, Shards: shards, TTL: testTTL,
-		Elect: func(name string) (durable.Elector, error) { return kv.Election(name, testTTL) },
+		Elect:  func(name string) (durable.Elector, error) { return kv.Election(name, testTTL) },
 		Logger: slog.New(slog.DiscardHandler), Registerer: prometheus.NewRegistry(),
 	})
 	if err != nil {
