@@ -95,7 +95,7 @@ func (h *history) check(t *testing.T) (takes int) {
 type inst struct {
 	id     string
 	o      *Owners
-	kv     *etcdstore.KV
+	kv     durable.KV
 	cancel context.CancelFunc
 	done   chan error
 }
@@ -112,9 +112,13 @@ func openKV(t *testing.T, endpoint string) *etcdstore.KV {
 func newInst(t *testing.T, endpoint, id string, shards int, h *history) *inst {
 	t.Helper()
 	kv := openKV(t, endpoint)
+	return newInstKV(t, kv, func(name string) (durable.Elector, error) { return kv.Election(name, testTTL) }, id, shards, testTTL, h)
+}
+
+func newInstKV(t *testing.T, kv durable.KV, elect func(string) (durable.Elector, error), id string, shards int, ttl time.Duration, h *history) *inst {
+	t.Helper()
 	o, err := New(Config{
-		KV: kv, ID: id, GRPCAddr: "127.0.0.1:" + id, Shards: shards, TTL: testTTL,
-		Elect:  func(name string) (durable.Elector, error) { return kv.Election(name, testTTL) },
+		KV: kv, ID: id, GRPCAddr: "127.0.0.1:" + id, Shards: shards, TTL: ttl, Elect: elect,
 		Logger: slog.New(slog.DiscardHandler), Registerer: prometheus.NewRegistry(),
 	})
 	if err != nil {
