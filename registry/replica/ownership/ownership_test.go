@@ -588,3 +588,37 @@ func TestAssign(t *testing.T) {
 		})
 	}
 }
+
+// TestStoreOutage: with etcd stopped, holders keep their shards until
+// their election holds are lost (the session keep-alive fails for the
+// TTL), then own nothing; with etcd back, every shard has one holder
+// again.
+func TestStoreOutage(t *testing.T) {
+	srv := etcdtest.Start(t)
+	h := &history{}
+	insts := startInsts(t, srv.Endpoint, h, "a", "b", "c")
+	waitFor(t, 60*time.Second, "one holder per shard", func() string { return settledState(insts) })
+	srv.Stop()
+	took := waitFor(t, 60*time.Second, "nothing owned while the store is down", func() string {
+		for _, in := range insts {
+			if got := in.o.Owned(); len(got) != 0 {
+				return fmt.Sprintf("%s owns %v", in.id, got)
+			}
+		}
+		return ""
+	})
+	t.Logf("etcd stopped: holders gave up every shard %v later (TTL %v)", took.Round(time.Millisecond), testTTL)
+	srv.Restart()
+	took = waitFor(t, 60*time.Second, "one holder per shard after the store's return", func() string { return settledState(insts) })
+	t.Logf("etcd back: one holder per shard %v after the restart; %v", took.Round(time.Millisecond), counts(insts))
+	took = waitFor(t, 60*time.Second, "balanced again", func() string {
+		for id, n := range counts(insts) {
+			if n > (DefaultShards+2)/3 {
+				return fmt.Sprintf("%s owns %d", id, n)
+			}
+		}
+		return settledState(insts)
+	})
+	t.Logf("balanced again %v later: %v", took.Round(time.Millisecond), counts(insts))
+	h.check(t)
+}
