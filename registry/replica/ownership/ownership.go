@@ -130,6 +130,8 @@ type Owners struct {
 	records []atomic.Pointer[Record]
 	members atomic.Pointer[[]Member] // live, sorted by ID
 
+	lastWrite atomic.Int64 // unix nanos when the last successful write started
+
 	// settled is when this replica has watched members long enough to
 	// campaign; set by Run before its goroutines start.
 	settled time.Time
@@ -258,9 +260,11 @@ func (o *Owners) Run(ctx context.Context) error {
 		<-ctx.Done()
 		return nil
 	}
+	at := o.cfg.Now()
 	if err := o.checkShards(ctx); err != nil {
 		return err
 	}
+	o.wrote(at)
 	// Members heartbeat every TTL/3: after TTL/2 of watching, every live
 	// one has been seen.
 	o.settled = o.cfg.Now().Add(o.cfg.TTL / 2)
@@ -301,14 +305,35 @@ func (o *Owners) checkShards(ctx context.Context) error {
 	return nil
 }
 
+// wrote records that a write started at at succeeded.
+func (o *Owners) wrote(at time.Time) {
+	for {
+		old := o.lastWrite.Load()
+		if old >= at.UnixNano() || o.lastWrite.CompareAndSwap(old, at.UnixNano()) {
+			return
+		}
+	}
+}
+
+// silent reports whether no write has succeeded for 2/3 of the TTL: the
+// store may have expired this replica's election holds (its client may
+// notice later), so it owns nothing until the store answers again.
+func (o *Owners) silent() bool {
+	return o.cfg.Now().UnixNano()-o.lastWrite.Load() > int64(2*o.cfg.TTL/3)
+}
+
 // heartbeatLoop writes the member record every TTL/3.
 func (o *Owners) heartbeatLoop(ctx context.Context) {
 	t := time.NewTicker(o.cfg.TTL / 3)
 	defer t.Stop()
 	failing := false
 	for {
-		b, _ := json.Marshal(memberRecord{Member: o.self, Expires: o.cfg.Now().Add(o.cfg.TTL)})
+		at := o.cfg.Now()
+		b, _ := json.Marshal(memberRecord{Member: o.self, Expires: at.Add(o.cfg.TTL)})
 		_, err := o.cfg.KV.Put(ctx, MembersPrefix+o.cfg.ID, b)
+		if err == nil {
+			o.wrote(at)
+		}
 		switch {
 		case err != nil && ctx.Err() == nil && !failing:
 			o.log.Warn("member heartbeat failed", "err", err)

@@ -43,6 +43,7 @@ type transition struct {
 	shard int
 	owned bool
 	epoch int64
+	at    time.Time
 }
 
 // history records every replica's transitions in one order. A take is
@@ -57,9 +58,22 @@ type history struct {
 func (h *history) hook(id string) func(int, bool, int64) {
 	return func(s int, owned bool, epoch int64) {
 		h.mu.Lock()
-		h.evs = append(h.evs, transition{id, s, owned, epoch})
+		h.evs = append(h.evs, transition{id, s, owned, epoch, time.Now()})
 		h.mu.Unlock()
 	}
+}
+
+// since returns the offsets from t of the give-ups after t.
+func (h *history) since(t time.Time) []time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []time.Duration
+	for _, ev := range h.evs {
+		if !ev.owned && ev.at.After(t) {
+			out = append(out, ev.at.Sub(t).Round(10*time.Millisecond))
+		}
+	}
+	return out
 }
 
 // check replays the history: at no point does a shard have two holders;
@@ -91,6 +105,15 @@ func (h *history) check(t *testing.T) (takes int) {
 	return takes
 }
 
+// tWriter logs through t (warnings of the replicas: why a shard was
+// given up).
+type tWriter struct{ t *testing.T }
+
+func (w tWriter) Write(b []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(b)))
+	return len(b), nil
+}
+
 // inst is one replica's Owners over its own etcd client.
 type inst struct {
 	id     string
@@ -119,7 +142,8 @@ func newInstKV(t *testing.T, kv durable.KV, elect func(string) (durable.Elector,
 	t.Helper()
 	o, err := New(Config{
 		KV: kv, ID: id, GRPCAddr: "127.0.0.1:" + id, Shards: shards, TTL: ttl, Elect: elect,
-		Logger: slog.New(slog.DiscardHandler), Registerer: prometheus.NewRegistry(),
+		Logger:     slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})).With("replica", id),
+		Registerer: prometheus.NewRegistry(),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -598,6 +622,7 @@ func TestStoreOutage(t *testing.T) {
 	h := &history{}
 	insts := startInsts(t, srv.Endpoint, h, "a", "b", "c")
 	waitFor(t, 60*time.Second, "one holder per shard", func() string { return settledState(insts) })
+	stopped := time.Now()
 	srv.Stop()
 	took := waitFor(t, 60*time.Second, "nothing owned while the store is down", func() string {
 		for _, in := range insts {
@@ -607,7 +632,7 @@ func TestStoreOutage(t *testing.T) {
 		}
 		return ""
 	})
-	t.Logf("etcd stopped: holders gave up every shard %v later (TTL %v)", took.Round(time.Millisecond), testTTL)
+	t.Logf("etcd stopped: holders gave up every shard %v later (TTL %v); give-ups at %v", took.Round(time.Millisecond), testTTL, h.since(stopped))
 	srv.Restart()
 	took = waitFor(t, 60*time.Second, "one holder per shard after the store's return", func() string { return settledState(insts) })
 	t.Logf("etcd back: one holder per shard %v after the restart; %v", took.Round(time.Millisecond), counts(insts))

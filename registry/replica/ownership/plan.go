@@ -128,6 +128,7 @@ func (o *Owners) coordinate(ctx context.Context) {
 			isLive[m.ID] = true
 		}
 		a := assign(ranked, n)
+		silent := o.silent() // campaign when the store answers
 		for s := range n {
 			if o.owned[s].Load() || o.recordHeld(s, isLive) {
 				unheldSince[s] = time.Time{}
@@ -137,7 +138,7 @@ func (o *Owners) coordinate(ctx context.Context) {
 			orphan := !unheldSince[s].IsZero() && now.Sub(unheldSince[s]) >= 2*ttl
 			want := a.first[s] == o.cfg.ID || (orphan && a.second[s] == o.cfg.ID)
 			switch {
-			case want && running[s] == nil && !now.Before(retryAt[s]):
+			case want && running[s] == nil && !now.Before(retryAt[s]) && !silent:
 				cctx, cancel := context.WithCancel(ctx)
 				c := &campaign{cancel: cancel, done: make(chan struct{})}
 				running[s] = c
@@ -185,12 +186,28 @@ func (o *Owners) holdShard(ctx context.Context, s int) {
 		return
 	}
 	o.take(s, rec)
-	select {
-	case <-lost:
-	case <-ctx.Done():
+	check := time.NewTicker(o.cfg.TTL / 10)
+	defer check.Stop()
+	reason := "election hold lost"
+hold:
+	for {
+		select {
+		case <-lost:
+			break hold
+		case <-ctx.Done():
+			break hold
+		case <-check.C:
+			if o.silent() {
+				reason = "store silent for 2/3 of the TTL"
+				break hold
+			}
+		}
 	}
 	clean := ctx.Err() != nil // etcd closes lost with ctx too
-	o.giveUp(s, rec, clean)
+	if clean {
+		reason = "resigned"
+	}
+	o.giveUp(s, rec, reason)
 	if clean {
 		o.markReleased(ctx, s, rec)
 	}
@@ -225,7 +242,10 @@ func (o *Owners) putRecord(ctx context.Context, key string, rec *Record) error {
 	if err != nil {
 		return err
 	}
-	_, err = o.cfg.KV.Put(ctx, key, b)
+	at := o.cfg.Now()
+	if _, err = o.cfg.KV.Put(ctx, key, b); err == nil {
+		o.wrote(at)
+	}
 	return err
 }
 
@@ -263,19 +283,18 @@ func (o *Owners) take(s int, rec *Record) {
 	o.notify()
 }
 
-// giveUp ends this replica's ownership of shard s; clean tells a resign
-// from a lost hold.
-func (o *Owners) giveUp(s int, rec *Record, clean bool) {
+// giveUp ends this replica's ownership of shard s, for reason.
+func (o *Owners) giveUp(s int, rec *Record, reason string) {
 	o.owned[s].Store(false)
 	if o.onTransition != nil {
 		o.onTransition(s, false, rec.Epoch)
 	}
 	o.nOwned.Add(-1)
 	o.metrics.changes.WithLabelValues("released").Inc()
-	if clean {
-		o.log.Info("shard given up", "shard", s, "epoch", rec.Epoch, "reason", "resigned")
+	if reason == "resigned" {
+		o.log.Info("shard given up", "shard", s, "epoch", rec.Epoch, "reason", reason)
 	} else {
-		o.log.Warn("shard given up", "shard", s, "epoch", rec.Epoch, "reason", "election hold lost")
+		o.log.Warn("shard given up", "shard", s, "epoch", rec.Epoch, "reason", reason)
 	}
 	o.notify()
 }
