@@ -65,8 +65,11 @@
 // shard to a replica that still reaches it, so it owns nothing (measured
 // about 1.4 s with a 2 s TTL) and campaigns again when its writes succeed.
 // The owner recorded stays what it was. Owners that consume Owns should
-// still carry the epoch with what they publish (a holder cut off from the
-// store and a new one can overlap for the rest of that 2/3 TTL).
+// still carry the epoch with what they publish: the store expires a hold
+// no sooner than 2/3 TTL after the holder's last successful write began
+// (its keep-alives run every TTL/3), and the holder checks every TTL/10,
+// so a holder cut off from the store and its successor can overlap by
+// about that check period.
 //
 // With Config.Elect nil (bbolt, one replica) the replica owns every shard
 // from New on, at epoch 1, and never touches the store.
