@@ -299,6 +299,13 @@ func TestThreeReplicas(t *testing.T) {
 			t.Errorf("%s: spillway_mesh_members = %v, want 3", in.id, got)
 		}
 	}
+	for _, in := range insts {
+		select {
+		case <-in.o.Changes():
+		default:
+			t.Errorf("%s: Changes() has no value after shards were taken", in.id)
+		}
+	}
 	h.check(t)
 }
 
@@ -343,7 +350,6 @@ func TestJoin(t *testing.T) {
 		}
 	})
 	d := all[3]
-	joined := time.Now()
 	d.run()
 	t.Cleanup(func() { d.stop(t) })
 	took := waitFor(t, 60*time.Second, "d owns shards, one holder each", func() string {
@@ -355,7 +361,6 @@ func TestJoin(t *testing.T) {
 	close(stopSampling)
 	sampler.Wait()
 	t.Logf("d joined: settled %v after its start; shards %v; %d of %d sample rounds saw a shard with two holders", took.Round(time.Millisecond), counts(all), doubles.Load(), samples.Load())
-	_ = joined
 	after := h.check(t)
 	limit := (DefaultShards+3)/4 + 2
 	for id, n := range counts(all) {
@@ -646,4 +651,30 @@ func TestStoreOutage(t *testing.T) {
 	})
 	t.Logf("balanced again %v later: %v", took.Round(time.Millisecond), counts(insts))
 	h.check(t)
+}
+
+// BenchmarkOwns: the per-service calls are a hash and atomic loads, no
+// allocation.
+func BenchmarkOwns(b *testing.B) {
+	o, err := New(Config{ID: "solo"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	svcs := serviceOf(DefaultShards)
+	b.Run("Owns", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := range b.N {
+			if !o.Owns(svcs[i%len(svcs)]) {
+				b.Fatal("not owned")
+			}
+		}
+	})
+	b.Run("Owner", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := range b.N {
+			if _, _, ok := o.Owner(svcs[i%len(svcs)]); !ok {
+				b.Fatal("no owner")
+			}
+		}
+	})
 }
