@@ -6,7 +6,8 @@
 // A service's shard is fnv-1a 32 of its name mod Shards (--mesh-shards,
 // 16 by default). The first replica records the count under "mesh/shards";
 // Run refuses to start a replica configured with another count, naming
-// the flag and both values (ErrShardCount).
+// the flag and both values (ErrShardCount). To change the count, stop
+// every replica and delete mesh/shards.
 //
 // # Protocol
 //
@@ -20,7 +21,9 @@
 //     observed is less than TTL old by this replica's own clock, so clock
 //     skew between replicas does not matter ("expires" is for people). A
 //     record found by the first List counts from its next heartbeat. A
-//     replica counts itself live.
+//     replica counts itself live. On a store with conditional deletes
+//     (etcd), a member record unchanged for 3×TTL (a replica killed before
+//     deleting it) is deleted at the revision observed.
 //   - Who campaigns: rendezvous (highest random weight) hashing of
 //     (shard, member id) over the live members, with bounded load: shards
 //     are taken in order and each goes to the highest-weighted member that

@@ -272,6 +272,9 @@ func (o *Owners) Run(ctx context.Context) error {
 	wg.Go(func() { o.heartbeatLoop(ctx) })
 	wg.Go(func() { o.watchLoop(ctx, MembersPrefix, o.listMembers, o.applyMember) })
 	wg.Go(func() { o.watchLoop(ctx, OwnershipPrefix, o.listRecords, o.applyRecord) })
+	if cd, ok := o.cfg.KV.(durable.CondDeleter); ok {
+		wg.Go(func() { o.reapLoop(ctx, cd) })
+	}
 	o.coordinate(ctx) // returns after every shard is given up
 	wg.Wait()
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.cfg.TTL)
@@ -346,6 +349,54 @@ func (o *Owners) heartbeatLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+	}
+}
+
+// reapAfter is how long a member record must go unchanged, as this
+// replica observed it, before it is deleted as the record of a replica
+// that was killed.
+func (o *Owners) reapAfter() time.Duration { return 3 * o.cfg.TTL }
+
+// reapLoop deletes, every TTL, the member records that have not changed
+// for reapAfter (replicas killed without deleting theirs), each only at
+// the revision observed, so a replica that came back under the same ID
+// keeps its new record. Every replica does it; the conditional delete
+// makes that harmless.
+func (o *Owners) reapLoop(ctx context.Context, cd durable.CondDeleter) {
+	t := time.NewTicker(o.cfg.TTL)
+	defer t.Stop()
+	since := o.cfg.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := o.cfg.Now()
+		if now.Sub(since) < o.reapAfter() {
+			continue // a member listed at start has an unknown age
+		}
+		type stale struct {
+			id  string
+			rev int64
+		}
+		var gone []stale
+		o.mu.Lock()
+		for id, sm := range o.seen {
+			if id != o.cfg.ID && (sm.at.IsZero() || now.Sub(sm.at) >= o.reapAfter()) {
+				gone = append(gone, stale{id, sm.rev})
+			}
+		}
+		o.mu.Unlock()
+		for _, g := range gone {
+			deleted, err := cd.DeleteIf(ctx, MembersPrefix+g.id, g.rev)
+			switch {
+			case err != nil && ctx.Err() == nil:
+				o.log.Warn("delete a dead member's record", "member", g.id, "err", err)
+			case deleted:
+				o.log.Info("deleted a dead member's record", "member", g.id, "unchanged_for", o.reapAfter())
+			}
 		}
 	}
 }

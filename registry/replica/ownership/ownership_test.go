@@ -405,6 +405,13 @@ func TestKill(t *testing.T) {
 		}
 		return ""
 	})
+	took = waitFor(t, 60*time.Second, "b's member record deleted", func() string {
+		if _, _, err := insts[0].kv.Get(context.Background(), MembersPrefix+"b"); !errors.Is(err, durable.ErrNotFound) {
+			return fmt.Sprintf("Get(members/b) = %v", err)
+		}
+		return ""
+	})
+	t.Logf("b's member record deleted by the others %v after its shards moved (unchanged for %v)", took.Round(time.Millisecond), 3*testTTL)
 	h.check(t)
 }
 
