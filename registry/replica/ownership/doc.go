@@ -38,7 +38,8 @@
 //     time after its start) and campaigns, so a holder does not give a
 //     shard up to nobody. If views differ so that nobody holds a shard
 //     (no live holder recorded, this replica not holding it) for 2×TTL,
-//     the second-ranked campaigns too. The election is what guarantees one
+//     the second-ranked campaigns too, and keeps a shard so taken while
+//     the ranked members stay the same. The election is what guarantees one
 //     holder at a time; ranking only decides who asks.
 //   - Records: the winner of shard NN puts "ownership/shard/NN" =
 //     {"owner", "grpc_addr", "epoch", "since"}, epoch one above the stored

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"hash/fnv"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/spillway/spillway/registry/durable"
@@ -97,6 +98,7 @@ func (o *Owners) coordinate(ctx context.Context) {
 	running := make([]*campaign, n)
 	retryAt := make([]time.Time, n)
 	unheldSince := make([]time.Time, n)
+	guarding := make([]string, n) // ranked members when a campaign started as the guard
 	exited := make(chan int, n)
 	tick := time.NewTicker(ttl / 10)
 	defer tick.Stop()
@@ -128,6 +130,7 @@ func (o *Owners) coordinate(ctx context.Context) {
 			isLive[m.ID] = true
 		}
 		a := assign(ranked, n)
+		view := strings.Join(ranked, ",")
 		silent := o.silent() // campaign when the store answers
 		for s := range n {
 			if o.owned[s].Load() || o.recordHeld(s, isLive) {
@@ -136,9 +139,23 @@ func (o *Owners) coordinate(ctx context.Context) {
 				unheldSince[s] = now
 			}
 			orphan := !unheldSince[s].IsZero() && now.Sub(unheldSince[s]) >= 2*ttl
-			want := a.first[s] == o.cfg.ID || (orphan && a.second[s] == o.cfg.ID)
+			first := a.first[s] == o.cfg.ID
+			guard := orphan && a.second[s] == o.cfg.ID
+			if running[s] == nil {
+				guarding[s] = ""
+			}
+			// A shard taken as the guard is kept while the ranked
+			// members stay the same: the first-ranked did not take it
+			// in 2×TTL, and giving it back would only leave it
+			// unowned for another 2×TTL.
+			keep := guarding[s] != "" && guarding[s] == view
+			want := first || guard || keep
 			switch {
 			case want && running[s] == nil && !now.Before(retryAt[s]) && !silent:
+				if !first {
+					guarding[s] = view
+					o.log.Info("campaigning for a shard without a holder", "shard", s, "unheld_for", now.Sub(unheldSince[s]), "first_ranked", a.first[s])
+				}
 				cctx, cancel := context.WithCancel(ctx)
 				c := &campaign{cancel: cancel, done: make(chan struct{})}
 				running[s] = c
