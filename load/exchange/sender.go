@@ -275,17 +275,21 @@ func (p *peer) loop(ctx context.Context, r *run) {
 				}
 				conn = c
 			}
+			// An owner that does not answer (a connection stuck
+			// connecting, a stream stuck on flow control) is given up
+			// after a few intervals; the next round after the backoff
+			// gets a fresh stream.
 			if stream == nil {
 				sctx, cancel := context.WithCancel(ctx)
+				watchdog := time.AfterFunc(FreshIntervals*r.s.Interval, cancel)
 				st, err := meshv1.NewLoadExchangeClient(conn).Report(sctx)
+				watchdog.Stop()
 				if err != nil {
 					cancel()
 					return fmt.Errorf("open stream: %w", err)
 				}
 				stream, cancelStream = st, cancel
 			}
-			// A stream stuck on flow control is torn down after a few
-			// intervals, so the next round gets a fresh one.
 			watchdog := time.AfterFunc(FreshIntervals*r.s.Interval, cancelStream)
 			defer watchdog.Stop()
 			for i, msg := range msgs {
