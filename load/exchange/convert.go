@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"time"
 
 	"github.com/spillway/spillway/load"
@@ -182,22 +183,24 @@ func Validate(s load.Summary) error {
 	}
 	seen := make(map[string]struct{}, len(s.Services))
 	for i, ss := range s.Services {
-		field := fmt.Sprintf("summary.services[%d]", i)
-		if err := names.ValidateService(field+".service", ss.Service); err != nil {
+		if err := names.ValidateService("", ss.Service); err != nil {
+			err = names.ValidateService(fmt.Sprintf("summary.services[%d].service", i), ss.Service)
 			return fmt.Errorf("%w: %w", err, ErrInvalid)
 		}
 		if _, dup := seen[ss.Service]; dup {
-			return errorf(field+".service", "%q appears twice", ss.Service)
+			return errorf(fmt.Sprintf("summary.services[%d].service", i), "%q appears twice", ss.Service)
 		}
 		seen[ss.Service] = struct{}{}
-		if err := validateService(field, ss, s.At); err != nil {
+		if err := validateService(i, ss, s.At); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func validateService(field string, ss load.ServiceSummary, at time.Time) error {
+// validateService checks service i of a summary taken at at.
+func validateService(i int, ss load.ServiceSummary, at time.Time) error {
+	field := "summary.services[" + strconv.Itoa(i) + "]"
 	if len(ss.Flows) > MaxFlows {
 		return errorf(field+".flows", "%d flows, at most %d", len(ss.Flows), MaxFlows)
 	}
@@ -207,47 +210,54 @@ func validateService(field string, ss load.ServiceSummary, at time.Time) error {
 	type pair struct{ c, z string }
 	flows := make(map[pair]struct{}, len(ss.Flows))
 	for j, f := range ss.Flows {
-		ff := fmt.Sprintf("%s.flows[%d]", field, j)
-		if err := validateZone(ff+".client_zone", f.ClientZone); err != nil {
-			return err
+		// Field names are built only for an error: this runs for every
+		// flow of every summary.
+		ff := func(sub string) string { return fmt.Sprintf("%s.flows[%d]%s", field, j, sub) }
+		if !validZone(f.ClientZone) {
+			return validateZone(ff(".client_zone"), f.ClientZone)
 		}
-		if err := validateZone(ff+".zone", f.Zone); err != nil {
-			return err
+		if !validZone(f.Zone) {
+			return validateZone(ff(".zone"), f.Zone)
 		}
 		if _, dup := flows[pair{f.ClientZone, f.Zone}]; dup {
-			return errorf(ff, "client zone %q to zone %q appears twice", f.ClientZone, f.Zone)
+			return errorf(ff(""), "client zone %q to zone %q appears twice", f.ClientZone, f.Zone)
 		}
 		flows[pair{f.ClientZone, f.Zone}] = struct{}{}
-		for _, r := range []struct {
+		for _, r := range [...]struct {
 			name string
 			v    float64
 		}{{"issued", f.Issued}, {"succeeded", f.Succeeded}, {"errored", f.Errored}} {
-			if math.IsNaN(r.v) || math.IsInf(r.v, 0) || r.v < 0 {
-				return errorf(ff+"."+r.name, "%v, want a finite rate >= 0", r.v)
+			if !(r.v >= 0 && r.v <= math.MaxFloat64) { // also NaN
+				return errorf(ff("."+r.name), "%v, want a finite rate >= 0", r.v)
 			}
 		}
 		if f.Reporters < 0 || f.Reporters > MaxCount {
-			return errorf(ff+".reporters", "%d, want 0..%d", f.Reporters, MaxCount)
+			return errorf(ff(".reporters"), "%d, want 0..%d", f.Reporters, MaxCount)
 		}
 		if !f.Updated.IsZero() && (f.Updated.After(at) || at.Sub(f.Updated) > MaxAge) {
-			return errorf(ff+".age_ms", "updated %v, want within %v before the summary's time %v", f.Updated, MaxAge, at)
+			return errorf(ff(".age_ms"), "updated %v, want within %v before the summary's time %v", f.Updated, MaxAge, at)
 		}
 	}
 	zones := make(map[string]struct{}, len(ss.Clients))
 	for j, c := range ss.Clients {
-		cf := fmt.Sprintf("%s.clients[%d]", field, j)
-		if err := validateZone(cf+".zone", c.Zone); err != nil {
-			return err
+		cf := func(sub string) string { return fmt.Sprintf("%s.clients[%d]%s", field, j, sub) }
+		if !validZone(c.Zone) {
+			return validateZone(cf(".zone"), c.Zone)
 		}
 		if _, dup := zones[c.Zone]; dup {
-			return errorf(cf+".zone", "%q appears twice", c.Zone)
+			return errorf(cf(".zone"), "%q appears twice", c.Zone)
 		}
 		zones[c.Zone] = struct{}{}
 		if c.Count < 0 || c.Count > MaxCount {
-			return errorf(cf+".count", "%d, want 0..%d", c.Count, MaxCount)
+			return errorf(cf(".count"), "%d, want 0..%d", c.Count, MaxCount)
 		}
 	}
 	return nil
+}
+
+// validZone is validateZone without the error, for the hot path.
+func validZone(z string) bool {
+	return z == "" || names.ValidateLabel("", z) == nil
 }
 
 func validateZone(field, z string) error {

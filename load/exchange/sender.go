@@ -125,7 +125,7 @@ func (r *run) round(ctx context.Context, now time.Time) {
 			invalid++
 			continue
 		}
-		if err := validateService("service "+ss.Service, ss, now); err != nil {
+		if err := validateService(0, ss, now); err != nil {
 			invalid++
 			r.log.Debug("local load summary skipped", "service", ss.Service, "err", err)
 			continue
