@@ -1,0 +1,73 @@
+// Package exchange carries load summaries from every replica to each
+// service's owner replica (issue 13, "load reaches the owner"): each
+// client's LRS stream lands on one replica, so no replica sees a
+// service's whole demand; the owner merges every replica's summary and
+// computes the service's weights from the sum.
+//
+// The wire is spillway.mesh.v1 (package meshv1): one long-lived
+// client stream LoadExchange.Report per (sender, owner address), one
+// Summary message per report interval holding only the services that
+// owner owns (split into several messages past MaxServices services or
+// about 1 MiB). A flow's newest report travels as its age relative to the
+// summary's time, and the owner places it on its own clock on arrival,
+// so replica clock skew does not age load.
+//
+// # Usage
+//
+// Every replica runs a Sender. Local is usually
+//
+//	func(now time.Time) []load.ServiceSummary {
+//		return exchange.Summarize(table.Loads("", now), clientCounts())
+//	}
+//
+// Route asks ownership for the service's owner and its gRPC address, and
+// Deliver hands the summary of the services the replica owns itself to
+// its own Merged (merged.Add(s, time.Now())) without the network.
+//
+// The owner side registers a Server on the replica's gRPC server
+// (srv.Register(grpcServer)) over a Merged, which is what the weights
+// planner reads: Loads and ClientCounts (its LoadSource and
+// ClientSource), Contributors (for explain) and Fresh (an owner that just
+// took a shard waits for a summary that arrived after it did).
+//
+// # Freshness and bounds
+//
+// Merged keeps per (sender, service) the latest summary, its arrival time
+// and the sender's interval; it counts only summaries that arrived within
+// FreshIntervals (3) of their sender's interval. A service a sender stops
+// reporting therefore drops out of the sums after 3 intervals. Senders
+// and services silent for 5 minutes are forgotten; at most 256 senders
+// and 100,000 services per sender are held (MergedConfig), and a summary
+// past those bounds is refused whole (ErrFull, ResourceExhausted on the
+// wire).
+//
+// Every received message is validated whole (FromProto) before anything
+// of it is stored: replica id (letters, digits and -_.:=@+, at most 128),
+// interval, service names (registry rules), zones (a DNS label or ""),
+// rates (finite, >= 0), counts and list lengths (bounded), no
+// duplicates. An invalid message ends the stream with InvalidArgument
+// naming the field (summary.services[3].flows[0].issued) and leaves
+// Merged unchanged. A stream carries one replica's summaries.
+//
+// # Failure
+//
+// Each owner address has its own goroutine and stream, holding at most
+// the newest round: a slow or dead owner never delays the others, and a
+// round that cannot be sent is dropped (counted), never queued, since the
+// next interval has fresher data. After a failure a sender waits a
+// backoff (from min(interval, 1 s), doubling to 30 s) before it dials
+// again; an owner that does not answer within 3 intervals is given up.
+// Services with no owner are skipped and counted.
+//
+// # Metrics
+//
+//	spillway_mesh_load_summaries_total{result}   accepted, invalid, full; sent, delivered, dropped
+//	spillway_mesh_load_bytes_total{direction}    received, sent
+//	spillway_mesh_load_unrouted_services_total
+//
+// # Concurrency
+//
+// Merged and Server are safe for concurrent use. A Sender's fields are
+// read-only once Run is called; Run is called once and owns the Sender's
+// state; Local and Route are called on Run's goroutine, Deliver too.
+package exchange

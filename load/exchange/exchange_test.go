@@ -1,0 +1,253 @@
+package exchange
+
+import (
+	"context"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/spillway/spillway/load"
+)
+
+const testInterval = 50 * time.Millisecond
+
+// eventually polls cond until it holds; the 20 s bound only stops a hung
+// test, it is not a speed check.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within 20s: %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// startSender runs s until the returned stop is called (or the test ends).
+func startSender(t *testing.T, s *Sender) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Sender %s Run = %v", s.ID, err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+func fixedLocal(ss ...load.ServiceSummary) func(time.Time) []load.ServiceSummary {
+	return func(now time.Time) []load.ServiceSummary {
+		out := make([]load.ServiceSummary, len(ss))
+		for i, s := range ss {
+			s.Flows = append([]load.Flow(nil), s.Flows...)
+			for j := range s.Flows {
+				s.Flows[j].Updated = now
+			}
+			out[i] = s
+		}
+		return out
+	}
+}
+
+var dialInsecure = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+
+func TestTwoSendersOneOwner(t *testing.T) {
+	m := NewMerged(MergedConfig{})
+	addr := startServer(t, m)
+	route := func(svc string) (string, string, bool) {
+		if svc == "orphan" {
+			return "", "", false
+		}
+		return "owner", addr, true
+	}
+	reg := prometheus.NewRegistry()
+	stopA := startSender(t, &Sender{
+		ID: "ra", Interval: testInterval, Route: route, DialOptions: dialInsecure, Registerer: reg,
+		Local: fixedLocal(
+			load.ServiceSummary{Service: "svc", Flows: []load.Flow{{ClientZone: "zone-a", Zone: "zone-a", Issued: 100, Reporters: 3}}, Clients: []load.ClientCount{{Zone: "zone-a", Count: 3}}},
+			load.ServiceSummary{Service: "orphan", Clients: []load.ClientCount{{Zone: "zone-a", Count: 1}}},
+		),
+	})
+	stopB := startSender(t, &Sender{
+		ID: "rb", Interval: testInterval, Route: route, DialOptions: dialInsecure,
+		Local: fixedLocal(load.ServiceSummary{Service: "svc",
+			Flows:   []load.Flow{{ClientZone: "zone-a", Zone: "zone-a", Issued: 1, Reporters: 1}, {ClientZone: "zone-b", Zone: "zone-a", Issued: 10, Reporters: 1}},
+			Clients: []load.ClientCount{{Zone: "zone-a", Count: 1}, {Zone: "zone-b", Count: 1}},
+		}),
+	})
+
+	type flowSum struct {
+		ClientZone, Zone string
+		Issued           float64
+		Reporters        int
+	}
+	sums := func() []flowSum {
+		var out []flowSum
+		for _, l := range m.Loads("svc", time.Now()) {
+			out = append(out, flowSum{l.ClientZone, l.Locality.Zone, l.Issued, l.Reporters})
+		}
+		return out
+	}
+	both := []flowSum{{"zone-a", "zone-a", 101, 4}, {"zone-b", "zone-a", 10, 1}}
+	eventually(t, "Merged sums both senders", func() bool { return cmp.Equal(sums(), both) })
+	if diff := cmp.Diff(map[string]map[string]int{"svc": {"zone-a": 4, "zone-b": 1}}, m.ClientCounts()); diff != "" {
+		t.Errorf("ClientCounts (-want +got):\n%s", diff)
+	}
+	cs := m.Contributors("svc", time.Now())
+	if len(cs) != 2 || cs[0].Replica != "ra" || cs[1].Replica != "rb" {
+		t.Fatalf("Contributors = %+v, want ra and rb", cs)
+	}
+	for _, c := range cs {
+		if c.Age < 0 || c.Age > FreshIntervals*testInterval {
+			t.Errorf("Contributor %s age %v, want within [0, %v] (fresh)", c.Replica, c.Age, FreshIntervals*testInterval)
+		}
+	}
+	if got := m.Loads("orphan", time.Now()); len(got) != 0 {
+		t.Errorf("Loads(orphan) = %v, want none (no owner)", got)
+	}
+
+	// rb goes silent: within 3 intervals its share expires.
+	stopB()
+	eventually(t, "rb's load expires", func() bool {
+		return cmp.Equal(sums(), []flowSum{{"zone-a", "zone-a", 100, 3}})
+	})
+	if cs := m.Contributors("svc", time.Now()); len(cs) != 1 || cs[0].Replica != "ra" {
+		t.Errorf("Contributors after rb stopped = %+v, want ra only", cs)
+	}
+	if diff := cmp.Diff(map[string]map[string]int{"svc": {"zone-a": 3}}, m.ClientCounts()); diff != "" {
+		t.Errorf("ClientCounts after rb stopped (-want +got):\n%s", diff)
+	}
+	stopA()
+	if got := counter(t, reg, "spillway_mesh_load_unrouted_services_total", ""); got < 1 {
+		t.Errorf("unrouted services = %v, want >= 1 (orphan)", got)
+	}
+	if got := counter(t, reg, "spillway_mesh_load_bytes_total", "sent"); got <= 0 {
+		t.Errorf("bytes sent = %v, want > 0", got)
+	}
+}
+
+// counter returns the value of counter name in reg with the given label
+// value ("" for an unlabelled counter), summed over matching series.
+func counter(t *testing.T, reg *prometheus.Registry, name, label string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	must(t, err)
+	var v float64
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, mm := range mf.Metric {
+			if label == "" || len(mm.GetLabel()) == 1 && mm.GetLabel()[0].GetValue() == label {
+				v += mm.GetCounter().GetValue()
+			}
+		}
+	}
+	return v
+}
+
+func TestSenderOwnerDown(t *testing.T) {
+	m := NewMerged(MergedConfig{})
+	live := startServer(t, m)
+
+	// refused: nothing listens there any more.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	refused := l.Addr().String()
+	l.Close()
+	// blackhole: accepts TCP and never answers.
+	bh, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	var held []net.Conn
+	var mu sync.Mutex
+	acceptDone := make(chan struct{})
+	go func() {
+		defer close(acceptDone)
+		for {
+			c, err := bh.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		bh.Close()
+		<-acceptDone
+		mu.Lock()
+		for _, c := range held {
+			c.Close()
+		}
+		mu.Unlock()
+	})
+
+	var deliveries int
+	var dmu sync.Mutex
+	reg := prometheus.NewRegistry()
+	startSender(t, &Sender{
+		ID: "rc", Interval: testInterval, DialOptions: dialInsecure, Registerer: reg,
+		Route: func(svc string) (string, string, bool) {
+			switch svc {
+			case "to-refused":
+				return "dead", refused, true
+			case "to-blackhole":
+				return "hung", bh.Addr().String(), true
+			case "mine":
+				return "rc", "", true
+			}
+			return "owner", live, true
+		},
+		Deliver: func(s load.Summary) {
+			if len(s.Services) != 1 || s.Services[0].Service != "mine" {
+				t.Errorf("Deliver got %+v, want only service mine", s.Services)
+			}
+			dmu.Lock()
+			deliveries++
+			dmu.Unlock()
+		},
+		Local: fixedLocal(
+			load.ServiceSummary{Service: "to-refused", Clients: []load.ClientCount{{Zone: "zone-a", Count: 1}}},
+			load.ServiceSummary{Service: "to-blackhole", Clients: []load.ClientCount{{Zone: "zone-a", Count: 1}}},
+			load.ServiceSummary{Service: "mine", Clients: []load.ClientCount{{Zone: "zone-a", Count: 1}}},
+			load.ServiceSummary{Service: "svc", Clients: []load.ClientCount{{Zone: "zone-c", Count: 5}}},
+		),
+	})
+
+	// The live owner keeps getting rounds, one after another, while the
+	// other two fail: 10 successive fresh arrivals.
+	for range 10 {
+		since := time.Now()
+		eventually(t, "round to the live owner", func() bool { return m.Fresh("rc", since) })
+	}
+	if diff := cmp.Diff(map[string]map[string]int{"svc": {"zone-c": 5}}, m.ClientCounts()); diff != "" {
+		t.Errorf("live owner's ClientCounts (-want +got):\n%s", diff)
+	}
+	dmu.Lock()
+	n := deliveries
+	dmu.Unlock()
+	if n < 5 {
+		t.Errorf("Deliver called %d times over 10 rounds, want >= 5", n)
+	}
+	eventually(t, "rounds to the dead owners counted as dropped", func() bool {
+		return counter(t, reg, "spillway_mesh_load_summaries_total", "dropped") >= 2
+	})
+	if got := counter(t, reg, "spillway_mesh_load_summaries_total", "delivered"); got < 5 {
+		t.Errorf("delivered summaries metric = %v, want >= 5", got)
+	}
+}

@@ -1,0 +1,52 @@
+package exchange
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/spillway/spillway/load/exchange/meshv1"
+)
+
+// FuzzFromProto feeds FromProto what a peer could send: whatever decodes
+// as a Summary. A summary it accepts must survive ToProto/FromProto
+// unchanged and be stored by Merged.
+func FuzzFromProto(f *testing.F) {
+	for _, s := range []*meshv1.Summary{
+		ToProto(goodSummary("replica-1", t0)),
+		ToProto(goodSummary("spillway-0.pod@x", time.Unix(1, 0))),
+		{Replica: "r", AtUnixNano: 1, IntervalMs: 1},
+	} {
+		b, err := proto.Marshal(s)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var m meshv1.Summary
+		if proto.Unmarshal(b, &m) != nil {
+			return
+		}
+		s, err := FromProto(&m)
+		if err != nil {
+			return
+		}
+		again, err := FromProto(ToProto(s))
+		if err != nil {
+			t.Fatalf("re-encoded accepted summary rejected: %v", err)
+		}
+		if diff := cmp.Diff(s, again); diff != "" {
+			t.Fatalf("round trip (-first +second):\n%s", diff)
+		}
+		mg := NewMerged(MergedConfig{})
+		if err := mg.Add(s, time.Now()); err != nil {
+			t.Fatalf("Merged.Add of an accepted summary: %v", err)
+		}
+		if got := mg.Size().Services; got != len(s.Services) {
+			t.Fatalf("Merged holds %d services, want %d", got, len(s.Services))
+		}
+	})
+}

@@ -1,0 +1,302 @@
+package exchange
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spillway/spillway/load"
+)
+
+// Defaults of MergedConfig.
+const (
+	DefaultMaxSenders  = 256
+	DefaultMaxServices = 100_000
+	DefaultForget      = 5 * time.Minute
+	// FreshIntervals is how many of its sender's intervals a summary
+	// stays fresh after it arrived.
+	FreshIntervals = 3
+)
+
+// ErrFull is returned by Merged.Add when a summary would take Merged past
+// MaxSenders or MaxServices; nothing of it is stored.
+var ErrFull = errors.New("load summaries full")
+
+// MergedConfig bounds a Merged. Zero fields take the defaults.
+type MergedConfig struct {
+	// MaxSenders bounds the sender replicas remembered; 0: 256.
+	MaxSenders int
+	// MaxServices bounds the services remembered per sender; 0: 100,000.
+	MaxServices int
+	// Forget is how long a sender, or one of its services, is remembered
+	// after its last summary; 0: 5 minutes.
+	Forget time.Duration
+	// Now is the owner's clock; nil: time.Now.
+	Now func() time.Time
+}
+
+// Contributor is a replica whose load a Merged sums for a service, and
+// how long ago its latest summary arrived.
+type Contributor struct {
+	Replica string
+	Age     time.Duration
+}
+
+// Merged holds, per (sender replica, service), the latest ServiceSummary
+// and when it arrived (the owner's clock), and answers the planner's
+// questions from the fresh ones. It is safe for concurrent use.
+type Merged struct {
+	// Read-only after NewMerged.
+	cfg MergedConfig
+
+	mu sync.Mutex // guards the fields below
+	// senders by replica id.
+	senders   map[string]*senderState
+	lastPrune time.Time
+}
+
+type senderState struct {
+	last     time.Time // arrival of its latest summary
+	interval time.Duration
+	services map[string]*entry
+}
+
+type entry struct {
+	arrived  time.Time
+	interval time.Duration
+	// sum's flows have Updated on the owner's clock.
+	sum load.ServiceSummary
+}
+
+func (e *entry) fresh(now time.Time) bool {
+	return now.Sub(e.arrived) <= FreshIntervals*e.interval
+}
+
+// NewMerged returns an empty Merged.
+func NewMerged(cfg MergedConfig) *Merged {
+	if cfg.MaxSenders <= 0 {
+		cfg.MaxSenders = DefaultMaxSenders
+	}
+	if cfg.MaxServices <= 0 {
+		cfg.MaxServices = DefaultMaxServices
+	}
+	if cfg.Forget <= 0 {
+		cfg.Forget = DefaultForget
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Merged{cfg: cfg, senders: map[string]*senderState{}}
+}
+
+// Add validates s and stores its services as the sender's latest,
+// received at now (the owner's clock). An invalid summary (the error
+// wraps ErrInvalid) or one past the bounds (ErrFull) changes nothing.
+func (m *Merged) Add(s load.Summary, now time.Time) error {
+	if err := Validate(s); err != nil {
+		return err
+	}
+	return m.add(s, now)
+}
+
+// add stores a validated summary.
+func (m *Merged) add(s load.Summary, now time.Time) error {
+	// Flows are placed on the owner's clock: their age relative to the
+	// sender's At, before now. Built outside the lock.
+	entries := make([]entry, len(s.Services))
+	for i, ss := range s.Services {
+		out := load.ServiceSummary{Service: ss.Service, Clients: slices.Clone(ss.Clients)}
+		if len(ss.Flows) > 0 {
+			out.Flows = make([]load.Flow, len(ss.Flows))
+			for j, f := range ss.Flows {
+				if !f.Updated.IsZero() {
+					f.Updated = now.Add(-s.At.Sub(f.Updated))
+				}
+				out.Flows[j] = f
+			}
+		}
+		entries[i] = entry{arrived: now, interval: s.Interval, sum: out}
+	}
+
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.pruneLocked(now)
+	st := m.senders[s.Replica]
+	if st == nil {
+		if len(m.senders) >= m.cfg.MaxSenders {
+			return fmt.Errorf("summary.replica: %q: already %d senders: %w", s.Replica, len(m.senders), ErrFull)
+		}
+	} else {
+		added := 0
+		for _, ss := range s.Services {
+			if _, ok := st.services[ss.Service]; !ok {
+				added++
+			}
+		}
+		if len(st.services)+added > m.cfg.MaxServices {
+			return fmt.Errorf("summary.services: sender %q would have %d services, at most %d: %w", s.Replica, len(st.services)+added, m.cfg.MaxServices, ErrFull)
+		}
+	}
+	if st == nil {
+		if len(s.Services) > m.cfg.MaxServices {
+			return fmt.Errorf("summary.services: sender %q would have %d services, at most %d: %w", s.Replica, len(s.Services), m.cfg.MaxServices, ErrFull)
+		}
+		st = &senderState{services: make(map[string]*entry, len(s.Services))}
+		m.senders[s.Replica] = st
+	}
+	st.last, st.interval = now, s.Interval
+	for i := range entries {
+		st.services[entries[i].sum.Service] = &entries[i]
+	}
+	return nil
+}
+
+// pruneLocked forgets senders and services silent for cfg.Forget, at most
+// once a second.
+func (m *Merged) pruneLocked(now time.Time) {
+	if now.Sub(m.lastPrune) < time.Second && !m.lastPrune.IsZero() {
+		return
+	}
+	m.lastPrune = now
+	for id, st := range m.senders {
+		for svc, e := range st.services {
+			if now.Sub(e.arrived) > m.cfg.Forget {
+				delete(st.services, svc)
+			}
+		}
+		if len(st.services) == 0 && now.Sub(st.last) > m.cfg.Forget {
+			delete(m.senders, id)
+		}
+	}
+}
+
+// Loads returns the flows of service ("" for every service) summed over
+// the senders whose latest summary of it is fresh (arrived within
+// FreshIntervals of the sender's interval), sorted by service, client
+// zone and zone. Locality carries only the zone; Reporters is the sum
+// over senders; Totals are zero (they are per replica).
+func (m *Merged) Loads(service string, now time.Time) []load.Load {
+	type key struct{ svc, cz, z string }
+	agg := map[key]*load.Load{}
+	m.mu.Lock()
+	for _, st := range m.senders {
+		add := func(e *entry) {
+			if !e.fresh(now) {
+				return
+			}
+			for _, f := range e.sum.Flows {
+				k := key{e.sum.Service, f.ClientZone, f.Zone}
+				l := agg[k]
+				if l == nil {
+					l = &load.Load{}
+					l.Service, l.ClientZone, l.Locality.Zone = k.svc, k.cz, k.z
+					agg[k] = l
+				}
+				l.Issued += f.Issued
+				l.Succeeded += f.Succeeded
+				l.Errored += f.Errored
+				l.InProgress += f.InProgress
+				l.Reporters += f.Reporters
+				if f.Updated.After(l.Updated) {
+					l.Updated = f.Updated
+				}
+			}
+		}
+		if service != "" {
+			if e := st.services[service]; e != nil {
+				add(e)
+			}
+			continue
+		}
+		for _, e := range st.services {
+			add(e)
+		}
+	}
+	m.mu.Unlock()
+	out := make([]load.Load, 0, len(agg))
+	for _, l := range agg {
+		out = append(out, *l)
+	}
+	slices.SortFunc(out, func(a, b load.Load) int {
+		return cmpStrings(a.Service, b.Service, a.ClientZone, b.ClientZone, a.Locality.Zone, b.Locality.Zone)
+	})
+	return out
+}
+
+func cmpStrings(pairs ...string) int {
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if c := strings.Compare(pairs[i], pairs[i+1]); c != 0 {
+			return c
+		}
+	}
+	return 0
+}
+
+// ClientCounts returns service -> client zone -> xDS streams, summed over
+// the senders whose latest summary of the service is fresh by the
+// configured clock.
+func (m *Merged) ClientCounts() map[string]map[string]int {
+	now := m.cfg.Now()
+	out := map[string]map[string]int{}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, st := range m.senders {
+		for svc, e := range st.services {
+			if !e.fresh(now) || len(e.sum.Clients) == 0 {
+				continue
+			}
+			zones := out[svc]
+			if zones == nil {
+				zones = map[string]int{}
+				out[svc] = zones
+			}
+			for _, c := range e.sum.Clients {
+				zones[c.Zone] += c.Count
+			}
+		}
+	}
+	return out
+}
+
+// Contributors returns the senders whose fresh summary of service Loads
+// sums, with the age of that summary at now, sorted by replica.
+func (m *Merged) Contributors(service string, now time.Time) []Contributor {
+	var out []Contributor
+	m.mu.Lock()
+	for id, st := range m.senders {
+		if e := st.services[service]; e != nil && e.fresh(now) {
+			out = append(out, Contributor{Replica: id, Age: now.Sub(e.arrived)})
+		}
+	}
+	m.mu.Unlock()
+	slices.SortFunc(out, func(a, b Contributor) int { return strings.Compare(a.Replica, b.Replica) })
+	return out
+}
+
+// Fresh reports whether a summary from replica arrived after since: the
+// owner that took a shard at since waits for it before publishing.
+func (m *Merged) Fresh(replica string, since time.Time) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	st := m.senders[replica]
+	return st != nil && st.last.After(since)
+}
+
+// Size is how much a Merged holds.
+type Size struct {
+	Senders, Services int // services summed over senders
+}
+
+// Size returns how much m holds.
+func (m *Merged) Size() Size {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	sz := Size{Senders: len(m.senders)}
+	for _, st := range m.senders {
+		sz.Services += len(st.services)
+	}
+	return sz
+}

@@ -1,0 +1,140 @@
+package exchange
+
+import (
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/spillway/spillway/load"
+)
+
+func flow(cz, z string, issued float64, reporters int, updated time.Time) load.Flow {
+	return load.Flow{ClientZone: cz, Zone: z, Issued: issued, Succeeded: issued, Reporters: reporters, Updated: updated}
+}
+
+func summary(replica string, at time.Time, interval time.Duration, services ...load.ServiceSummary) load.Summary {
+	return load.Summary{Replica: replica, At: at, Interval: interval, Services: services}
+}
+
+func mkLoad(svc, cz, z string, issued float64, reporters int, updated time.Time) load.Load {
+	var l load.Load
+	l.Service, l.ClientZone, l.Locality.Zone = svc, cz, z
+	l.Issued, l.Succeeded, l.Reporters, l.Updated = issued, issued, reporters, updated
+	return l
+}
+
+func TestMergedSumsFreshSenders(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := NewMerged(MergedConfig{})
+		now := time.Now()
+		// r1's clock is 1 h ahead: its flow ages still land on the owner's clock.
+		skew := time.Hour
+		must(t, m.Add(summary("r1", now.Add(skew), time.Second, load.ServiceSummary{
+			Service: "svc",
+			Flows:   []load.Flow{flow("zone-a", "zone-a", 100, 3, now.Add(skew-200*time.Millisecond))},
+			Clients: []load.ClientCount{{Zone: "zone-a", Count: 3}},
+		}), now))
+		must(t, m.Add(summary("r2", now, 2*time.Second, load.ServiceSummary{
+			Service: "svc",
+			Flows: []load.Flow{
+				flow("zone-a", "zone-a", 5, 1, now.Add(-time.Second)),
+				flow("zone-b", "zone-a", 20, 2, now.Add(-time.Second)),
+			},
+			Clients: []load.ClientCount{{Zone: "zone-a", Count: 1}, {Zone: "zone-b", Count: 2}},
+		}), now))
+
+		got := m.Loads("svc", now)
+		want := []load.Load{
+			mkLoad("svc", "zone-a", "zone-a", 105, 4, now.Add(-200*time.Millisecond)),
+			mkLoad("svc", "zone-b", "zone-a", 20, 2, now.Add(-time.Second)),
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("Loads (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff(map[string]map[string]int{"svc": {"zone-a": 4, "zone-b": 2}}, m.ClientCounts()); diff != "" {
+			t.Errorf("ClientCounts (-want +got):\n%s", diff)
+		}
+
+		// 3.5 s later r1 (1 s interval) is stale, r2 (2 s) is not.
+		time.Sleep(3500 * time.Millisecond)
+		now = time.Now()
+		got = m.Loads("", now)
+		want = []load.Load{
+			mkLoad("svc", "zone-a", "zone-a", 5, 1, now.Add(-3500*time.Millisecond-time.Second)),
+			mkLoad("svc", "zone-b", "zone-a", 20, 2, now.Add(-3500*time.Millisecond-time.Second)),
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("Loads after r1 went silent (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff([]Contributor{{Replica: "r2", Age: 3500 * time.Millisecond}}, m.Contributors("svc", now)); diff != "" {
+			t.Errorf("Contributors (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff(map[string]map[string]int{"svc": {"zone-a": 1, "zone-b": 2}}, m.ClientCounts()); diff != "" {
+			t.Errorf("ClientCounts after r1 went silent (-want +got):\n%s", diff)
+		}
+
+		// r1 comes back: fresh again, and Fresh says so for a shard taken before.
+		taken := now
+		if m.Fresh("r1", taken) {
+			t.Errorf("Fresh(r1, taken) = true before r1 sent again")
+		}
+		time.Sleep(time.Millisecond)
+		must(t, m.Add(summary("r1", time.Now().Add(skew), time.Second, load.ServiceSummary{Service: "svc"}), time.Now()))
+		if !m.Fresh("r1", taken) {
+			t.Errorf("Fresh(r1, taken) = false after r1 sent again")
+		}
+		if m.Fresh("r3", time.Time{}) {
+			t.Errorf("Fresh(r3) = true for a replica never heard from")
+		}
+		if got := len(m.Contributors("svc", time.Now())); got != 2 {
+			t.Errorf("Contributors = %d replicas, want 2", got)
+		}
+	})
+}
+
+func TestMergedForgets(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := NewMerged(MergedConfig{})
+		must(t, m.Add(summary("r1", time.Now(), time.Second, load.ServiceSummary{Service: "a"}, load.ServiceSummary{Service: "b"}), time.Now()))
+		must(t, m.Add(summary("r2", time.Now(), time.Second, load.ServiceSummary{Service: "a"}), time.Now()))
+		time.Sleep(3 * time.Minute)
+		must(t, m.Add(summary("r1", time.Now(), time.Second, load.ServiceSummary{Service: "a"}), time.Now()))
+		time.Sleep(3 * time.Minute) // r2 and r1's "b" silent for 6 min, r1's "a" for 3
+		must(t, m.Add(summary("r3", time.Now(), time.Second, load.ServiceSummary{Service: "c"}), time.Now()))
+		if got, want := m.Size(), (Size{Senders: 2, Services: 2}); got != want {
+			t.Errorf("Size = %+v, want %+v (r2 and r1's b forgotten)", got, want)
+		}
+	})
+}
+
+func TestMergedBounds(t *testing.T) {
+	now := t0
+	m := NewMerged(MergedConfig{MaxSenders: 2, MaxServices: 2})
+	must(t, m.Add(summary("r1", now, time.Second, load.ServiceSummary{Service: "a"}, load.ServiceSummary{Service: "b"}), now))
+	must(t, m.Add(summary("r2", now, time.Second, load.ServiceSummary{Service: "a"}), now))
+	before := m.Size()
+	for _, s := range []load.Summary{
+		summary("r3", now, time.Second, load.ServiceSummary{Service: "a"}),
+		summary("r1", now, time.Second, load.ServiceSummary{Service: "c"}),
+		summary("r2", now, time.Second, load.ServiceSummary{Service: "b"}, load.ServiceSummary{Service: "c"}),
+	} {
+		if err := m.Add(s, now); !errors.Is(err, ErrFull) {
+			t.Errorf("Add(%s %v) = %v, want ErrFull", s.Replica, s.Services, err)
+		}
+	}
+	if got := m.Size(); got != before {
+		t.Errorf("Size after refused adds = %+v, want %+v", got, before)
+	}
+	// Replacing known services is within bounds.
+	must(t, m.Add(summary("r1", now, time.Second, load.ServiceSummary{Service: "b"}), now))
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

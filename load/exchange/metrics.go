@@ -1,0 +1,54 @@
+package exchange
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are shared by the Server and the Sender of one process: both
+// register the same vectors, and the second registration reuses the
+// first's.
+type metrics struct {
+	summaries *prometheus.CounterVec // result: accepted, invalid, full, sent, delivered, dropped
+	bytes     *prometheus.CounterVec // direction: received, sent
+	unrouted  prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		summaries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "spillway_mesh_load_summaries_total",
+			Help: "Load summary messages between replicas, by result: accepted, invalid, full (owner side); sent, delivered (to this replica itself), dropped (sender side).",
+		}, []string{"result"}),
+		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "spillway_mesh_load_bytes_total",
+			Help: "Encoded bytes of load summary messages, by direction: received, sent.",
+		}, []string{"direction"}),
+		unrouted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "spillway_mesh_load_unrouted_services_total",
+			Help: "Services whose load summary was not sent because they had no owner.",
+		}),
+	}
+	if reg == nil {
+		return m
+	}
+	m.summaries = register(reg, m.summaries)
+	m.bytes = register(reg, m.bytes)
+	m.unrouted = register(reg, m.unrouted)
+	return m
+}
+
+// register registers c, or returns the collector already registered under
+// its name.
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(C); ok {
+				return existing
+			}
+		}
+	}
+	return c
+}
