@@ -114,14 +114,14 @@ func parseShardKey(key string) (int, error) {
 // Result is zoneaware.Result's JSON encoding (its Go field names); a change
 // to those types that breaks old readers needs a new V.
 type PlanRecord struct {
-	V            int                `json:"v"`
-	Service      string             `json:"service"`
-	Owner        string             `json:"owner"`
-	Epoch        int64              `json:"epoch"`
-	Shard        int                `json:"shard"`
-	Published    time.Time          `json:"published"`
-	Contributors []ContributorJSON  `json:"contributors,omitempty"`
-	Result       *zoneaware.Result  `json:"result"`
+	V            int               `json:"v"`
+	Service      string            `json:"service"`
+	Owner        string            `json:"owner"`
+	Epoch        int64             `json:"epoch"`
+	Shard        int               `json:"shard"`
+	Published    time.Time         `json:"published"`
+	Contributors []ContributorJSON `json:"contributors,omitempty"`
+	Result       *zoneaware.Result `json:"result"`
 }
 
 // ContributorJSON is one weights.Contributor in a record.
