@@ -224,6 +224,9 @@ func DecodePlan(key string, b []byte) (*PlanRecord, error) {
 			return nil, fmt.Errorf("contributors[%d].age_ms: %d is negative: %w", i, c.AgeMS, ErrBadRecord)
 		}
 	}
+	if r.Result == nil {
+		return nil, fmt.Errorf("result: is missing: %w", ErrBadRecord)
+	}
 	if err := checkResult(r.Result); err != nil {
 		return nil, fmt.Errorf("result.%w", err)
 	}
@@ -234,9 +237,6 @@ func DecodePlan(key string, b []byte) (*PlanRecord, error) {
 // client zone, vectors sorted by zone with weights >= 1 and shares that sum
 // to 1, bounded sizes, finite figures.
 func checkResult(res *zoneaware.Result) error {
-	if res == nil {
-		return fmt.Errorf("result: is missing: %w", ErrBadRecord)
-	}
 	if len(res.Routes) == 0 || len(res.Routes) > MaxZones {
 		return fmt.Errorf("routes: %d routes, want 1 to %d: %w", len(res.Routes), MaxZones, ErrBadRecord)
 	}
