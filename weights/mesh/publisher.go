@@ -75,6 +75,7 @@ type Publisher struct {
 	last   map[string]string // service -> vector key last published
 	states map[string][]byte // service -> state last checkpointed
 	counts WriteCounts
+	failed bool // a write of this cycle failed: skip the rest
 }
 
 // hold is this replica's hold of one shard.
@@ -175,9 +176,16 @@ func (p *Publisher) Run(ctx context.Context) error {
 	}
 }
 
+// put writes one record; after a failure the rest of the cycle's writes
+// are skipped (the store is likely unreachable: one request timeout per
+// cycle, not one per service), and retried next cycle.
 func (p *Publisher) put(ctx context.Context, kind, key string, v []byte) bool {
+	if p.failed {
+		return false
+	}
 	if _, err := p.cfg.KV.Put(ctx, key, v); err != nil {
-		p.log.Warn("store write failed", "kind", kind, "key", key, "err", err)
+		p.failed = true
+		p.log.Warn("store write failed; skipping this cycle's other writes", "kind", kind, "key", key, "err", err)
 		return false
 	}
 	p.writes.WithLabelValues(kind).Inc()
@@ -199,6 +207,7 @@ func (p *Publisher) Cycle(ctx context.Context, now time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.cycle++
+	p.failed = false
 	own := p.cfg.Ownership
 
 	// Shards held now, and the services of each.
@@ -375,6 +384,7 @@ func (p *Publisher) checkpoint(ctx context.Context, services []string) {
 func (p *Publisher) Release(ctx context.Context, shard int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.failed = false
 	var svcs []string
 	for _, svc := range p.cfg.Services() {
 		if p.cfg.Ownership.Shard(svc) == shard && validService(svc) == nil {
