@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"slices"
 	"sync"
@@ -44,8 +45,9 @@ type PublisherConfig struct {
 	// Interval is the cycle period of Run; zero means DefaultInterval.
 	// It is also the unit of the new owner's wait (2 intervals).
 	Interval time.Duration
-	// CheckpointEvery is how many cycles pass between state
-	// checkpoints; zero means DefaultCheckpointEvery.
+	// CheckpointEvery is how many cycles pass between two state
+	// checkpoints of a service (the services are spread over the
+	// cycles); zero means DefaultCheckpointEvery.
 	CheckpointEvery int
 	// Logger, or nil for none.
 	Logger *slog.Logger
@@ -281,13 +283,27 @@ func (p *Publisher) Cycle(ctx context.Context, now time.Time) {
 			p.publish(ctx, svc, s, h.epoch, now)
 		}
 	}
-	if p.cycle%uint64(p.cfg.CheckpointEvery) == 0 {
-		for _, s := range shards {
-			if p.held[s].ready {
-				p.checkpoint(ctx, byShard[s])
+	// Each service is checkpointed every CheckpointEvery cycles, the
+	// services spread over the cycles so the writes are not bursts.
+	k := uint64(p.cfg.CheckpointEvery)
+	for _, s := range shards {
+		if !p.held[s].ready {
+			continue
+		}
+		var due []string
+		for _, svc := range byShard[s] {
+			if (p.cycle+uint64(hash32(svc)))%k == 0 {
+				due = append(due, svc)
 			}
 		}
+		p.checkpoint(ctx, due)
 	}
+}
+
+func hash32(s string) uint32 {
+	h := fnv.New32a()
+	h.Write([]byte(s))
+	return h.Sum32()
 }
 
 // freshSince reports whether the load merged since the take can be
