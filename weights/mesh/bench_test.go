@@ -68,8 +68,10 @@ func (p *benchPlanner) Cycle(time.Time) {
 		}
 	}
 }
-func (p *benchPlanner) Plan(s string) *weights.Plan                { return p.plans[s] }
-func (p *benchPlanner) ExportState(s string) ([]byte, bool)        { return []byte(`{"s":"` + s + `"}`), true }
+func (p *benchPlanner) Plan(s string) *weights.Plan { return p.plans[s] }
+func (p *benchPlanner) ExportState(s string) ([]byte, bool) {
+	return fmt.Appendf(nil, `{"s":%q,"cycle":%d}`, s, p.cycles), true
+}
 func (p *benchPlanner) ImportState(service string, b []byte) error { return nil }
 
 // BenchmarkPublisherCycle: the owner's cycle (publisher work, planner
