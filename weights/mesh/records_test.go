@@ -252,3 +252,34 @@ func FuzzDecodeHeartbeat(f *testing.F) {
 		}
 	})
 }
+
+// TestRestartSeesDeadOwner: a replica starting after the owner died
+// dates the first sighting of a heartbeat by its stamp, so a plan whose
+// owner stopped long ago is not served as fresh; one whose owner is alive
+// is served at once.
+func TestRestartSeesDeadOwner(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := t.Context()
+		kv := newMemKV()
+		services := testServices(4)
+		o := newOwner(t, "r9", kv, services, newOwnership(1, "r9"))
+		o.pub.Cycle(ctx, time.Now())
+		fresh := newNode(t, kv, services, nil)
+		if _, err := fresh.sub.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+		fresh.sel.Refresh(time.Now())
+		if p := fresh.sel.Plan(services[0]); p.Source != weights.SourceMesh {
+			t.Errorf("owner alive: source %v reason %q, want mesh", p.Source, p.Reason)
+		}
+		time.Sleep(5 * interval) // the owner is dead
+		late := newNode(t, kv, services, nil)
+		if _, err := late.sub.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+		late.sel.Refresh(time.Now())
+		if p := late.sel.Plan(services[0]); p.Source != weights.SourceLocal || p.Reason != "published plan stale: owner r9 last heard 50s ago" {
+			t.Errorf("owner dead 50s: source %v reason %q, want local, stale 50s", p.Source, p.Reason)
+		}
+	})
+}

@@ -255,7 +255,15 @@ func (s *Subscriber) apply(typ durable.EventType, key string, value []byte, rev 
 			old.rev = rev
 			return
 		}
-		s.shards[shard] = &shardEntry{hb: *hb, rev: rev, changed: s.cfg.Now()}
+		// The local clock times every change; a heartbeat seen for the
+		// first time (start, restart) is dated by the owner's own stamp
+		// when that is in the past, so a dead owner's last heartbeat is
+		// not taken for a fresh one.
+		changed := s.cfg.Now()
+		if !ok && hb.At.Before(changed) {
+			changed = hb.At
+		}
+		s.shards[shard] = &shardEntry{hb: *hb, rev: rev, changed: changed}
 	}
 }
 
