@@ -198,3 +198,31 @@ func TestLostShardIsNotPublished(t *testing.T) {
 		t.Errorf("plan writes = %d, want %d", w.Plan, before.Plan+int64(in3))
 	}
 }
+
+// TestRemovedServiceIsUnpublished: a service that leaves the registry has
+// its plan and state deleted by its owner.
+func TestRemovedServiceIsUnpublished(t *testing.T) {
+	ctx := t.Context()
+	kv := newMemKV()
+	services := testServices(3)
+	current := services
+	own := newOwnership(1, "A")
+	o := newOwner(t, "A", kv, services, own)
+	o.pub.cfg.Services = func() []string { return current }
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	for range 6 {
+		o.pub.Cycle(ctx, now)
+		now = now.Add(interval)
+	}
+	if n := kv.keysUnder(StatePrefix); n != 3 {
+		t.Fatalf("state keys = %d, want 3", n)
+	}
+	current = services[:2]
+	o.pub.Cycle(ctx, now)
+	if _, _, err := kv.Get(ctx, PlanKey(services[2])); err == nil {
+		t.Errorf("plan of removed %s still stored", services[2])
+	}
+	if n, m := kv.keysUnder(PlanPrefix), kv.keysUnder(StatePrefix); n != 2 || m != 2 {
+		t.Errorf("plan keys %d, state keys %d after removing one of 3, want 2 and 2", n, m)
+	}
+}

@@ -202,6 +202,21 @@ func (p *Publisher) put(ctx context.Context, kind, key string, v []byte) bool {
 	return true
 }
 
+// del deletes one record of a service that left, counted as a plan write.
+func (p *Publisher) del(ctx context.Context, key string) bool {
+	if p.failed {
+		return false
+	}
+	if _, err := p.cfg.KV.Delete(ctx, key); err != nil {
+		p.failed = true
+		p.log.Warn("store delete failed; skipping this cycle's other writes", "key", key, "err", err)
+		return false
+	}
+	p.writes.WithLabelValues("plan").Inc()
+	p.counts.Plan++
+	return true
+}
+
 // Cycle runs one owner cycle at now: note taken and lost shards, run the
 // planner, write the heartbeats of the held shards, then the changed
 // plans of the ready ones, and every CheckpointEvery cycles the state.
@@ -281,6 +296,23 @@ func (p *Publisher) Cycle(ctx context.Context, now time.Time) {
 		}
 		for _, svc := range byShard[s] {
 			p.publish(ctx, svc, s, h.epoch, now)
+		}
+	}
+	// Services that left the registry (or the shard): their plan and
+	// state go, so no replica serves them.
+	owned := map[string]bool{}
+	for _, svcs := range byShard {
+		for _, svc := range svcs {
+			owned[svc] = true
+		}
+	}
+	for svc := range p.last {
+		if _, held := p.held[own.Shard(svc)]; !held || owned[svc] || !p.held[own.Shard(svc)].ready {
+			continue
+		}
+		if p.del(ctx, PlanKey(svc)) && p.del(ctx, StateKey(svc)) {
+			delete(p.last, svc)
+			delete(p.states, svc)
 		}
 	}
 	// Each service is checkpointed every CheckpointEvery cycles, the

@@ -173,7 +173,9 @@ func (s *Selector) Trigger() {
 }
 
 // LocalChanged is the local planner's OnChange: the services whose local
-// plan changed. Those served from the local plan change with it.
+// plan changed. Those served from the local plan change with it. It calls
+// LocalPlans.Plan, so the local planner must call it without holding a
+// lock that its Plan takes.
 func (s *Selector) LocalChanged(services []string, now time.Time) {
 	s.refresh(services, now)
 }

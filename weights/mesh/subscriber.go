@@ -52,7 +52,6 @@ type Subscriber struct {
 	shards map[int]*shardEntry
 	badN   map[string]int64
 	up     bool // the last List succeeded and its watch has not failed
-	synced bool // a List has succeeded once
 }
 
 type planEntry struct {
@@ -199,7 +198,7 @@ func (s *Subscriber) Sync(ctx context.Context) (int64, error) {
 			delete(s.plans, svc)
 		}
 	}
-	s.up, s.synced = true, true
+	s.up = true
 	s.mu.Unlock()
 	s.notify()
 	return rev, nil
