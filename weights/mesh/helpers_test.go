@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/goleak"
 
 	"github.com/spillway/spillway/registry/durable"
@@ -303,18 +303,10 @@ func testServices(n int) []string {
 
 func counterValue(t testing.TB, c prometheus.Counter) float64 {
 	t.Helper()
-	var m dto.Metric
-	if err := c.Write(&m); err != nil {
-		t.Fatal(err)
-	}
-	return m.GetCounter().GetValue()
+	return testutil.ToFloat64(c)
 }
 
 func gaugeValue(t testing.TB, g prometheus.Gauge) float64 {
 	t.Helper()
-	var m dto.Metric
-	if err := g.Write(&m); err != nil {
-		t.Fatal(err)
-	}
-	return m.GetGauge().GetValue()
+	return testutil.ToFloat64(g)
 }
