@@ -47,7 +47,8 @@
 // Publisher, each cycle: note the shards held (Ownership.Epoch); for a
 // shard newly held, or held at a new epoch, import the state of its
 // services from weights/state/ (a missing or bad checkpoint: the service
-// starts fresh) and start the wait; run Planner.Cycle; write every held
+// starts fresh; one the store fails to return is read again next cycle,
+// and the shard publishes nothing before) and start the wait; run Planner.Cycle; write every held
 // shard's heartbeat; then, for each held shard whose wait is over, the
 // changed plans. The wait ends when every other live member's load summary
 // arrived after the take (MergedLoad.Fresh) or 2 intervals passed,

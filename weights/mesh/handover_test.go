@@ -226,3 +226,32 @@ func TestRemovedServiceIsUnpublished(t *testing.T) {
 		t.Errorf("plan keys %d, state keys %d after removing one of 3, want 2 and 2", n, m)
 	}
 }
+
+// TestTakeDuringOutageRestoresLater: a shard taken while the store fails
+// publishes nothing until its checkpoints could be read, then imports
+// them.
+func TestTakeDuringOutageRestoresLater(t *testing.T) {
+	ctx := t.Context()
+	kv := newMemKV()
+	services := testServices(3)
+	state := []byte(`{"service":"svc-00","cycles":42}`)
+	kv.Put(ctx, StateKey(services[0]), state)
+	c := newOwner(t, "C", kv, services, newOwnership(3, "C"))
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	kv.down.Store(true)
+	for range 3 {
+		c.pub.Cycle(ctx, now)
+		now = now.Add(interval)
+	}
+	if got := c.planner.importedState(services[0]); got != nil {
+		t.Fatalf("imported %q while the store was down", got)
+	}
+	kv.down.Store(false)
+	c.pub.Cycle(ctx, now)
+	if got := c.planner.importedState(services[0]); string(got) != string(state) {
+		t.Errorf("imported %q after the outage, want %q", got, state)
+	}
+	if w := c.pub.Writes(); w.Plan != int64(len(services)) || w.Heartbeat != testShards {
+		t.Errorf("writes = %+v, want %d plans and %d heartbeats (the cycle after the outage)", w, len(services), testShards)
+	}
+}

@@ -85,6 +85,10 @@ type hold struct {
 	epoch int64
 	taken time.Time // when the hold was first seen
 	ready bool      // the fresh-load wait is over
+	// unread are the services whose checkpoint could not be read (store
+	// error): retried every cycle, and nothing of the shard is published
+	// before they are read.
+	unread []string
 }
 
 // NewPublisher validates cfg and returns a Publisher.
@@ -270,7 +274,12 @@ func (p *Publisher) Cycle(ctx context.Context, now time.Time) {
 		p.log.Info("shard taken", "shard", s, "epoch", e, "services", len(byShard[s]))
 		p.held[s] = &hold{epoch: e, taken: now}
 		p.forget(s)
-		p.restore(ctx, byShard[s])
+		p.held[s].unread = p.restore(ctx, byShard[s])
+	}
+	for _, h := range p.held {
+		if len(h.unread) > 0 {
+			h.unread = p.restore(ctx, h.unread)
+		}
 	}
 
 	p.cfg.Planner.Cycle(now)
@@ -287,6 +296,9 @@ func (p *Publisher) Cycle(ctx context.Context, now time.Time) {
 	}
 	for _, s := range shards {
 		h := p.held[s]
+		if len(h.unread) > 0 {
+			continue
+		}
 		if !h.ready {
 			if !p.freshSince(h.taken, now) {
 				continue
@@ -367,15 +379,22 @@ func (p *Publisher) forget(shard int) {
 }
 
 // restore imports each service's checkpointed state; a missing or bad
-// one leaves the service to start fresh.
-func (p *Publisher) restore(ctx context.Context, services []string) {
+// one leaves the service to start fresh. It returns the services whose
+// checkpoint could not be read (a store error), to try again.
+func (p *Publisher) restore(ctx context.Context, services []string) (unread []string) {
 	for _, svc := range services {
+		if p.failed {
+			unread = append(unread, svc)
+			continue
+		}
 		b, _, err := p.cfg.KV.Get(ctx, StateKey(svc))
 		if errors.Is(err, durable.ErrNotFound) {
 			continue
 		}
 		if err != nil {
-			p.log.Warn("state checkpoint unreadable; service starts fresh", "service", svc, "err", err)
+			p.failed = true
+			p.log.Warn("state checkpoint unreadable; trying again next cycle", "service", svc, "err", err)
+			unread = append(unread, svc)
 			continue
 		}
 		if err := p.cfg.Planner.ImportState(svc, b); err != nil {
@@ -384,6 +403,7 @@ func (p *Publisher) restore(ctx context.Context, services []string) {
 		}
 		p.states[svc] = b
 	}
+	return unread
 }
 
 func (p *Publisher) publish(ctx context.Context, svc string, shard int, epoch int64, now time.Time) {
