@@ -13,12 +13,15 @@
 //	sub, _ := mesh.NewSubscriber(mesh.SubscriberConfig{KV: kv, Shard: own.Shard,
 //		OnUpdate: func() { sel.Trigger() }})
 //	sel, _ = mesh.NewSelector(mesh.SelectorConfig{Subscriber: sub, Local: localPlanner,
-//		Services: services, Interval: interval, StoreUp: replica.Up, OnChange: xdsServer.Dispatch})
+//		Services: services, Interval: interval, StoreUp: func() bool { return rep.Status().Up }, OnChange: xdsServer.Dispatch})
 //	pub, _ := mesh.NewPublisher(mesh.PublisherConfig{ID: id, KV: kv, Ownership: own,
 //		Merged: merged, Planner: ownerPlanner, Services: services, Interval: interval})
 //	go sub.Run(ctx); go sel.Run(ctx); go pub.Run(ctx)
 //
-// xds, resolver and admin read sel.Plan(service). The local planner's
+// xds, resolver and admin read sel.Plan(service). StoreUp should be the
+// replica's store probe (registry/replica's Status().Up): an etcd watch
+// does not fail while the store is down, so the Subscriber alone notices
+// only failed Lists. The local planner's
 // OnChange goes to sel.LocalChanged (not to xds directly), so a service
 // served from its local plan is pushed when that plan changes. Before the
 // ownership layer resigns a shard, it calls pub.Release(ctx, shard).
