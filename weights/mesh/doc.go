@@ -21,9 +21,9 @@
 // xds, resolver and admin read sel.Plan(service). StoreUp should be the
 // replica's store probe (registry/replica's Status().Up): an etcd watch
 // does not fail while the store is down, so the Subscriber alone notices
-// only failed Lists. The local planner's
-// OnChange goes to sel.LocalChanged (not to xds directly), so a service
-// served from its local plan is pushed when that plan changes. Before the
+// only failed Lists. The local planner's OnChange goes to
+// sel.LocalChanged (not to xds directly), so a service served from its
+// local plan is pushed when that plan changes. Before the
 // ownership layer resigns a shard, it calls pub.Release(ctx, shard).
 //
 // # Store keys
