@@ -1,0 +1,463 @@
+package mesh
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/spillway/spillway/registry/durable"
+)
+
+// Defaults of PublisherConfig.
+const (
+	DefaultInterval        = 10 * time.Second
+	DefaultCheckpointEvery = 6
+	// waitIntervals bounds a new owner's wait for fresh load.
+	waitIntervals = 2
+)
+
+// PublisherConfig configures a Publisher.
+type PublisherConfig struct {
+	// ID is this replica's id (the owner named in records). Required.
+	ID string
+	// KV is the shared store. Required.
+	KV durable.KV
+	// Ownership says which shards this replica holds. Required.
+	Ownership Ownership
+	// Merged is the owner's mesh-wide load table. Required.
+	Merged MergedLoad
+	// Planner computes the owned services' plans from Merged. Required.
+	Planner Planner
+	// Services lists the registry's services. Required.
+	Services func() []string
+	// Shards is the shard count (the same on every replica); zero means
+	// DefaultShards.
+	Shards int
+	// Interval is the cycle period of Run; zero means DefaultInterval.
+	// It is also the unit of the new owner's wait (2 intervals).
+	Interval time.Duration
+	// CheckpointEvery is how many cycles pass between two state
+	// checkpoints of a service (the services are spread over the
+	// cycles); zero means DefaultCheckpointEvery.
+	CheckpointEvery int
+	// Logger, or nil for none.
+	Logger *slog.Logger
+	// Registerer for the metrics, or nil for none.
+	Registerer prometheus.Registerer
+}
+
+// WriteCounts are the store writes a Publisher made, by kind.
+type WriteCounts struct {
+	Plan, Heartbeat, State int64
+}
+
+// Publisher is the owner side: each cycle it runs the owner Planner,
+// publishes the plans of the owned services whose vectors changed, and a
+// heartbeat per owned shard. See the package doc for the protocol.
+type Publisher struct {
+	// Read-only after NewPublisher.
+	cfg    PublisherConfig
+	log    *slog.Logger
+	writes *prometheus.CounterVec
+
+	// mu guards the fields below; Cycle holds it for its whole run (one
+	// cycle at a time).
+	mu     sync.Mutex
+	cycle  uint64
+	held   map[int]*hold     // shard -> this replica's hold
+	last   map[string]string // service -> vector key last published
+	states map[string][]byte // service -> state last checkpointed
+	counts WriteCounts
+	failed bool // a write of this cycle failed: skip the rest
+}
+
+// hold is this replica's hold of one shard.
+type hold struct {
+	epoch int64
+	taken time.Time // when the hold was first seen
+	ready bool      // the fresh-load wait is over
+	// unread are the services whose checkpoint could not be read (store
+	// error): retried every cycle, and nothing of the shard is published
+	// before they are read.
+	unread []string
+}
+
+// NewPublisher validates cfg and returns a Publisher.
+func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
+	switch {
+	case cfg.ID == "":
+		return nil, errors.New("mesh publisher: id: is empty")
+	case cfg.KV == nil:
+		return nil, errors.New("mesh publisher: kv: is nil")
+	case cfg.Ownership == nil:
+		return nil, errors.New("mesh publisher: ownership: is nil")
+	case cfg.Merged == nil:
+		return nil, errors.New("mesh publisher: merged: is nil")
+	case cfg.Planner == nil:
+		return nil, errors.New("mesh publisher: planner: is nil")
+	case cfg.Services == nil:
+		return nil, errors.New("mesh publisher: services: is nil")
+	case cfg.Shards < 0 || cfg.Shards > 1<<16:
+		return nil, fmt.Errorf("mesh publisher: shards: %d out of range [0, 65536]", cfg.Shards)
+	case cfg.Interval < 0:
+		return nil, fmt.Errorf("mesh publisher: interval: %v is negative", cfg.Interval)
+	case cfg.CheckpointEvery < 0:
+		return nil, fmt.Errorf("mesh publisher: checkpoint_every: %d is negative", cfg.CheckpointEvery)
+	}
+	if cfg.Shards == 0 {
+		cfg.Shards = DefaultShards
+	}
+	if cfg.Interval == 0 {
+		cfg.Interval = DefaultInterval
+	}
+	if cfg.CheckpointEvery == 0 {
+		cfg.CheckpointEvery = DefaultCheckpointEvery
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	p := &Publisher{
+		cfg: cfg,
+		log: log.With("component", "mesh-publisher"),
+		writes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "spillway_mesh_store_writes_total",
+			Help: "Store writes of the mesh weights owner, by kind: plan (a service's vectors changed), heartbeat (one per owned shard per cycle), state (checkpoints).",
+		}, []string{"kind"}),
+		held:   map[int]*hold{},
+		last:   map[string]string{},
+		states: map[string][]byte{},
+	}
+	for _, k := range []string{"plan", "heartbeat", "state"} {
+		p.writes.WithLabelValues(k)
+	}
+	if cfg.Registerer != nil {
+		if err := cfg.Registerer.Register(p.writes); err != nil {
+			return nil, fmt.Errorf("mesh publisher: register metrics: %w", err)
+		}
+	}
+	return p, nil
+}
+
+// Writes returns the store writes made so far.
+func (p *Publisher) Writes() WriteCounts {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.counts
+}
+
+// Run runs a cycle every Interval until ctx ends, then checkpoints the
+// state of the shards still held (a shutdown gives them up) and returns
+// nil.
+func (p *Publisher) Run(ctx context.Context) error {
+	t := time.NewTicker(p.cfg.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.Interval)
+			p.mu.Lock()
+			shards := make([]int, 0, len(p.held))
+			for s := range p.held {
+				shards = append(shards, s)
+			}
+			p.mu.Unlock()
+			for _, s := range shards {
+				p.Release(sctx, s)
+			}
+			cancel()
+			return nil
+		case now := <-t.C:
+			p.Cycle(ctx, now)
+		}
+	}
+}
+
+// put writes one record; after a failure the rest of the cycle's writes
+// are skipped (the store is likely unreachable: one request timeout per
+// cycle, not one per service), and retried next cycle.
+func (p *Publisher) put(ctx context.Context, kind, key string, v []byte) bool {
+	if p.failed {
+		return false
+	}
+	if _, err := p.cfg.KV.Put(ctx, key, v); err != nil {
+		p.failed = true
+		p.log.Warn("store write failed; skipping this cycle's other writes", "kind", kind, "key", key, "err", err)
+		return false
+	}
+	p.writes.WithLabelValues(kind).Inc()
+	switch kind {
+	case "plan":
+		p.counts.Plan++
+	case "heartbeat":
+		p.counts.Heartbeat++
+	case "state":
+		p.counts.State++
+	}
+	return true
+}
+
+// del deletes one record of a service that left, counted as a plan write.
+func (p *Publisher) del(ctx context.Context, key string) bool {
+	if p.failed {
+		return false
+	}
+	if _, err := p.cfg.KV.Delete(ctx, key); err != nil {
+		p.failed = true
+		p.log.Warn("store delete failed; skipping this cycle's other writes", "key", key, "err", err)
+		return false
+	}
+	p.writes.WithLabelValues("plan").Inc()
+	p.counts.Plan++
+	return true
+}
+
+// Cycle runs one owner cycle at now: note taken and lost shards, run the
+// planner, write the heartbeats of the held shards, then the changed
+// plans of the ready ones, and every CheckpointEvery cycles the state.
+func (p *Publisher) Cycle(ctx context.Context, now time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cycle++
+	p.failed = false
+	own := p.cfg.Ownership
+
+	// Shards held now, and the services of each.
+	held := map[int]int64{}
+	for s := 0; s < p.cfg.Shards; s++ {
+		if e, ok := own.Epoch(s); ok {
+			held[s] = e
+		}
+	}
+	byShard := map[int][]string{}
+	for _, svc := range p.cfg.Services() {
+		if !own.Owns(svc) {
+			continue
+		}
+		s := own.Shard(svc)
+		if _, ok := held[s]; !ok {
+			continue
+		}
+		if err := validService(svc); err != nil {
+			p.log.Warn("service name cannot be a store key; not published", "service", svc, "err", err)
+			continue
+		}
+		byShard[s] = append(byShard[s], svc)
+	}
+
+	// Lost shards: forget what was published, so a later hold publishes
+	// everything again under its new epoch. Their state is not written:
+	// the new owner may have read it already (Release is the way to hand
+	// state over).
+	for s := range p.held {
+		if _, ok := held[s]; !ok {
+			p.log.Info("shard lost", "shard", s, "epoch", p.held[s].epoch)
+			delete(p.held, s)
+			p.forget(s)
+		}
+	}
+	// Taken shards: restore their services' state before the planner
+	// runs, then wait for fresh load.
+	for s, e := range held {
+		if h, ok := p.held[s]; ok && h.epoch == e {
+			continue
+		}
+		p.log.Info("shard taken", "shard", s, "epoch", e, "services", len(byShard[s]))
+		p.held[s] = &hold{epoch: e, taken: now}
+		p.forget(s)
+		p.held[s].unread = p.restore(ctx, byShard[s])
+	}
+	for _, h := range p.held {
+		if len(h.unread) > 0 {
+			h.unread = p.restore(ctx, h.unread)
+		}
+	}
+
+	p.cfg.Planner.Cycle(now)
+
+	shards := make([]int, 0, len(held))
+	for s := range held {
+		shards = append(shards, s)
+	}
+	slices.Sort(shards)
+	for _, s := range shards {
+		h := p.held[s]
+		hb, _ := json.Marshal(Heartbeat{V: recordVersion, Owner: p.cfg.ID, Epoch: h.epoch, Cycle: p.cycle, At: now})
+		p.put(ctx, "heartbeat", ShardKey(s), hb)
+	}
+	for _, s := range shards {
+		h := p.held[s]
+		if len(h.unread) > 0 {
+			continue
+		}
+		if !h.ready {
+			if !p.freshSince(h.taken, now) {
+				continue
+			}
+			h.ready = true
+			p.log.Info("shard ready to publish", "shard", s, "epoch", h.epoch, "waited", now.Sub(h.taken))
+		}
+		for _, svc := range byShard[s] {
+			p.publish(ctx, svc, s, h.epoch, now)
+		}
+	}
+	// Services that left the registry (or the shard): their plan and
+	// state go, so no replica serves them.
+	owned := map[string]bool{}
+	for _, svcs := range byShard {
+		for _, svc := range svcs {
+			owned[svc] = true
+		}
+	}
+	for svc := range p.last {
+		if _, held := p.held[own.Shard(svc)]; !held || owned[svc] || !p.held[own.Shard(svc)].ready {
+			continue
+		}
+		if p.del(ctx, PlanKey(svc)) && p.del(ctx, StateKey(svc)) {
+			delete(p.last, svc)
+			delete(p.states, svc)
+		}
+	}
+	// Each service is checkpointed every CheckpointEvery cycles, the
+	// services spread over the cycles so the writes are not bursts.
+	k := uint64(p.cfg.CheckpointEvery)
+	for _, s := range shards {
+		if !p.held[s].ready {
+			continue
+		}
+		var due []string
+		for _, svc := range byShard[s] {
+			if (p.cycle+uint64(hash32(svc)))%k == 0 {
+				due = append(due, svc)
+			}
+		}
+		p.checkpoint(ctx, due)
+	}
+}
+
+func hash32(s string) uint32 {
+	h := fnv.New32a()
+	h.Write([]byte(s))
+	return h.Sum32()
+}
+
+// freshSince reports whether the load merged since the take can be
+// published: every other live member sent a summary after taken, or
+// waitIntervals have passed.
+func (p *Publisher) freshSince(taken, now time.Time) bool {
+	if now.Sub(taken) >= waitIntervals*p.cfg.Interval {
+		return true
+	}
+	for _, m := range p.cfg.Ownership.LiveMembers() {
+		if m != p.cfg.ID && !p.cfg.Merged.Fresh(m, taken) {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *Publisher) forget(shard int) {
+	for svc := range p.last {
+		if p.cfg.Ownership.Shard(svc) == shard {
+			delete(p.last, svc)
+		}
+	}
+	for svc := range p.states {
+		if p.cfg.Ownership.Shard(svc) == shard {
+			delete(p.states, svc)
+		}
+	}
+}
+
+// restore imports each service's checkpointed state; a missing or bad
+// one leaves the service to start fresh. It returns the services whose
+// checkpoint could not be read (a store error), to try again.
+func (p *Publisher) restore(ctx context.Context, services []string) (unread []string) {
+	for _, svc := range services {
+		if p.failed {
+			unread = append(unread, svc)
+			continue
+		}
+		b, _, err := p.cfg.KV.Get(ctx, StateKey(svc))
+		if errors.Is(err, durable.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			p.failed = true
+			p.log.Warn("state checkpoint unreadable; trying again next cycle", "service", svc, "err", err)
+			unread = append(unread, svc)
+			continue
+		}
+		if err := p.cfg.Planner.ImportState(svc, b); err != nil {
+			p.log.Warn("state checkpoint rejected; service starts fresh", "service", svc, "err", err)
+			continue
+		}
+		p.states[svc] = b
+	}
+	return unread
+}
+
+func (p *Publisher) publish(ctx context.Context, svc string, shard int, epoch int64, now time.Time) {
+	plan := p.cfg.Planner.Plan(svc)
+	if plan == nil || plan.Result == nil {
+		return
+	}
+	key := vectorKey(plan.Result)
+	if last, ok := p.last[svc]; ok && last == key {
+		return
+	}
+	rec := PlanRecord{
+		V: recordVersion, Service: svc, Owner: p.cfg.ID, Epoch: epoch, Shard: shard, Published: now,
+		Contributors: encodeContributors(p.cfg.Merged.Contributors(svc, now)),
+		Result:       plan.Result,
+	}
+	b, err := json.Marshal(&rec)
+	if err != nil {
+		p.log.Error("plan not encodable; not published", "service", svc, "err", err)
+		return
+	}
+	if len(b) > MaxRecordBytes {
+		p.log.Error("plan too large; not published", "service", svc, "bytes", len(b))
+		return
+	}
+	if p.put(ctx, "plan", PlanKey(svc), b) {
+		p.last[svc] = key
+	}
+}
+
+func (p *Publisher) checkpoint(ctx context.Context, services []string) {
+	for _, svc := range services {
+		b, ok := p.cfg.Planner.ExportState(svc)
+		if !ok || bytes.Equal(b, p.states[svc]) {
+			continue
+		}
+		if p.put(ctx, "state", StateKey(svc), b) {
+			p.states[svc] = b
+		}
+	}
+}
+
+// Release checkpoints the state of shard's services: call it before this
+// replica gives the shard up (resign, shutdown), so the next owner
+// restores it.
+func (p *Publisher) Release(ctx context.Context, shard int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.failed = false
+	var svcs []string
+	for _, svc := range p.cfg.Services() {
+		if p.cfg.Ownership.Shard(svc) == shard && validService(svc) == nil {
+			svcs = append(svcs, svc)
+		}
+	}
+	p.checkpoint(ctx, svcs)
+}
