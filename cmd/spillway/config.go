@@ -145,6 +145,7 @@ func defaultConfig() Config {
 			ProbeShare:      0.01,
 			MaxZones:        64,
 		},
+		Store: StoreConfig{Replica: ReplicaConfig{Mesh: MeshConfig{Load: true}}},
 		Leases: LeaseConfig{
 			DefaultTTL:    30 * time.Second,
 			MinTTL:        time.Second,
@@ -178,6 +179,10 @@ func parseConfig(args []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&f.Store.Replica.ID, "replica-id", "", "this replica's name in the shared store and the expiry election (\"\": host name and pid)")
 	fs.DurationVar(&f.Store.Replica.LastSeenFlush, "lastseen-flush", 0, "how often a replica writes its heartbeats' last-seen stamps to the shared store (0: 10s)")
 	fs.DurationVar(&f.Store.Replica.ElectionTTL, "election-ttl", 0, "how long the expiry election stays with a replica that stopped renewing it (0: 5s)")
+	fs.BoolVar(&f.Store.Replica.Mesh.Load, "mesh-load", cfg.Store.Replica.Mesh.Load, "on a shared store: each service's weights come from every replica's load reports, computed by the service's owner replica and published through the store (false: each replica plans from its own reports)")
+	fs.IntVar(&f.Store.Replica.Mesh.Shards, "mesh-shards", 0, "how many shards services are spread over for ownership; the same on every replica (0: 16)")
+	fs.IntVar(&f.Store.Replica.Mesh.StaleCycles, "mesh-stale-cycles", 0, "weights cycles without a heartbeat from a service's owner before a replica falls back to its own view (0: 3)")
+	fs.StringVar(&f.Store.Replica.Mesh.Addr, "mesh-addr", "", "host:port other replicas reach this replica's gRPC port on, for load summaries (\"\": --grpc-addr)")
 	fs.StringVar(&f.Domain, "domain", cfg.Domain, "DNS domain served")
 	fs.StringVar(&f.LogLevel, "log-level", cfg.LogLevel, "debug, info, warn or error")
 	fs.StringVar(&f.LogFormat, "log-format", cfg.LogFormat, "text or json")
@@ -246,6 +251,10 @@ func parseConfig(args []string, stderr io.Writer) (Config, error) {
 		"replica-id":         func() { cfg.Store.Replica.ID = f.Store.Replica.ID },
 		"lastseen-flush":     func() { cfg.Store.Replica.LastSeenFlush = f.Store.Replica.LastSeenFlush },
 		"election-ttl":       func() { cfg.Store.Replica.ElectionTTL = f.Store.Replica.ElectionTTL },
+		"mesh-load":          func() { cfg.Store.Replica.Mesh.Load = f.Store.Replica.Mesh.Load },
+		"mesh-shards":        func() { cfg.Store.Replica.Mesh.Shards = f.Store.Replica.Mesh.Shards },
+		"mesh-stale-cycles":  func() { cfg.Store.Replica.Mesh.StaleCycles = f.Store.Replica.Mesh.StaleCycles },
+		"mesh-addr":          func() { cfg.Store.Replica.Mesh.Addr = f.Store.Replica.Mesh.Addr },
 		"log-level":          func() { cfg.LogLevel = f.LogLevel },
 		"log-format":         func() { cfg.LogFormat = f.LogFormat },
 		"static-file":        func() { cfg.StaticFile = f.StaticFile },

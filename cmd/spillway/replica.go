@@ -29,6 +29,8 @@ type ReplicaConfig struct {
 	// ElectionTTL bounds how long the expiry election stays with a dead
 	// replica; zero means 5s.
 	ElectionTTL time.Duration `yaml:"election_ttl"`
+	// Mesh is mesh-wide load (mesh.go).
+	Mesh MeshConfig `yaml:"mesh"`
 }
 
 var replicaIDChars = regexp.MustCompile(`[^A-Za-z0-9_.:=@+-]`)
@@ -44,7 +46,7 @@ func (c ReplicaConfig) validate() error {
 	case c.ElectionTTL > 0 && c.ElectionTTL < time.Second:
 		return fmt.Errorf("--election-ttl (store.replica.election_ttl): %v, want at least 1s (etcd leases count seconds)", c.ElectionTTL)
 	}
-	return nil
+	return c.Mesh.validate()
 }
 
 // replicaGate is the lease manager's Decider until the Replica exists:
@@ -94,14 +96,20 @@ func (r *replication) leaseConfig(lc *lease.Config) {
 	lc.ExpiryGrace = r.grace
 }
 
+// id is this replica's name in the store: --replica-id, else
+// <host name>-<pid>.
+func (r *replication) id() string {
+	if r.cfg.ID != "" {
+		return r.cfg.ID
+	}
+	host, _ := os.Hostname()
+	return replicaIDChars.ReplaceAllString(fmt.Sprintf("%s-%d", host, os.Getpid()), "_")
+}
+
 // start builds the Replica over the lease manager and the migration
 // controller and loads the store (Init); the caller runs Run.
 func (r *replication) start(leases *lease.Manager, maxTTL time.Duration, ctl *migration.Controller, reg prometheus.Registerer, log *slog.Logger) (*replica.Replica, error) {
-	id := r.cfg.ID
-	if id == "" {
-		host, _ := os.Hostname()
-		id = replicaIDChars.ReplaceAllString(fmt.Sprintf("%s-%d", host, os.Getpid()), "_")
-	}
+	id := r.id()
 	var el durable.Elector
 	switch kv := r.kv.(type) {
 	case *etcdstore.KV:

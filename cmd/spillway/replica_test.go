@@ -15,7 +15,7 @@ import (
 
 func TestReplicaFlags(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "spillway.yaml")
-	if err := os.WriteFile(file, []byte("store:\n  url: etcd://e1:2379/p\n  replica:\n    id: pod-1\n    lastseen_flush: 3s\n    election_ttl: 4s\n"), 0o600); err != nil {
+	if err := os.WriteFile(file, []byte("store:\n  url: etcd://e1:2379/p\n  replica:\n    id: pod-1\n    lastseen_flush: 3s\n    election_ttl: 4s\n    mesh:\n      shards: 8\n      stale_cycles: 5\n      addr: 10.0.0.1:18000\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
@@ -24,14 +24,19 @@ func TestReplicaFlags(t *testing.T) {
 		want ReplicaConfig
 		err  string
 	}{
-		{"defaults", nil, ReplicaConfig{}, ""},
+		{"defaults", nil, ReplicaConfig{Mesh: MeshConfig{Load: true}}, ""},
 		{"flags", []string{"--store", "etcd://e1:2379/p", "--replica-id", "spillway-0", "--lastseen-flush", "2s", "--election-ttl", "3s"},
-			ReplicaConfig{ID: "spillway-0", LastSeenFlush: 2 * time.Second, ElectionTTL: 3 * time.Second}, ""},
-		{"yaml", []string{"--config", file}, ReplicaConfig{ID: "pod-1", LastSeenFlush: 3 * time.Second, ElectionTTL: 4 * time.Second}, ""},
-		{"flag_beats_yaml", []string{"--config", file, "--replica-id", "pod-2"}, ReplicaConfig{ID: "pod-2", LastSeenFlush: 3 * time.Second, ElectionTTL: 4 * time.Second}, ""},
+			ReplicaConfig{ID: "spillway-0", LastSeenFlush: 2 * time.Second, ElectionTTL: 3 * time.Second, Mesh: MeshConfig{Load: true}}, ""},
+		{"mesh_flags", []string{"--mesh-load=false", "--mesh-shards", "32", "--mesh-stale-cycles", "4", "--mesh-addr", "r1.internal:18000"},
+			ReplicaConfig{Mesh: MeshConfig{Shards: 32, StaleCycles: 4, Addr: "r1.internal:18000"}}, ""},
+		{"yaml", []string{"--config", file}, ReplicaConfig{ID: "pod-1", LastSeenFlush: 3 * time.Second, ElectionTTL: 4 * time.Second, Mesh: MeshConfig{Load: true, Shards: 8, StaleCycles: 5, Addr: "10.0.0.1:18000"}}, ""},
+		{"flag_beats_yaml", []string{"--config", file, "--replica-id", "pod-2", "--mesh-shards", "4"}, ReplicaConfig{ID: "pod-2", LastSeenFlush: 3 * time.Second, ElectionTTL: 4 * time.Second, Mesh: MeshConfig{Load: true, Shards: 4, StaleCycles: 5, Addr: "10.0.0.1:18000"}}, ""},
 		{"bad_id", []string{"--replica-id", "a/b"}, ReplicaConfig{}, "--replica-id (store.replica.id)"},
 		{"negative_flush", []string{"--lastseen-flush", "-1s"}, ReplicaConfig{}, "--lastseen-flush"},
 		{"short_election", []string{"--election-ttl", "500ms"}, ReplicaConfig{}, "--election-ttl"},
+		{"mesh_shards", []string{"--mesh-shards", "100000"}, ReplicaConfig{}, "--mesh-shards (store.replica.mesh.shards)"},
+		{"mesh_stale", []string{"--mesh-stale-cycles", "-1"}, ReplicaConfig{}, "--mesh-stale-cycles"},
+		{"mesh_addr", []string{"--mesh-addr", "no-port"}, ReplicaConfig{}, "--mesh-addr (store.replica.mesh.addr)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg, err := parseConfig(tc.args, os.Stderr)
@@ -87,5 +92,31 @@ func TestReplicationOnlyOnSharedStores(t *testing.T) {
 	}
 	if lc.Decider.MayExpire() {
 		t.Errorf("the gate allows expiry before the replica has synced")
+	}
+}
+
+// TestMeshAddr: the address other replicas dial defaults to --grpc-addr
+// only when that names a host.
+func TestMeshAddr(t *testing.T) {
+	for _, tc := range []struct {
+		mesh, grpc, want, err string
+	}{
+		{"", "127.0.0.1:18000", "127.0.0.1:18000", ""},
+		{"", "r1.internal:18000", "r1.internal:18000", ""},
+		{"10.0.0.1:18000", "0.0.0.0:18000", "10.0.0.1:18000", ""},
+		{"", "0.0.0.0:18000", "", "--mesh-addr"},
+		{"", ":18000", "", "--mesh-addr"},
+		{"", "[::]:18000", "", "--mesh-addr"},
+	} {
+		got, err := meshAddr(MeshConfig{Addr: tc.mesh}, tc.grpc)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("meshAddr(%q, %q) err = %v, want one naming %s", tc.mesh, tc.grpc, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("meshAddr(%q, %q) = %q, %v; want %q", tc.mesh, tc.grpc, got, err, tc.want)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -20,6 +21,7 @@ import (
 	"github.com/spillway/spillway/migration"
 	"github.com/spillway/spillway/migration/migrationapi"
 	"github.com/spillway/spillway/registry"
+	"github.com/spillway/spillway/registry/durable/etcdstore"
 	"github.com/spillway/spillway/registry/lease"
 	"github.com/spillway/spillway/registry/registryapi"
 	"github.com/spillway/spillway/registry/replica"
@@ -97,11 +99,17 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	// The planner reads the xDS server's load table, streams and zone set,
 	// and tells it which services' weights changed; the server reads the
 	// planner's plans. planner is set before anything runs.
+	//
+	// With mesh-wide load (mesh.go), chosen is the selector: the plan an
+	// owner published, or this replica's own while none is fresh; the
+	// local planner's changes go to the selector, not to xds.
 	var planner *weights.Planner
+	var chosen interface{ Plan(string) *weights.Plan }
 	var plans xds.Plans
 	if zoneAware != nil {
-		plans = xds.PlanFunc(func(service string) *weights.Plan { return planner.Plan(service) })
+		plans = xds.PlanFunc(func(service string) *weights.Plan { return chosen.Plan(service) })
 	}
+	onLocal := func(services []string, now time.Time) {}
 	xdsSrv, err := xds.New(xds.Config{
 		Store:       store,
 		PortName:    cfg.XDS.PortName,
@@ -127,13 +135,32 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			PortName:   cfg.XDS.PortName,
 			ZoneAware:  *zoneAware,
 			Interval:   cfg.XDS.WeightsInterval,
-			OnChange:   xdsSrv.Dispatch,
+			OnChange:   func(services []string, now time.Time) { onLocal(services, now) },
 			Logger:     log.With("component", "weights"),
 			Registerer: metrics,
 		})
 		if err != nil {
 			return fmt.Errorf("xds config: %w", err)
 		}
+		chosen, onLocal = planner, xdsSrv.Dispatch
+	}
+	var rep *replica.Replica // set before anything runs
+	var meshW *meshWeights
+	if repl != nil && zoneAware != nil && cfg.Store.Replica.Mesh.Load {
+		meshW, err = newMeshWeights(meshInputs{
+			cfg: cfg.Store.Replica.Mesh, store: store, kv: repl.kv, id: repl.id(), grpcAddr: cfg.GRPCAddr,
+			ttl: cmp.Or(cfg.Store.Replica.ElectionTTL, etcdstore.DefaultSessionTTL), zoneAware: *zoneAware,
+			portName: cfg.XDS.PortName, interval: cfg.XDS.WeightsInterval, report: cfg.XDS.LRSInterval,
+			xds: xdsSrv, local: planner, storeUp: func() bool { return rep.Status().Up },
+			metrics: metrics, log: log.With("component", "mesh"),
+		})
+		if err != nil {
+			return err
+		}
+		chosen, onLocal = meshW.sel, meshW.sel.LocalChanged
+	}
+	if chosen == nil {
+		chosen = planner // nil: zone-aware off, no plans
 	}
 
 	zones, err := cfg.DNS.zones()
@@ -150,7 +177,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		},
 		NSAddr:     nsAddr(cfg.DNSAddr),
 		Zones:      zones,
-		Weights:    planWeights{planner},
+		Weights:    planWeights{xds.PlanFunc(func(service string) *weights.Plan { return chosen.Plan(service) })},
 		Logger:     log.With("component", "dns"),
 		Registerer: metrics,
 	})
@@ -170,7 +197,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 
-	adminAPI, err := admin.New(admin.Config{Loads: xdsSrv.Loads(), Subscriptions: xdsSrv, Plans: planner, Logger: log.With("component", "admin")})
+	adminAPI, err := admin.New(admin.Config{Loads: xdsSrv.Loads(), Subscriptions: xdsSrv, Plans: xds.PlanFunc(func(service string) *weights.Plan { return chosen.Plan(service) }), Logger: log.With("component", "admin")})
 	if err != nil {
 		return fmt.Errorf("admin config: %w", err)
 	}
@@ -218,7 +245,6 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err := migrationCtl.Restore(ctx); err != nil {
 		return err
 	}
-	var rep *replica.Replica
 	if repl == nil {
 		if _, err := leases.Restore(ctx); err != nil {
 			return err
@@ -256,6 +282,9 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	grpcSrv := grpc.NewServer(cfg.GRPC.serverOptions()...)
 	api.RegisterGRPC(grpcSrv)
 	xdsSrv.Register(grpcSrv)
+	if meshW != nil {
+		meshW.register(grpcSrv)
+	}
 	adminAPI.RegisterGRPC(grpcSrv)
 	migrationAPI.RegisterGRPC(grpcSrv)
 
@@ -300,6 +329,9 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	wg.Go(func() { fail("xds pushes", xdsSrv.Run(ctx)) })
 	if planner != nil {
 		wg.Go(func() { planner.Run(ctx) })
+	}
+	if meshW != nil {
+		meshW.run(ctx, &wg, fail)
 	}
 	if src != nil {
 		wg.Go(func() { fail("static source", src.Run(ctx)) })

@@ -100,7 +100,7 @@ func TestStoreDefaultUnchanged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.DataDir != "./spillway-data" || cfg.Store != (StoreConfig{}) {
+	if cfg.DataDir != "./spillway-data" || cfg.Store != (StoreConfig{Replica: ReplicaConfig{Mesh: MeshConfig{Load: true}}}) {
 		t.Errorf("default data dir, store = %q, %+v; want ./spillway-data, none", cfg.DataDir, cfg.Store)
 	}
 	dir := filepath.Join(t.TempDir(), "spillway-data")

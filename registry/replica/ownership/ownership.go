@@ -126,6 +126,7 @@ type Owners struct {
 	onTransition func(shard int, owned bool, epoch int64)
 
 	owned   []atomic.Bool
+	epochs  []atomic.Int64 // of this replica's hold, per shard; set before owned
 	nOwned  atomic.Int64
 	records []atomic.Pointer[Record]
 	members atomic.Pointer[[]Member] // live, sorted by ID
@@ -153,12 +154,14 @@ func New(cfg Config) (*Owners, error) {
 		changes: make(chan struct{}, 1),
 		trigger: make(chan struct{}, 1),
 		owned:   make([]atomic.Bool, cfg.Shards),
+		epochs:  make([]atomic.Int64, cfg.Shards),
 		records: make([]atomic.Pointer[Record], cfg.Shards),
 		seen:    map[string]seenMember{},
 	}
 	o.members.Store(&[]Member{o.self})
 	if cfg.Elect == nil {
 		for s := range cfg.Shards {
+			o.epochs[s].Store(1)
 			o.owned[s].Store(true)
 			o.records[s].Store(&Record{Owner: cfg.ID, GRPCAddr: cfg.GRPCAddr, Epoch: 1, Since: o.self.Started})
 		}
@@ -216,6 +219,16 @@ func (o *Owners) Owner(service string) (m Member, epoch int64, ok bool) {
 // Members returns the live members as this replica sees them, itself
 // included, sorted by ID. The caller must not modify the slice.
 func (o *Owners) Members() []Member { return *o.members.Load() }
+
+// Epoch returns the epoch of this replica's hold of shard s; ok is false
+// when it does not hold s. What an owner publishes for s carries it, so
+// that readers prefer the newest owner's writes.
+func (o *Owners) Epoch(s int) (epoch int64, ok bool) {
+	if !o.OwnsShard(s) {
+		return 0, false
+	}
+	return o.epochs[s].Load(), true
+}
 
 // Owned returns the shards this replica holds, in order.
 func (o *Owners) Owned() []int {

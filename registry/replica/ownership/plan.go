@@ -293,6 +293,7 @@ func (o *Owners) take(s int, rec *Record) {
 	if o.onTransition != nil {
 		o.onTransition(s, true, rec.Epoch)
 	}
+	o.epochs[s].Store(rec.Epoch)
 	o.owned[s].Store(true)
 	o.nOwned.Add(1)
 	o.metrics.changes.WithLabelValues("acquired").Inc()

@@ -1,0 +1,238 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/spillway/spillway/load"
+	"github.com/spillway/spillway/load/exchange"
+	"github.com/spillway/spillway/registry"
+	"github.com/spillway/spillway/registry/durable"
+	"github.com/spillway/spillway/registry/durable/etcdstore"
+	"github.com/spillway/spillway/registry/durable/spannerstore"
+	"github.com/spillway/spillway/registry/replica/ownership"
+	"github.com/spillway/spillway/weights"
+	"github.com/spillway/spillway/weights/mesh"
+	"github.com/spillway/spillway/weights/zoneaware"
+	"github.com/spillway/spillway/xds"
+)
+
+// MeshConfig is mesh-wide load on a shared store (issue 13): one owner
+// replica per shard of services merges every replica's load summaries,
+// computes the service's weights and publishes them through the store;
+// every replica serves the published weights.
+type MeshConfig struct {
+	// Load turns it on (the default); false: each replica plans from the
+	// load reports it receives itself.
+	Load bool `yaml:"load"`
+	// Shards is how many shards services are spread over; zero means 16.
+	Shards int `yaml:"shards"`
+	// StaleCycles is how many weights cycles without a heartbeat of a
+	// service's owner a replica waits before it falls back to its own
+	// view; zero means 3.
+	StaleCycles int `yaml:"stale_cycles"`
+	// Addr is the host:port other replicas reach this replica's gRPC
+	// port on; "" means --grpc-addr, which must then name a host.
+	Addr string `yaml:"addr"`
+}
+
+func (c MeshConfig) validate() error {
+	switch {
+	case c.Shards < 0 || c.Shards > ownership.MaxShards:
+		return fmt.Errorf("--mesh-shards (store.replica.mesh.shards): %d, want 1 to %d (0 for %d)", c.Shards, ownership.MaxShards, ownership.DefaultShards)
+	case c.StaleCycles < 0:
+		return fmt.Errorf("--mesh-stale-cycles (store.replica.mesh.stale_cycles): %d is negative", c.StaleCycles)
+	}
+	if c.Addr != "" {
+		if _, _, err := net.SplitHostPort(c.Addr); err != nil {
+			return fmt.Errorf("--mesh-addr (store.replica.mesh.addr): %q: %w", c.Addr, err)
+		}
+	}
+	return nil
+}
+
+// meshAddr is the address other replicas dial: --mesh-addr, else
+// --grpc-addr when it names a host.
+func meshAddr(c MeshConfig, grpcAddr string) (string, error) {
+	if c.Addr != "" {
+		return c.Addr, nil
+	}
+	host, _, err := net.SplitHostPort(grpcAddr)
+	if err != nil {
+		return "", fmt.Errorf("--grpc-addr: %w", err)
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		return "", fmt.Errorf("--mesh-addr: --grpc-addr %s listens on every address; say which one other replicas reach this one on (or --mesh-load=false)", grpcAddr)
+	}
+	return grpcAddr, nil
+}
+
+// meshWeights is the running mesh-wide load of one replica.
+type meshWeights struct {
+	owners    *ownership.Owners
+	merged    *exchange.Merged
+	server    *exchange.Server
+	sender    *exchange.Sender
+	publisher *mesh.Publisher
+	sub       *mesh.Subscriber
+	sel       *mesh.Selector
+}
+
+// meshInputs are what newMeshWeights needs of the rest of the server.
+type meshInputs struct {
+	cfg       MeshConfig
+	store     *registry.Store
+	kv        durable.KV
+	id        string
+	grpcAddr  string
+	ttl       time.Duration // the election TTL
+	zoneAware zoneaware.Config
+	portName  string
+	interval  time.Duration // weights cycle
+	report    time.Duration // LRS interval: one summary per interval
+	xds       *xds.Server
+	local     *weights.Planner
+	storeUp   func() bool
+	metrics   prometheus.Registerer
+	log       *slog.Logger
+}
+
+func newMeshWeights(in meshInputs) (*meshWeights, error) {
+	addr, err := meshAddr(in.cfg, in.grpcAddr)
+	if err != nil {
+		return nil, err
+	}
+	var elect func(name string) (durable.Elector, error)
+	switch kv := in.kv.(type) {
+	case *etcdstore.KV:
+		elect = func(name string) (durable.Elector, error) { return kv.Election(name, in.ttl) }
+	case *spannerstore.KV:
+		elect = func(name string) (durable.Elector, error) { return kv.Election(name, in.ttl) }
+	default:
+		return nil, fmt.Errorf("--mesh-load: store %T has no election; run with --mesh-load=false", in.kv)
+	}
+	m := &meshWeights{}
+	m.owners, err = ownership.New(ownership.Config{
+		KV: in.kv, ID: in.id, GRPCAddr: addr, Shards: in.cfg.Shards, TTL: in.ttl, Elect: elect,
+		Logger: in.log.With("part", "ownership"), Registerer: in.metrics,
+	})
+	if err != nil {
+		return nil, err
+	}
+	m.merged = exchange.NewMerged(exchange.MergedConfig{})
+	m.server, err = exchange.NewServer(exchange.ServerConfig{Merged: m.merged, Logger: in.log.With("part", "exchange"), Registerer: in.metrics})
+	if err != nil {
+		return nil, err
+	}
+	services := func() []string { return in.store.Snapshot().Services() }
+	// The owner's planner: the same calculation over the merged load of
+	// every replica, for the services this replica owns. Its client
+	// zones come from the summaries, which bound them (exchange), not
+	// from this replica's own streams. Its metrics would repeat the
+	// local planner's names: not registered.
+	owner, err := weights.NewPlanner(weights.Config{
+		Registry: in.store, Loads: m.merged, Clients: m.merged, Zones: anyZone{},
+		PortName: in.portName, ZoneAware: in.zoneAware, Interval: in.interval,
+		Owns: m.owners.Owns, Logger: in.log.With("part", "owner-planner"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	m.publisher, err = mesh.NewPublisher(mesh.PublisherConfig{
+		ID: in.id, KV: in.kv, Ownership: meshOwnership{m.owners}, Merged: meshMerged{m.merged}, Planner: owner,
+		Services: services, Shards: m.owners.Shards(), Interval: in.interval,
+		Logger: in.log.With("part", "publisher"), Registerer: in.metrics,
+	})
+	if err != nil {
+		return nil, err
+	}
+	var selector atomic.Pointer[mesh.Selector] // set before Run starts the subscriber
+	m.sub, err = mesh.NewSubscriber(mesh.SubscriberConfig{
+		KV: in.kv, Shard: m.owners.Shard,
+		OnUpdate: func() {
+			if s := selector.Load(); s != nil {
+				s.Trigger()
+			}
+		},
+		Logger: in.log.With("part", "subscriber"), Registerer: in.metrics,
+	})
+	if err != nil {
+		return nil, err
+	}
+	m.sel, err = mesh.NewSelector(mesh.SelectorConfig{
+		Subscriber: m.sub, Local: in.local, Services: services, Interval: in.interval,
+		StaleCycles: in.cfg.StaleCycles, StoreUp: in.storeUp, OnChange: in.xds.Dispatch,
+		Logger: in.log.With("part", "selector"), Registerer: in.metrics,
+	})
+	if err != nil {
+		return nil, err
+	}
+	selector.Store(m.sel)
+	m.sender = &exchange.Sender{
+		ID: in.id, Interval: in.report,
+		Local: func(now time.Time) []load.ServiceSummary {
+			return exchange.Summarize(in.xds.Loads().Loads("", now), in.xds.ClientCounts())
+		},
+		Route: func(service string) (string, string, bool) {
+			o, _, ok := m.owners.Owner(service)
+			return o.ID, o.GRPCAddr, ok && (o.ID == in.id || o.GRPCAddr != "")
+		},
+		Deliver:     func(s load.Summary) { m.merged.Add(s, time.Now()) },
+		DialOptions: []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())},
+		Logger:      in.log.With("part", "sender"), Registerer: in.metrics,
+	}
+	return m, nil
+}
+
+// register adds the load exchange to the server's gRPC port.
+func (m *meshWeights) register(g grpc.ServiceRegistrar) { m.server.Register(g) }
+
+// run starts every part; fail reports a part that stops with an error.
+func (m *meshWeights) run(ctx context.Context, wg *sync.WaitGroup, fail func(string, error)) {
+	wg.Go(func() { fail("mesh ownership", m.owners.Run(ctx)) })
+	wg.Go(func() { fail("mesh subscriber", m.sub.Run(ctx)) })
+	wg.Go(func() { fail("mesh selector", m.sel.Run(ctx)) })
+	wg.Go(func() { fail("mesh publisher", m.publisher.Run(ctx)) })
+	wg.Go(func() { fail("mesh load sender", m.sender.Run(ctx)) })
+}
+
+// anyZone lets the owner's planner keep every client zone the summaries
+// name (exchange bounds them per service).
+type anyZone struct{}
+
+func (anyZone) Has(string) bool { return true }
+
+// meshOwnership adapts ownership.Owners to mesh.Ownership.
+type meshOwnership struct{ o *ownership.Owners }
+
+func (a meshOwnership) Owns(service string) bool      { return a.o.Owns(service) }
+func (a meshOwnership) Shard(service string) int      { return a.o.Shard(service) }
+func (a meshOwnership) Epoch(shard int) (int64, bool) { return a.o.Epoch(shard) }
+func (a meshOwnership) LiveMembers() (ids []string) {
+	for _, m := range a.o.Members() {
+		ids = append(ids, m.ID)
+	}
+	return ids
+}
+
+// meshMerged adapts exchange.Merged to mesh.MergedLoad.
+type meshMerged struct{ m *exchange.Merged }
+
+func (a meshMerged) Fresh(replica string, since time.Time) bool { return a.m.Fresh(replica, since) }
+func (a meshMerged) Contributors(service string, now time.Time) []weights.Contributor {
+	cs := a.m.Contributors(service, now)
+	out := make([]weights.Contributor, len(cs))
+	for i, c := range cs {
+		out[i] = weights.Contributor{Replica: c.Replica, Age: c.Age}
+	}
+	return out
+}
