@@ -5,9 +5,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	adminv1 "github.com/spillway/spillway/xds/admin/adminv1"
 )
@@ -41,10 +43,11 @@ var weightsCommand = &command{
 }
 
 // writeWeights prints the explain view of a WeightsResponse: a header line
-// for the service, the capacity model of every zone, then one line per
+// for the service, the plan's origin (planLine), the capacity model of every zone, then one line per
 // client zone, followed by its explanation when a fallback is in force:
 //
 //	payments: source lrs; fallback none; data age 2s; same zone 85.0% (optimum 85.0%)
+//	plan: mesh, computed by r2 from the load of r0 (0.4s old), r1 (0.9s old), published 11:59:58 UTC
 //
 //	ZONE    HEALTHY  SLOW-START  CAPACITY(ADJ/RAW)  SHARE  QUEUE         ERR          DEMAND       LOAD
 //	zone-a  1        0           1.00/1             25.0%  2.5/ep ×1.00  0.0% ×1.00   400 (40.0%)  25.0%
@@ -52,9 +55,13 @@ var weightsCommand = &command{
 //
 //	zone-a     demand 40.0% (lrs)  local 62.5%   → zone-b 25.0%, zone-c 12.5%  weights zone-a=6250 zone-b=2500 zone-c=1250
 func writeWeights(w io.Writer, resp *adminv1.WeightsResponse) error {
-	fmt.Fprintf(w, "%s: source %s; fallback %s; data age %s; same zone %s (optimum %s)\n\n",
+	fmt.Fprintf(w, "%s: source %s; fallback %s; data age %s; same zone %s (optimum %s)\n",
 		resp.GetService(), resp.GetSource(), resp.GetFallback().GetText(), dataAge(resp),
 		pct(resp.GetSameZone()), pct(resp.GetOptimum()))
+	if o := resp.GetOrigin(); o != nil {
+		fmt.Fprintln(w, planLine(o))
+	}
+	fmt.Fprintln(w)
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ZONE\tHEALTHY\tSLOW-START\tCAPACITY(ADJ/RAW)\tSHARE\tQUEUE\tERR\tDEMAND\tLOAD")
@@ -165,3 +172,53 @@ func pct(v float64) string { return strconv.FormatFloat(100*v, 'f', 1, 64) + "%"
 
 // num shows a figure to two decimals at most: 2.5, 0.33, 400.
 func num(v float64) string { return rate(v) }
+
+// planLine says where the weights come from:
+//
+//	plan: mesh, computed by r2 from the load of r0 (0.4s old), r1 (0.9s old), published 11:59:58 UTC
+//	plan: local (published plan stale: owner r2 last heard 34s ago)
+//	plan: local
+//
+// The publication time is in UTC: the replicas and the reader may not
+// share a time zone.
+func planLine(o *adminv1.PlanOrigin) string {
+	if o.GetSource() != "mesh" {
+		line := "plan: " + orDash(o.GetSource())
+		if o.GetReason() != "" {
+			line += " (" + o.GetReason() + ")"
+		}
+		return line
+	}
+	line := "plan: mesh, computed by " + orDash(o.GetOwner())
+	if cs := o.GetContributors(); len(cs) > 0 {
+		line += " from the load of " + contributors(cs)
+	} else {
+		line += " from no replica's fresh load"
+	}
+	if p := o.GetPublished(); p != nil {
+		line += ", published " + p.AsTime().UTC().Format("15:04:05") + " UTC"
+	}
+	if o.GetReason() != "" {
+		line += " (" + o.GetReason() + ")"
+	}
+	return line
+}
+
+// contributors lists replicas with the age of their load: "r0 (0.4s
+// old), r1 (12s old)".
+func contributors(cs []*adminv1.Contributor) string {
+	parts := make([]string, len(cs))
+	for i, c := range cs {
+		parts[i] = fmt.Sprintf("%s (%s old)", orDash(c.GetReplica()), seconds(c.GetAgeSeconds()))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// seconds shows an age: tenths of a second under 10 s ("0.4s"), whole
+// seconds above ("34s", "2m5s").
+func seconds(s float64) string {
+	if t := math.Round(max(s, 0)*10) / 10; t < 10 {
+		return strconv.FormatFloat(t, 'f', 1, 64) + "s"
+	}
+	return time.Duration(s * float64(time.Second)).Round(time.Second).String()
+}

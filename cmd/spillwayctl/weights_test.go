@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/spillway/spillway/load"
 	"github.com/spillway/spillway/weights"
@@ -21,18 +22,17 @@ import (
 )
 
 // fakePlans is a hand-written fake of the admin API's sources: the given
-// zone-aware results, no load and no streams.
-type fakePlans map[string]*zoneaware.Result
+// plans, no load and no streams.
+type fakePlans map[string]*weights.Plan
 
-func (f fakePlans) Plan(service string) *weights.Plan {
-	if res := f[service]; res != nil {
-		return &weights.Plan{Gen: 1, Result: res, Source: weights.SourceLocal}
-	}
-	return nil
+func (f fakePlans) Plan(service string) *weights.Plan { return f[service] }
+func (fakePlans) Loads(string, time.Time) []load.Load { return nil }
+func (fakePlans) Subscriptions() []xds.Subscription   { return nil }
+
+// compute sets service's plan to a local one from real cycles over in.
+func (f fakePlans) compute(service string, in ...*zoneaware.Input) {
+	f[service] = &weights.Plan{Gen: 1, Result: computeAll(in...), Source: weights.SourceLocal}
 }
-func (fakePlans) Loads(string, time.Time) []load.Load              { return nil }
-func (fakePlans) Subscriptions() []xds.Subscription                { return nil }
-func (f fakePlans) compute(service string, in ...*zoneaware.Input) { f[service] = computeAll(in...) }
 
 // computeAll runs real zone-aware cycles, one per input, on one State with
 // the default Config, and returns the last result.
@@ -57,9 +57,12 @@ var wt0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 //     10% errors with twice the in-flight requests per endpoint of the
 //     others; zone-c has a new endpoint still slow-starting; some clients
 //     have no zone; demand moved from zone-b to zone-a, so some routes
-//     changed and others kept their weights.
-//   - search: the same reports, an hour old: stale, fail open.
-//   - orders: no load reports yet; demand from connected clients.
+//     changed and others kept their weights. A mesh plan: published by
+//     owner r2 from the load of r0, r1 and r12.
+//   - search: the same reports, an hour old: stale, fail open. A local
+//     plan, the published one being stale.
+//   - orders: no load reports yet; demand from connected clients. A local
+//     plan (one replica).
 func weightsPlans() fakePlans {
 	old := wt0.Add(-time.Hour)
 	eps := []zoneaware.Endpoint{
@@ -95,7 +98,12 @@ func weightsPlans() fakePlans {
 	p.compute("payments",
 		reports(wt0.Add(-10*time.Second), wt0.Add(-12*time.Second), 350, 400),
 		reports(wt0, wt0.Add(-2*time.Second), 400, 350))
+	pay := p["payments"]
+	pay.Source, pay.Owner, pay.Published = weights.SourceMesh, "r2", wt0.Add(-1500*time.Millisecond)
+	pay.Contributors = []weights.Contributor{
+		{Replica: "r0", Age: 400 * time.Millisecond}, {Replica: "r1", Age: 900 * time.Millisecond}, {Replica: "r12", Age: 34 * time.Second}}
 	p.compute("search", reports(wt0, wt0.Add(-time.Hour), 400, 350))
+	p["search"].Reason = "published plan stale: owner r2 last heard 34s ago"
 	p.compute("orders", &zoneaware.Input{
 		Now:       wt0,
 		Endpoints: eps,
@@ -170,7 +178,8 @@ func TestCLIWeights(t *testing.T) {
 			t.Errorf("data_age = %v, want 2s", d)
 		}
 		compact := strings.Join(strings.Fields(out), "") // protojson varies its spacing
-		for _, k := range []string{`"same_zone":`, `"slow_starting":`, `"queue_factor":`, `"fail_open":`, `"client_zone":""`, `"explain":`} {
+		for _, k := range []string{`"same_zone":`, `"slow_starting":`, `"queue_factor":`, `"fail_open":`, `"client_zone":""`, `"explain":`,
+			`"origin":{"source":"mesh","owner":"r2","contributors":[{"replica":"r0","age_seconds":0.4}`, `"published":"2026-03-01T11:59:58.500Z"`} {
 			if !strings.Contains(compact, k) {
 				t.Errorf("weights -o json lacks %s (proto names, empty fields shown)", k)
 			}
@@ -212,5 +221,56 @@ func TestCLIWeightsZoneAwareOff(t *testing.T) {
 	r := ctl(t, s.addr, "weights", "payments")
 	if r.code != 1 || !strings.Contains(r.stderr, "no zone-aware weights for payments") || !strings.Contains(r.stderr, "(NotFound)") {
 		t.Errorf("weights payments: exit %d, stderr %q; want 1 and NotFound", r.code, r.stderr)
+	}
+}
+
+func TestPlanLine(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		o    *adminv1.PlanOrigin
+		want string
+	}{
+		{
+			name: "mesh",
+			o: &adminv1.PlanOrigin{Source: "mesh", Owner: "r2", Published: timestamppb.New(time.Date(2026, 3, 1, 12, 1, 2, 0, time.UTC)),
+				Contributors: []*adminv1.Contributor{{Replica: "r0", AgeSeconds: 0.4}, {Replica: "r1", AgeSeconds: 0.94}}},
+			want: "plan: mesh, computed by r2 from the load of r0 (0.4s old), r1 (0.9s old), published 12:01:02 UTC",
+		},
+		{
+			name: "mesh_old_load",
+			o: &adminv1.PlanOrigin{Source: "mesh", Owner: "r2",
+				Contributors: []*adminv1.Contributor{{Replica: "r0", AgeSeconds: 9.96}, {Replica: "r1", AgeSeconds: 125.4}}},
+			want: "plan: mesh, computed by r2 from the load of r0 (10s old), r1 (2m5s old)",
+		},
+		{
+			name: "mesh_no_contributors",
+			o:    &adminv1.PlanOrigin{Source: "mesh", Owner: "r2", Published: timestamppb.New(time.Date(2026, 3, 1, 14, 0, 0, 0, time.FixedZone("x", 3600)))},
+			want: "plan: mesh, computed by r2 from no replica's fresh load, published 13:00:00 UTC",
+		},
+		{
+			name: "local_reason",
+			o:    &adminv1.PlanOrigin{Source: "local", Reason: "store unreachable: owner r2 last heard 34s ago"},
+			want: "plan: local (store unreachable: owner r2 last heard 34s ago)",
+		},
+		{name: "local", o: &adminv1.PlanOrigin{Source: "local"}, want: "plan: local"},
+		{name: "unset", o: &adminv1.PlanOrigin{}, want: "plan: -"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := planLine(tc.o); got != tc.want {
+				t.Errorf("planLine =\n%s\nwant\n%s", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestWeightsWithoutOrigin: an answer without origin (a server before
+// mesh-wide load) prints no plan line.
+func TestWeightsWithoutOrigin(t *testing.T) {
+	var b strings.Builder
+	if err := writeWeights(&b, &adminv1.WeightsResponse{Service: "payments", Source: "none", Fallback: &adminv1.Fallback{Text: "none"}}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(b.String(), "plan:") {
+		t.Errorf("weights without origin printed a plan line:\n%s", b.String())
 	}
 }

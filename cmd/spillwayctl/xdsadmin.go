@@ -17,6 +17,10 @@ import (
 // (node.cluster empty).
 const unknownClient = "(unknown)"
 
+// allClients shows the client service of a merged row: every client
+// service, summed.
+const allClients = "(all)"
+
 // callAdmin runs fn with an Admin client and a context bounded by --timeout.
 func callAdmin(ctx context.Context, e *env, fn func(ctx context.Context, c adminv1.AdminClient) error) error {
 	conn, err := e.dial()
@@ -33,7 +37,7 @@ var loadCommand = &command{
 	name:    "load",
 	args:    "SERVICE",
 	nargs:   1,
-	summary: "show the load clients report (LRS) for a service, per client and locality",
+	summary: "show the load clients report (LRS) for a service, per client and locality; the mesh-wide merged load on its owner",
 	flags: func(fs *flag.FlagSet) action {
 		format, check := outputFlag(fs)
 		return func(ctx context.Context, e *env, args []string) error {
@@ -57,12 +61,41 @@ var loadCommand = &command{
 	},
 }
 
+// loadNote says whose load a LoadResponse shows when replicas share load;
+// "" when they do not (one replica).
+//
+//	mesh-wide load, merged by this replica (the owner) from r0 (0.4s old), r1 (0.9s old)
+//	load reported to this replica only; the owner r2 merges every replica's
+func loadNote(resp *adminv1.LoadResponse) string {
+	switch {
+	case resp.GetMerged():
+		from := "no replica's fresh summary"
+		if cs := resp.GetMergedFrom(); len(cs) > 0 {
+			from = contributors(cs)
+		}
+		return "mesh-wide load, merged by this replica (the owner) from " + from
+	case resp.GetOwnerElsewhere():
+		owner := "the service's owner"
+		if resp.GetOwner() != "" {
+			owner = "the owner " + resp.GetOwner()
+		}
+		return "load reported to this replica only; " + owner + " merges every replica's"
+	}
+	return ""
+}
+
 // writeLoadTable prints one row per flow. LOCALITY-ZONE is the upstream
 // zone (zone/sub-zone if it has one), prefixed with its region (region/zone,
 // "-" for none) when the rows do not all share one region, so that two
 // localities never look alike. AGE is the age of the newest fresh report by
-// the server's clock; "-" when every report is stale.
+// the server's clock; "-" when every report is stale. A merged (mesh-wide)
+// table, which sums every client service and has no totals, shows
+// CLIENT-SERVICE "(all)" and TOTAL-OK "-". The table is preceded by
+// loadNote's line when there is one.
 func writeLoadTable(w io.Writer, resp *adminv1.LoadResponse) error {
+	if note := loadNote(resp); note != "" {
+		fmt.Fprintln(w, note)
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "CLIENT-SERVICE\tCLIENT-ZONE\t→\tLOCALITY-ZONE\tRPS(ISSUED/OK/ERR)\tIN-FLIGHT\tTOTAL-OK\tREPORTERS\tAGE")
 	now := resp.GetTime().AsTime()
@@ -78,10 +111,14 @@ func writeLoadTable(w io.Writer, resp *adminv1.LoadResponse) error {
 		if len(regions) > 1 {
 			loc = orDash(r.GetLocality().GetRegion()) + "/" + loc
 		}
-		fmt.Fprintf(tw, "%s\t%s\t→\t%s\t%s/%s/%s\t%d\t%d\t%d\t%s\n",
-			clientName(r.GetClientService()), orDash(r.GetClientZone()), loc,
+		client, totalOK := clientName(r.GetClientService()), strconv.FormatUint(r.GetTotalSucceeded(), 10)
+		if resp.GetMerged() {
+			client, totalOK = allClients, "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t→\t%s\t%s/%s/%s\t%d\t%s\t%d\t%s\n",
+			client, orDash(r.GetClientZone()), loc,
 			rate(r.GetIssuedRps()), rate(r.GetSucceededRps()), rate(r.GetErroredRps()),
-			r.GetInProgress(), r.GetTotalSucceeded(), r.GetReporters(), age(r.GetUpdated(), now))
+			r.GetInProgress(), totalOK, r.GetReporters(), age(r.GetUpdated(), now))
 	}
 	return tw.Flush()
 }

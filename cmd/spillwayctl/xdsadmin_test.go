@@ -349,11 +349,49 @@ func TestLoadTableText(t *testing.T) {
 			IssuedRps: rps, SucceededRps: rps, InProgress: 2, TotalSucceeded: 42, Reporters: 1, Updated: updated,
 		}
 	}
+	merged := func(clientZone, zone string, rps float64, reporters uint32) *adminv1.LoadRow {
+		return &adminv1.LoadRow{ClientZone: clientZone, Service: "payments", Locality: &adminv1.Locality{Zone: zone},
+			IssuedRps: rps, SucceededRps: rps, InProgress: 7, Reporters: reporters, Updated: timestamppb.New(now.Add(-time.Second))}
+	}
 	for _, tc := range []struct {
 		name string
 		rows []*adminv1.LoadRow
+		resp *adminv1.LoadResponse // the rest of the answer; nil: none
 		want string
 	}{
+		{
+			name: "merged",
+			rows: []*adminv1.LoadRow{merged("zone-a", "zone-a", 300, 4), merged("zone-b", "zone-a", 20, 2)},
+			resp: &adminv1.LoadResponse{Merged: true, MergedFrom: []*adminv1.Contributor{{Replica: "r0", AgeSeconds: 0.4}, {Replica: "r1", AgeSeconds: 0.9}}},
+			want: "" +
+				"mesh-wide load, merged by this replica (the owner) from r0 (0.4s old), r1 (0.9s old)\n" +
+				"CLIENT-SERVICE  CLIENT-ZONE  →  LOCALITY-ZONE  RPS(ISSUED/OK/ERR)  IN-FLIGHT  TOTAL-OK  REPORTERS  AGE\n" +
+				"(all)           zone-a       →  zone-a         300/300/0           7          -         4          1s ago\n" +
+				"(all)           zone-b       →  zone-a         20/20/0             7          -         2          1s ago\n",
+		},
+		{
+			name: "merged_nothing_fresh",
+			resp: &adminv1.LoadResponse{Merged: true},
+			want: "" +
+				"mesh-wide load, merged by this replica (the owner) from no replica's fresh summary\n" +
+				"CLIENT-SERVICE  CLIENT-ZONE  →  LOCALITY-ZONE  RPS(ISSUED/OK/ERR)  IN-FLIGHT  TOTAL-OK  REPORTERS  AGE\n",
+		},
+		{
+			name: "owner_elsewhere",
+			rows: []*adminv1.LoadRow{row("checkout", "zone-a", "r1", "zone-a", "", 1, timestamppb.New(now))},
+			resp: &adminv1.LoadResponse{OwnerElsewhere: true, Owner: "r2"},
+			want: "" +
+				"load reported to this replica only; the owner r2 merges every replica's\n" +
+				"CLIENT-SERVICE  CLIENT-ZONE  →  LOCALITY-ZONE  RPS(ISSUED/OK/ERR)  IN-FLIGHT  TOTAL-OK  REPORTERS  AGE\n" +
+				"checkout        zone-a       →  zone-a         1/1/0               2          42        1          0s ago\n",
+		},
+		{
+			name: "owner_elsewhere_unknown",
+			resp: &adminv1.LoadResponse{OwnerElsewhere: true},
+			want: "" +
+				"load reported to this replica only; the service's owner merges every replica's\n" +
+				"CLIENT-SERVICE  CLIENT-ZONE  →  LOCALITY-ZONE  RPS(ISSUED/OK/ERR)  IN-FLIGHT  TOTAL-OK  REPORTERS  AGE\n",
+		},
 		{
 			name: "one_region",
 			rows: []*adminv1.LoadRow{
@@ -379,7 +417,12 @@ func TestLoadTableText(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var b strings.Builder
-			if err := writeLoadTable(&b, &adminv1.LoadResponse{Service: "payments", Rows: tc.rows, Time: timestamppb.New(now)}); err != nil {
+			resp := &adminv1.LoadResponse{}
+			if tc.resp != nil {
+				resp = tc.resp
+			}
+			resp.Service, resp.Rows, resp.Time = "payments", tc.rows, timestamppb.New(now)
+			if err := writeLoadTable(&b, resp); err != nil {
 				t.Fatal(err)
 			}
 			if diff := cmp.Diff(tc.want, b.String()); diff != "" {

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/spillway/spillway/load"
+	"github.com/spillway/spillway/load/exchange"
 	"github.com/spillway/spillway/registry"
 	"github.com/spillway/spillway/weights"
 	"github.com/spillway/spillway/xds"
@@ -47,6 +48,21 @@ type Plans interface {
 	Plan(service string) *weights.Plan
 }
 
+// MeshLoad is the mesh-wide load that replicas send each service's owner
+// (load/exchange). It is called from many goroutines at once and must be
+// safe for that. The owner's ownership (Owns) and its exchange.Merged
+// (Loads, Contributors) together implement it.
+type MeshLoad interface {
+	// Owns reports whether this replica owns service now.
+	Owns(service string) bool
+	// Loads returns the flows of service summed over every replica whose
+	// latest summary is fresh, sorted by client zone and zone.
+	Loads(service string, now time.Time) []load.Load
+	// Contributors returns the replicas whose summaries Loads sums, with
+	// their ages at now.
+	Contributors(service string, now time.Time) []exchange.Contributor
+}
+
 var (
 	_ LoadReader         = (*load.Table)(nil)
 	_ SubscriptionLister = (*xds.Server)(nil)
@@ -61,6 +77,11 @@ type Config struct {
 	Subscriptions SubscriptionLister
 	// Plans gives the zone-aware weights; non-nil.
 	Plans Plans
+	// Mesh is the mesh-wide load when replicas share load; nil (one
+	// replica, or sharing off) answers Load from Loads alone. With it, Load
+	// answers a service this replica owns from Mesh (merged, merged_from)
+	// and any other from Loads, flagged owner_elsewhere.
+	Mesh MeshLoad
 	// Logger; nil discards.
 	Logger *slog.Logger
 	// Now is the clock that decides which reports are fresh; nil means
@@ -76,6 +97,7 @@ type API struct {
 	loads LoadReader
 	subs  SubscriptionLister
 	plans Plans
+	mesh  MeshLoad
 	log   *slog.Logger
 	now   func() time.Time
 }
@@ -99,7 +121,7 @@ func New(cfg Config) (*API, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &API{loads: cfg.Loads, subs: cfg.Subscriptions, plans: cfg.Plans, log: cfg.Logger, now: cfg.Now}, nil
+	return &API{loads: cfg.Loads, subs: cfg.Subscriptions, plans: cfg.Plans, mesh: cfg.Mesh, log: cfg.Logger, now: cfg.Now}, nil
 }
 
 // RegisterGRPC adds the Admin service to s.
@@ -134,8 +156,27 @@ func (a *API) load(req *pb.LoadRequest) (*pb.LoadResponse, error) {
 		return nil, err
 	}
 	now := a.now()
-	loads := a.loads.Loads(service, now)
-	resp := &pb.LoadResponse{Service: service, Rows: make([]*pb.LoadRow, 0, len(loads)), Time: timestamppb.New(now)}
+	resp := &pb.LoadResponse{Service: service, Time: timestamppb.New(now)}
+	if p := a.plans.Plan(service); p != nil && p.Source == weights.SourceMesh {
+		resp.Owner = p.Owner
+	}
+	var loads []load.Load
+	switch {
+	case a.mesh == nil:
+		loads = a.loads.Loads(service, now)
+	case a.mesh.Owns(service):
+		resp.Merged = true
+		loads = a.mesh.Loads(service, now)
+		cs := a.mesh.Contributors(service, now)
+		resp.MergedFrom = make([]*pb.Contributor, 0, len(cs))
+		for _, c := range cs {
+			resp.MergedFrom = append(resp.MergedFrom, &pb.Contributor{Replica: c.Replica, AgeSeconds: c.Age.Seconds()})
+		}
+	default:
+		resp.OwnerElsewhere = true
+		loads = a.loads.Loads(service, now)
+	}
+	resp.Rows = make([]*pb.LoadRow, 0, len(loads))
 	for _, l := range loads {
 		resp.Rows = append(resp.Rows, loadRow(l))
 	}

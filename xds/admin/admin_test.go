@@ -356,10 +356,12 @@ func checkHTTP(t *testing.T, h http.Handler, tc httpCase) {
 func TestHTTPFieldNames(t *testing.T) {
 	h := newAPI(t, newFake()).Handler()
 	for target, keys := range map[string][]string{
-		"/v1/load?service=payments": {`"client_service":`, `"issued_rps":`, `"sub_zone":""`, `"in_progress":`, `"updated":null`},
-		"/v1/graph":                 {`"client_service":""`, `"errored_rps":`, `"zones":[]`},
+		"/v1/load?service=payments": {`"client_service":`, `"issued_rps":`, `"sub_zone":""`, `"in_progress":`, `"updated":null`,
+			`"merged":false`, `"merged_from":[]`, `"owner_elsewhere":false`, `"owner":""`},
+		"/v1/graph": {`"client_service":""`, `"errored_rps":`, `"zones":[]`},
 		"/v1/weights?service=search": {`"same_zone":0`, `"data_age":"3600s"`, `"fail_open":true`, `"reason_zone":"a"`,
-			`"in_flight_per_endpoint":`, `"capacity_share":`, `"client_zone":""`, `"has_demand":false`, `"spill":[`},
+			`"in_flight_per_endpoint":`, `"capacity_share":`, `"client_zone":""`, `"has_demand":false`, `"spill":[`,
+			`"origin":{"source":"local","owner":"","contributors":[],"published":null,"reason":""}`},
 	} {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest("GET", target, nil))

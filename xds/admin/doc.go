@@ -10,7 +10,8 @@
 //
 // # Usage
 //
-//	a, err := admin.New(admin.Config{Loads: xdsSrv.Loads(), Subscriptions: xdsSrv, Plans: planner, Logger: log})
+//	a, err := admin.New(admin.Config{Loads: xdsSrv.Loads(), Subscriptions: xdsSrv, Plans: planner, Logger: log,
+//		Mesh: meshLoad}) // optional: Owns from ownership, Loads and Contributors from exchange.Merged
 //	a.RegisterGRPC(grpcSrv)
 //	mux.Handle("/v1/load", a.Handler())
 //	mux.Handle("/v1/graph", a.Handler())
@@ -25,6 +26,15 @@
 // InvalidArgument / HTTP 400 naming the field "service" (in the message and
 // in the "field" member of the JSON error).
 //
+// With replicas sharing load (Config.Mesh set), the replica that owns the
+// service answers with the mesh-wide table instead: the flows every
+// replica summarised to it, summed per client zone and upstream zone
+// (client_service "", totals 0), merged true and merged_from listing the
+// replicas whose fresh summaries it sums with their ages. Any other
+// replica answers with the load reported to it alone and owner_elsewhere
+// true; owner names the owner when a published plan is in force. Without
+// Config.Mesh (one replica) the answer is the local table, as before.
+//
 // Graph joins what the connected ADS streams subscribe to (streams, nodes
 // and client zones, "other" beyond the cap, per client service and service) with the fresh load of
 // the same pair. A pair with only stale reports and no stream is left out.
@@ -35,7 +45,11 @@
 // zone (healthy and slow-starting endpoints, the queue and error factors,
 // adjusted capacity and its share, demand and estimated load); and per
 // client zone the weights, local share, spill, demand, fallback, hysteresis
-// and the one-line explanation of zoneaware.Explain. A service without
+// and the one-line explanation of zoneaware.Explain; and its origin
+// (weights.Plan): source "mesh" (published by the owner, with the
+// contributing replicas and the age of each one's load, and when it was
+// published) or "local" (this replica's own view, with the reason the
+// published plan was not used). A service without
 // weights (unknown, zone-aware weights off, or before the first cycle) is
 // NotFound / HTTP 404; a bad name is InvalidArgument / HTTP 400 naming
 // "service", as for Load.

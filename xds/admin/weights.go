@@ -3,12 +3,15 @@ package admin
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/spillway/spillway/registry"
+	"github.com/spillway/spillway/weights"
 	"github.com/spillway/spillway/weights/zoneaware"
 	pb "github.com/spillway/spillway/xds/admin/adminv1"
 )
@@ -31,7 +34,27 @@ func (a *API) weights(req *pb.WeightsRequest) (*pb.WeightsResponse, error) {
 	if plan == nil || plan.Result == nil {
 		return nil, fmt.Errorf("%w for %s: unknown service, zone-aware weights off (spillway --zone-aware=false), or not computed yet", errNoPlan, service)
 	}
-	return weightsResponse(service, plan.Result, a.now()), nil
+	resp := weightsResponse(service, plan.Result, a.now())
+	resp.Origin = planOrigin(plan)
+	return resp, nil
+}
+
+// planOrigin says where plan came from, which it does not modify.
+func planOrigin(plan *weights.Plan) *pb.PlanOrigin {
+	o := &pb.PlanOrigin{
+		Source:       plan.Source.String(),
+		Owner:        plan.Owner,
+		Contributors: make([]*pb.Contributor, 0, len(plan.Contributors)),
+		Reason:       plan.Reason,
+	}
+	for _, c := range plan.Contributors {
+		o.Contributors = append(o.Contributors, &pb.Contributor{Replica: c.Replica, AgeSeconds: c.Age.Seconds()})
+	}
+	slices.SortStableFunc(o.Contributors, func(x, y *pb.Contributor) int { return strings.Compare(x.Replica, y.Replica) })
+	if !plan.Published.IsZero() {
+		o.Published = timestamppb.New(plan.Published)
+	}
+	return o
 }
 
 // weightsResponse converts res, which it does not modify.

@@ -117,7 +117,8 @@ func wantPaymentsWeights() *pb.WeightsResponse {
 				Explain: "c: demand 200 rps (lrs, 20.0%); " + own("25.0%", 1) + "; local 100.0%; fallback: none",
 			},
 		},
-		Time: ts(t0),
+		Time:   ts(t0),
+		Origin: &pb.PlanOrigin{Source: "local"},
 	}
 }
 

@@ -279,10 +279,25 @@ func (x *LoadRow) GetUpdated() *timestamppb.Timestamp {
 }
 
 type LoadResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Service       string                 `protobuf:"bytes,1,opt,name=service,proto3" json:"service,omitempty"` // the service asked for, normalized
-	Rows          []*LoadRow             `protobuf:"bytes,2,rep,name=rows,proto3" json:"rows,omitempty"`       // sorted by client service, client zone, locality
-	Time          *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=time,proto3" json:"time,omitempty"`       // server time of the answer; ages are relative to it
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Service string                 `protobuf:"bytes,1,opt,name=service,proto3" json:"service,omitempty"` // the service asked for, normalized
+	Rows    []*LoadRow             `protobuf:"bytes,2,rep,name=rows,proto3" json:"rows,omitempty"`       // sorted by client service, client zone, locality
+	Time    *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=time,proto3" json:"time,omitempty"`       // server time of the answer; ages are relative to it
+	// merged: replicas share load and this replica owns the service, so the
+	// rows are the mesh-wide load it merged from every replica's summaries:
+	// one row per client zone and upstream zone, client_service "" (not
+	// summarised), locality with the zone only, totals 0 (they are per
+	// replica).
+	Merged bool `protobuf:"varint,4,opt,name=merged,proto3" json:"merged,omitempty"`
+	// The replicas whose fresh summaries the merged rows sum, with the age
+	// of each one's latest summary, sorted by replica; empty unless merged.
+	MergedFrom []*Contributor `protobuf:"bytes,5,rep,name=merged_from,json=mergedFrom,proto3" json:"merged_from,omitempty"`
+	// owner_elsewhere: replicas share load and another replica owns the
+	// service; the rows are only the load reported to this replica.
+	OwnerElsewhere bool `protobuf:"varint,6,opt,name=owner_elsewhere,json=ownerElsewhere,proto3" json:"owner_elsewhere,omitempty"`
+	// The replica that owns the service, as named by its published plan;
+	// "" when not known (no mesh plan in force).
+	Owner         string `protobuf:"bytes,7,opt,name=owner,proto3" json:"owner,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -338,6 +353,89 @@ func (x *LoadResponse) GetTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *LoadResponse) GetMerged() bool {
+	if x != nil {
+		return x.Merged
+	}
+	return false
+}
+
+func (x *LoadResponse) GetMergedFrom() []*Contributor {
+	if x != nil {
+		return x.MergedFrom
+	}
+	return nil
+}
+
+func (x *LoadResponse) GetOwnerElsewhere() bool {
+	if x != nil {
+		return x.OwnerElsewhere
+	}
+	return false
+}
+
+func (x *LoadResponse) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+// Contributor is a replica whose load an owner merged.
+type Contributor struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Replica string                 `protobuf:"bytes,1,opt,name=replica,proto3" json:"replica,omitempty"`
+	// The age of its latest load summary: when the plan was computed (in
+	// PlanOrigin), or at the answer's time (in LoadResponse).
+	AgeSeconds    float64 `protobuf:"fixed64,2,opt,name=age_seconds,json=ageSeconds,proto3" json:"age_seconds,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Contributor) Reset() {
+	*x = Contributor{}
+	mi := &file_admin_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Contributor) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Contributor) ProtoMessage() {}
+
+func (x *Contributor) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Contributor.ProtoReflect.Descriptor instead.
+func (*Contributor) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *Contributor) GetReplica() string {
+	if x != nil {
+		return x.Replica
+	}
+	return ""
+}
+
+func (x *Contributor) GetAgeSeconds() float64 {
+	if x != nil {
+		return x.AgeSeconds
+	}
+	return 0
+}
+
 type GraphRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -346,7 +444,7 @@ type GraphRequest struct {
 
 func (x *GraphRequest) Reset() {
 	*x = GraphRequest{}
-	mi := &file_admin_proto_msgTypes[4]
+	mi := &file_admin_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -358,7 +456,7 @@ func (x *GraphRequest) String() string {
 func (*GraphRequest) ProtoMessage() {}
 
 func (x *GraphRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[4]
+	mi := &file_admin_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -371,7 +469,7 @@ func (x *GraphRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GraphRequest.ProtoReflect.Descriptor instead.
 func (*GraphRequest) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{4}
+	return file_admin_proto_rawDescGZIP(), []int{5}
 }
 
 // Edge is one client service asking for one service.
@@ -393,7 +491,7 @@ type Edge struct {
 
 func (x *Edge) Reset() {
 	*x = Edge{}
-	mi := &file_admin_proto_msgTypes[5]
+	mi := &file_admin_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -405,7 +503,7 @@ func (x *Edge) String() string {
 func (*Edge) ProtoMessage() {}
 
 func (x *Edge) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[5]
+	mi := &file_admin_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -418,7 +516,7 @@ func (x *Edge) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Edge.ProtoReflect.Descriptor instead.
 func (*Edge) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{5}
+	return file_admin_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Edge) GetClientService() string {
@@ -480,7 +578,7 @@ type GraphResponse struct {
 
 func (x *GraphResponse) Reset() {
 	*x = GraphResponse{}
-	mi := &file_admin_proto_msgTypes[6]
+	mi := &file_admin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -492,7 +590,7 @@ func (x *GraphResponse) String() string {
 func (*GraphResponse) ProtoMessage() {}
 
 func (x *GraphResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[6]
+	mi := &file_admin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -505,7 +603,7 @@ func (x *GraphResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GraphResponse.ProtoReflect.Descriptor instead.
 func (*GraphResponse) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{6}
+	return file_admin_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GraphResponse) GetEdges() []*Edge {
@@ -531,7 +629,7 @@ type WeightsRequest struct {
 
 func (x *WeightsRequest) Reset() {
 	*x = WeightsRequest{}
-	mi := &file_admin_proto_msgTypes[7]
+	mi := &file_admin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -543,7 +641,7 @@ func (x *WeightsRequest) String() string {
 func (*WeightsRequest) ProtoMessage() {}
 
 func (x *WeightsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[7]
+	mi := &file_admin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -556,7 +654,7 @@ func (x *WeightsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WeightsRequest.ProtoReflect.Descriptor instead.
 func (*WeightsRequest) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{7}
+	return file_admin_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *WeightsRequest) GetService() string {
@@ -586,7 +684,7 @@ type Fallback struct {
 
 func (x *Fallback) Reset() {
 	*x = Fallback{}
-	mi := &file_admin_proto_msgTypes[8]
+	mi := &file_admin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -598,7 +696,7 @@ func (x *Fallback) String() string {
 func (*Fallback) ProtoMessage() {}
 
 func (x *Fallback) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[8]
+	mi := &file_admin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -611,7 +709,7 @@ func (x *Fallback) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Fallback.ProtoReflect.Descriptor instead.
 func (*Fallback) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{8}
+	return file_admin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Fallback) GetKey() string {
@@ -688,7 +786,7 @@ type ZoneCapacity struct {
 
 func (x *ZoneCapacity) Reset() {
 	*x = ZoneCapacity{}
-	mi := &file_admin_proto_msgTypes[9]
+	mi := &file_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -700,7 +798,7 @@ func (x *ZoneCapacity) String() string {
 func (*ZoneCapacity) ProtoMessage() {}
 
 func (x *ZoneCapacity) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[9]
+	mi := &file_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -713,7 +811,7 @@ func (x *ZoneCapacity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ZoneCapacity.ProtoReflect.Descriptor instead.
 func (*ZoneCapacity) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{9}
+	return file_admin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ZoneCapacity) GetZone() string {
@@ -826,7 +924,7 @@ type ZoneWeight struct {
 
 func (x *ZoneWeight) Reset() {
 	*x = ZoneWeight{}
-	mi := &file_admin_proto_msgTypes[10]
+	mi := &file_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -838,7 +936,7 @@ func (x *ZoneWeight) String() string {
 func (*ZoneWeight) ProtoMessage() {}
 
 func (x *ZoneWeight) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[10]
+	mi := &file_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -851,7 +949,7 @@ func (x *ZoneWeight) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ZoneWeight.ProtoReflect.Descriptor instead.
 func (*ZoneWeight) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{10}
+	return file_admin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ZoneWeight) GetZone() string {
@@ -886,7 +984,7 @@ type ZoneShare struct {
 
 func (x *ZoneShare) Reset() {
 	*x = ZoneShare{}
-	mi := &file_admin_proto_msgTypes[11]
+	mi := &file_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -898,7 +996,7 @@ func (x *ZoneShare) String() string {
 func (*ZoneShare) ProtoMessage() {}
 
 func (x *ZoneShare) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[11]
+	mi := &file_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -911,7 +1009,7 @@ func (x *ZoneShare) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ZoneShare.ProtoReflect.Descriptor instead.
 func (*ZoneShare) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{11}
+	return file_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ZoneShare) GetZone() string {
@@ -962,7 +1060,7 @@ type ZoneRoute struct {
 
 func (x *ZoneRoute) Reset() {
 	*x = ZoneRoute{}
-	mi := &file_admin_proto_msgTypes[12]
+	mi := &file_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -974,7 +1072,7 @@ func (x *ZoneRoute) String() string {
 func (*ZoneRoute) ProtoMessage() {}
 
 func (x *ZoneRoute) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[12]
+	mi := &file_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -987,7 +1085,7 @@ func (x *ZoneRoute) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ZoneRoute.ProtoReflect.Descriptor instead.
 func (*ZoneRoute) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{12}
+	return file_admin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ZoneRoute) GetClientZone() string {
@@ -1100,16 +1198,17 @@ type WeightsResponse struct {
 	// zone, and the best possible; both 0 when no demand is used.
 	SameZone      float64                `protobuf:"fixed64,5,opt,name=same_zone,json=sameZone,proto3" json:"same_zone,omitempty"`
 	Optimum       float64                `protobuf:"fixed64,6,opt,name=optimum,proto3" json:"optimum,omitempty"`
-	Zones         []*ZoneCapacity        `protobuf:"bytes,7,rep,name=zones,proto3" json:"zones,omitempty"`   // every zone seen, upstream or client, sorted
-	Routes        []*ZoneRoute           `protobuf:"bytes,8,rep,name=routes,proto3" json:"routes,omitempty"` // one per client zone, sorted; the first is client_zone ""
-	Time          *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=time,proto3" json:"time,omitempty"`     // server time of the answer
+	Zones         []*ZoneCapacity        `protobuf:"bytes,7,rep,name=zones,proto3" json:"zones,omitempty"`    // every zone seen, upstream or client, sorted
+	Routes        []*ZoneRoute           `protobuf:"bytes,8,rep,name=routes,proto3" json:"routes,omitempty"`  // one per client zone, sorted; the first is client_zone ""
+	Time          *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=time,proto3" json:"time,omitempty"`      // server time of the answer
+	Origin        *PlanOrigin            `protobuf:"bytes,10,opt,name=origin,proto3" json:"origin,omitempty"` // which replica's view the weights come from
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WeightsResponse) Reset() {
 	*x = WeightsResponse{}
-	mi := &file_admin_proto_msgTypes[13]
+	mi := &file_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1121,7 +1220,7 @@ func (x *WeightsResponse) String() string {
 func (*WeightsResponse) ProtoMessage() {}
 
 func (x *WeightsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[13]
+	mi := &file_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1134,7 +1233,7 @@ func (x *WeightsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WeightsResponse.ProtoReflect.Descriptor instead.
 func (*WeightsResponse) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{13}
+	return file_admin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *WeightsResponse) GetService() string {
@@ -1200,6 +1299,98 @@ func (x *WeightsResponse) GetTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *WeightsResponse) GetOrigin() *PlanOrigin {
+	if x != nil {
+		return x.Origin
+	}
+	return nil
+}
+
+// PlanOrigin says where a service's weights come from.
+type PlanOrigin struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// mesh: computed by the service's owner from every replica's load and
+	// published through the store; local: computed by this replica from the
+	// load reported to it alone.
+	Source string `protobuf:"bytes,1,opt,name=source,proto3" json:"source,omitempty"`
+	Owner  string `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"` // the replica that computed a mesh plan; "" for local
+	// The replicas whose load the owner merged, with the age of each one's
+	// summary when the plan was computed, sorted by replica; empty for local.
+	Contributors []*Contributor         `protobuf:"bytes,3,rep,name=contributors,proto3" json:"contributors,omitempty"`
+	Published    *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=published,proto3" json:"published,omitempty"` // when the owner published it; unset for local
+	// Why this source was chosen over a better one, e.g. "published plan
+	// stale: owner r2 last heard 34s ago"; "" when none was available
+	// (always so for mesh).
+	Reason        string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlanOrigin) Reset() {
+	*x = PlanOrigin{}
+	mi := &file_admin_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlanOrigin) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlanOrigin) ProtoMessage() {}
+
+func (x *PlanOrigin) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlanOrigin.ProtoReflect.Descriptor instead.
+func (*PlanOrigin) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *PlanOrigin) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *PlanOrigin) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *PlanOrigin) GetContributors() []*Contributor {
+	if x != nil {
+		return x.Contributors
+	}
+	return nil
+}
+
+func (x *PlanOrigin) GetPublished() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Published
+	}
+	return nil
+}
+
+func (x *PlanOrigin) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 var File_admin_proto protoreflect.FileDescriptor
 
 const file_admin_proto_rawDesc = "" +
@@ -1229,11 +1420,20 @@ const file_admin_proto_rawDesc = "" +
 	" \x01(\x04R\x0etotalSucceeded\x12#\n" +
 	"\rtotal_errored\x18\v \x01(\x04R\ftotalErrored\x12\x1c\n" +
 	"\treporters\x18\f \x01(\rR\treporters\x124\n" +
-	"\aupdated\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\aupdated\"\x88\x01\n" +
+	"\aupdated\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\aupdated\"\xa0\x02\n" +
 	"\fLoadResponse\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x12.\n" +
 	"\x04rows\x18\x02 \x03(\v2\x1a.spillway.admin.v1.LoadRowR\x04rows\x12.\n" +
-	"\x04time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\"\x0e\n" +
+	"\x04time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x16\n" +
+	"\x06merged\x18\x04 \x01(\bR\x06merged\x12?\n" +
+	"\vmerged_from\x18\x05 \x03(\v2\x1e.spillway.admin.v1.ContributorR\n" +
+	"mergedFrom\x12'\n" +
+	"\x0fowner_elsewhere\x18\x06 \x01(\bR\x0eownerElsewhere\x12\x14\n" +
+	"\x05owner\x18\a \x01(\tR\x05owner\"H\n" +
+	"\vContributor\x12\x18\n" +
+	"\areplica\x18\x01 \x01(\tR\areplica\x12\x1f\n" +
+	"\vage_seconds\x18\x02 \x01(\x01R\n" +
+	"ageSeconds\"\x0e\n" +
 	"\fGraphRequest\"\xc0\x01\n" +
 	"\x04Edge\x12%\n" +
 	"\x0eclient_service\x18\x01 \x01(\tR\rclientService\x12\x18\n" +
@@ -1299,7 +1499,7 @@ const file_admin_proto_rawDesc = "" +
 	"\x04held\x18\v \x01(\bR\x04held\x12\x14\n" +
 	"\x05moved\x18\f \x01(\x01R\x05moved\x12\x18\n" +
 	"\achanged\x18\r \x01(\bR\achanged\x12\x18\n" +
-	"\aexplain\x18\x0e \x01(\tR\aexplain\"\x86\x03\n" +
+	"\aexplain\x18\x0e \x01(\tR\aexplain\"\xbd\x03\n" +
 	"\x0fWeightsResponse\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x12\x16\n" +
 	"\x06source\x18\x02 \x01(\tR\x06source\x127\n" +
@@ -1309,7 +1509,16 @@ const file_admin_proto_rawDesc = "" +
 	"\aoptimum\x18\x06 \x01(\x01R\aoptimum\x125\n" +
 	"\x05zones\x18\a \x03(\v2\x1f.spillway.admin.v1.ZoneCapacityR\x05zones\x124\n" +
 	"\x06routes\x18\b \x03(\v2\x1c.spillway.admin.v1.ZoneRouteR\x06routes\x12.\n" +
-	"\x04time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\x04time2\xee\x01\n" +
+	"\x04time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x125\n" +
+	"\x06origin\x18\n" +
+	" \x01(\v2\x1d.spillway.admin.v1.PlanOriginR\x06origin\"\xd0\x01\n" +
+	"\n" +
+	"PlanOrigin\x12\x16\n" +
+	"\x06source\x18\x01 \x01(\tR\x06source\x12\x14\n" +
+	"\x05owner\x18\x02 \x01(\tR\x05owner\x12B\n" +
+	"\fcontributors\x18\x03 \x03(\v2\x1e.spillway.admin.v1.ContributorR\fcontributors\x128\n" +
+	"\tpublished\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tpublished\x12\x16\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason2\xee\x01\n" +
 	"\x05Admin\x12G\n" +
 	"\x04Load\x12\x1e.spillway.admin.v1.LoadRequest\x1a\x1f.spillway.admin.v1.LoadResponse\x12J\n" +
 	"\x05Graph\x12\x1f.spillway.admin.v1.GraphRequest\x1a .spillway.admin.v1.GraphResponse\x12P\n" +
@@ -1327,51 +1536,57 @@ func file_admin_proto_rawDescGZIP() []byte {
 	return file_admin_proto_rawDescData
 }
 
-var file_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_admin_proto_goTypes = []any{
 	(*Locality)(nil),              // 0: spillway.admin.v1.Locality
 	(*LoadRequest)(nil),           // 1: spillway.admin.v1.LoadRequest
 	(*LoadRow)(nil),               // 2: spillway.admin.v1.LoadRow
 	(*LoadResponse)(nil),          // 3: spillway.admin.v1.LoadResponse
-	(*GraphRequest)(nil),          // 4: spillway.admin.v1.GraphRequest
-	(*Edge)(nil),                  // 5: spillway.admin.v1.Edge
-	(*GraphResponse)(nil),         // 6: spillway.admin.v1.GraphResponse
-	(*WeightsRequest)(nil),        // 7: spillway.admin.v1.WeightsRequest
-	(*Fallback)(nil),              // 8: spillway.admin.v1.Fallback
-	(*ZoneCapacity)(nil),          // 9: spillway.admin.v1.ZoneCapacity
-	(*ZoneWeight)(nil),            // 10: spillway.admin.v1.ZoneWeight
-	(*ZoneShare)(nil),             // 11: spillway.admin.v1.ZoneShare
-	(*ZoneRoute)(nil),             // 12: spillway.admin.v1.ZoneRoute
-	(*WeightsResponse)(nil),       // 13: spillway.admin.v1.WeightsResponse
-	(*timestamppb.Timestamp)(nil), // 14: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 15: google.protobuf.Duration
+	(*Contributor)(nil),           // 4: spillway.admin.v1.Contributor
+	(*GraphRequest)(nil),          // 5: spillway.admin.v1.GraphRequest
+	(*Edge)(nil),                  // 6: spillway.admin.v1.Edge
+	(*GraphResponse)(nil),         // 7: spillway.admin.v1.GraphResponse
+	(*WeightsRequest)(nil),        // 8: spillway.admin.v1.WeightsRequest
+	(*Fallback)(nil),              // 9: spillway.admin.v1.Fallback
+	(*ZoneCapacity)(nil),          // 10: spillway.admin.v1.ZoneCapacity
+	(*ZoneWeight)(nil),            // 11: spillway.admin.v1.ZoneWeight
+	(*ZoneShare)(nil),             // 12: spillway.admin.v1.ZoneShare
+	(*ZoneRoute)(nil),             // 13: spillway.admin.v1.ZoneRoute
+	(*WeightsResponse)(nil),       // 14: spillway.admin.v1.WeightsResponse
+	(*PlanOrigin)(nil),            // 15: spillway.admin.v1.PlanOrigin
+	(*timestamppb.Timestamp)(nil), // 16: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 17: google.protobuf.Duration
 }
 var file_admin_proto_depIdxs = []int32{
 	0,  // 0: spillway.admin.v1.LoadRow.locality:type_name -> spillway.admin.v1.Locality
-	14, // 1: spillway.admin.v1.LoadRow.updated:type_name -> google.protobuf.Timestamp
+	16, // 1: spillway.admin.v1.LoadRow.updated:type_name -> google.protobuf.Timestamp
 	2,  // 2: spillway.admin.v1.LoadResponse.rows:type_name -> spillway.admin.v1.LoadRow
-	14, // 3: spillway.admin.v1.LoadResponse.time:type_name -> google.protobuf.Timestamp
-	5,  // 4: spillway.admin.v1.GraphResponse.edges:type_name -> spillway.admin.v1.Edge
-	14, // 5: spillway.admin.v1.GraphResponse.time:type_name -> google.protobuf.Timestamp
-	10, // 6: spillway.admin.v1.ZoneRoute.weights:type_name -> spillway.admin.v1.ZoneWeight
-	8,  // 7: spillway.admin.v1.ZoneRoute.fallback:type_name -> spillway.admin.v1.Fallback
-	11, // 8: spillway.admin.v1.ZoneRoute.spill:type_name -> spillway.admin.v1.ZoneShare
-	8,  // 9: spillway.admin.v1.WeightsResponse.fallback:type_name -> spillway.admin.v1.Fallback
-	15, // 10: spillway.admin.v1.WeightsResponse.data_age:type_name -> google.protobuf.Duration
-	9,  // 11: spillway.admin.v1.WeightsResponse.zones:type_name -> spillway.admin.v1.ZoneCapacity
-	12, // 12: spillway.admin.v1.WeightsResponse.routes:type_name -> spillway.admin.v1.ZoneRoute
-	14, // 13: spillway.admin.v1.WeightsResponse.time:type_name -> google.protobuf.Timestamp
-	1,  // 14: spillway.admin.v1.Admin.Load:input_type -> spillway.admin.v1.LoadRequest
-	4,  // 15: spillway.admin.v1.Admin.Graph:input_type -> spillway.admin.v1.GraphRequest
-	7,  // 16: spillway.admin.v1.Admin.Weights:input_type -> spillway.admin.v1.WeightsRequest
-	3,  // 17: spillway.admin.v1.Admin.Load:output_type -> spillway.admin.v1.LoadResponse
-	6,  // 18: spillway.admin.v1.Admin.Graph:output_type -> spillway.admin.v1.GraphResponse
-	13, // 19: spillway.admin.v1.Admin.Weights:output_type -> spillway.admin.v1.WeightsResponse
-	17, // [17:20] is the sub-list for method output_type
-	14, // [14:17] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	16, // 3: spillway.admin.v1.LoadResponse.time:type_name -> google.protobuf.Timestamp
+	4,  // 4: spillway.admin.v1.LoadResponse.merged_from:type_name -> spillway.admin.v1.Contributor
+	6,  // 5: spillway.admin.v1.GraphResponse.edges:type_name -> spillway.admin.v1.Edge
+	16, // 6: spillway.admin.v1.GraphResponse.time:type_name -> google.protobuf.Timestamp
+	11, // 7: spillway.admin.v1.ZoneRoute.weights:type_name -> spillway.admin.v1.ZoneWeight
+	9,  // 8: spillway.admin.v1.ZoneRoute.fallback:type_name -> spillway.admin.v1.Fallback
+	12, // 9: spillway.admin.v1.ZoneRoute.spill:type_name -> spillway.admin.v1.ZoneShare
+	9,  // 10: spillway.admin.v1.WeightsResponse.fallback:type_name -> spillway.admin.v1.Fallback
+	17, // 11: spillway.admin.v1.WeightsResponse.data_age:type_name -> google.protobuf.Duration
+	10, // 12: spillway.admin.v1.WeightsResponse.zones:type_name -> spillway.admin.v1.ZoneCapacity
+	13, // 13: spillway.admin.v1.WeightsResponse.routes:type_name -> spillway.admin.v1.ZoneRoute
+	16, // 14: spillway.admin.v1.WeightsResponse.time:type_name -> google.protobuf.Timestamp
+	15, // 15: spillway.admin.v1.WeightsResponse.origin:type_name -> spillway.admin.v1.PlanOrigin
+	4,  // 16: spillway.admin.v1.PlanOrigin.contributors:type_name -> spillway.admin.v1.Contributor
+	16, // 17: spillway.admin.v1.PlanOrigin.published:type_name -> google.protobuf.Timestamp
+	1,  // 18: spillway.admin.v1.Admin.Load:input_type -> spillway.admin.v1.LoadRequest
+	5,  // 19: spillway.admin.v1.Admin.Graph:input_type -> spillway.admin.v1.GraphRequest
+	8,  // 20: spillway.admin.v1.Admin.Weights:input_type -> spillway.admin.v1.WeightsRequest
+	3,  // 21: spillway.admin.v1.Admin.Load:output_type -> spillway.admin.v1.LoadResponse
+	7,  // 22: spillway.admin.v1.Admin.Graph:output_type -> spillway.admin.v1.GraphResponse
+	14, // 23: spillway.admin.v1.Admin.Weights:output_type -> spillway.admin.v1.WeightsResponse
+	21, // [21:24] is the sub-list for method output_type
+	18, // [18:21] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_admin_proto_init() }
@@ -1385,7 +1600,7 @@ func file_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_admin_proto_rawDesc), len(file_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
