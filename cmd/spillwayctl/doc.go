@@ -41,13 +41,21 @@
 //	    endpoint id, only if the new replica does not know the lease).
 //	load SERVICE [-o text|json]
 //	    Show the load clients report over LRS for SERVICE: one row per client
-//	    service, client zone and upstream locality.
+//	    service, client zone and upstream locality. With replicas sharing
+//	    load, the service's owner shows the mesh-wide merged table (client
+//	    service "(all)", per client zone and zone) after a line naming the
+//	    replicas it merged and their ages; any other replica shows its own
+//	    load after "load reported to this replica only; the owner R merges
+//	    every replica's".
 //	graph [-o text|json|dot]
 //	    Show who calls whom (client service -> service) with rps and ADS
 //	    streams; -o dot prints a Graphviz digraph.
 //	weights SERVICE [-o text|json]
 //	    Explain SERVICE's zone-aware weights as of the server's last weights
-//	    cycle: the demand source, fallback and data age; per upstream zone
+//	    cycle: the demand source, fallback and data age; the plan line
+//	    (mesh: the owner that computed it, the replicas whose load it
+//	    merged with their ages, when it was published, in UTC; local: this
+//	    replica's own view, and why the published plan was not used); per upstream zone
 //	    the capacity (adjusted/raw: slow start, queue and error factors),
 //	    demand and load; per client zone the demand, local share, spill and
 //	    weights, with the reason when a fallback is in force. NotFound when

@@ -273,3 +273,29 @@ func (a *API) graph() *pb.GraphResponse {
 	})
 	return resp
 }
+
+// Owner says which services this replica owns.
+// *ownership.Owners implements it.
+type Owner interface {
+	Owns(service string) bool
+}
+
+// MergedLoad is the load an owner merged from every replica's summaries.
+// *exchange.Merged implements it.
+type MergedLoad interface {
+	Loads(service string, now time.Time) []load.Load
+	Contributors(service string, now time.Time) []exchange.Contributor
+}
+
+// JoinMesh joins a replica's ownership and the merged load it keeps as an
+// owner into the MeshLoad of Config.Mesh.
+func JoinMesh(owner Owner, merged MergedLoad) MeshLoad {
+	return joinedMesh{owner, merged}
+}
+
+type joinedMesh struct {
+	Owner
+	MergedLoad
+}
+
+var _ MergedLoad = (*exchange.Merged)(nil)

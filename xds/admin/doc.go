@@ -11,7 +11,7 @@
 // # Usage
 //
 //	a, err := admin.New(admin.Config{Loads: xdsSrv.Loads(), Subscriptions: xdsSrv, Plans: planner, Logger: log,
-//		Mesh: meshLoad}) // optional: Owns from ownership, Loads and Contributors from exchange.Merged
+//		Mesh: admin.JoinMesh(owners, merged)}) // optional: *ownership.Owners, *exchange.Merged
 //	a.RegisterGRPC(grpcSrv)
 //	mux.Handle("/v1/load", a.Handler())
 //	mux.Handle("/v1/graph", a.Handler())

@@ -13,6 +13,7 @@ import (
 	"github.com/spillway/spillway/load"
 	"github.com/spillway/spillway/load/exchange"
 	"github.com/spillway/spillway/registry"
+	"github.com/spillway/spillway/registry/replica/ownership"
 	"github.com/spillway/spillway/weights"
 	pb "github.com/spillway/spillway/xds/admin/adminv1"
 )
@@ -217,5 +218,37 @@ func TestLoadMesh(t *testing.T) {
 			// The HTTP answer is the same.
 			checkHTTP(t, a.Handler(), httpCase{method: "GET", target: "/v1/load?service=payments", code: 200, want: tc.want})
 		})
+	}
+}
+
+// TestJoinMesh: the real ownership and merged load make a MeshLoad.
+func TestJoinMesh(t *testing.T) {
+	var _ Owner = (*ownership.Owners)(nil)
+	merged := exchange.NewMerged(exchange.MergedConfig{Now: func() time.Time { return t0 }})
+	sum := load.Summary{Replica: "r1", At: t0, Interval: time.Second, Services: []load.ServiceSummary{{
+		Service: "payments",
+		Flows:   []load.Flow{{ClientZone: "zone-a", Zone: "zone-b", Issued: 7, Succeeded: 7, Reporters: 1, Updated: t0}},
+	}}}
+	if err := merged.Add(sum, t0); err != nil {
+		t.Fatal(err)
+	}
+	f := newFake()
+	a, err := New(Config{Loads: f, Subscriptions: f, Plans: fakePlans{}, Now: func() time.Time { return t0.Add(500 * time.Millisecond) },
+		Mesh: JoinMesh(&fakeMesh{owned: map[string]bool{"payments": true}}, merged)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := a.load(&pb.LoadRequest{Service: "payments"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &pb.LoadResponse{
+		Service: "payments", Time: ts(t0.Add(500 * time.Millisecond)), Merged: true,
+		Rows: []*pb.LoadRow{{ClientZone: "zone-a", Service: "payments", Locality: &pb.Locality{Zone: "zone-b"},
+			IssuedRps: 7, SucceededRps: 7, Reporters: 1, Updated: ts(t0)}},
+		MergedFrom: []*pb.Contributor{{Replica: "r1", AgeSeconds: 0.5}},
+	}
+	if diff := cmp.Diff(want, got, protocmp.Transform()); diff != "" {
+		t.Errorf("Load over JoinMesh (-want +got):\n%s", diff)
 	}
 }
