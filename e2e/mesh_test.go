@@ -62,7 +62,8 @@ func newMeshFixture(t *testing.T, sharing bool) *meshFixture {
 	t.Helper()
 	c := newReplicaClusterWith(t, 3,
 		"--xds-debounce", "20ms", "--lrs-interval", zaCycle.String(), "--weights-interval", zaCycle.String(),
-		"--lease-ttl", "1h", "--zone-aware=true", fmt.Sprintf("--mesh-load=%t", sharing))
+		"--lease-ttl", "1h", "--zone-aware=true", fmt.Sprintf("--mesh-load=%t", sharing),
+		"--mesh-stale-cycles", "6") // past a handover: --election-ttl 2s + 2 cycles
 	f := &meshFixture{c: c, zaFixture: &zaFixture{s: c.servers[0], backendCount: meshBackends, rates: meshRates, http: &http.Client{Timeout: 5 * time.Second}}}
 	reg := c.servers[0].client()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -238,18 +239,29 @@ func meshWeights(t *testing.T, hc *http.Client, s *server) *meshPlan {
 func (f *meshFixture) waitMesh(t *testing.T, d time.Duration, want string, live []int) []*meshPlan {
 	t.Helper()
 	var ps []*meshPlan
-	f.waitFor(t, d, want+" plan from load reports on every live replica", func() bool {
-		ps = ps[:0]
+	var last []string
+	deadline := time.Now().Add(d)
+	for {
+		ps, last = ps[:0], last[:0]
 		for _, i := range live {
 			p := meshWeights(t, f.http, f.c.servers[i])
-			if p == nil || p.Origin.Source != want || p.Fallback.Key != "none" {
-				return false
+			if p == nil {
+				last = append(last, fmt.Sprintf("r%d: no plan", i))
+				continue
 			}
-			ps = append(ps, p)
+			last = append(last, fmt.Sprintf("r%d: %s plan (owner %q, %s), fallback %s", i, p.Origin.Source, p.Origin.Owner, p.Origin.Reason, p.Fallback.Key))
+			if p.Origin.Source == want && p.Fallback.Key == "none" {
+				ps = append(ps, p)
+			}
 		}
-		return true
-	})
-	return ps
+		if len(ps) == len(live) {
+			return ps
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s plan from load reports on every live replica within %v: %s\nmesh logs:\n%s", want, d, strings.Join(last, "; "), f.meshLogs(live))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // capacityShare is each zone's share of the backends (equal backends).
@@ -384,7 +396,7 @@ func TestMeshLoad(t *testing.T) {
 		deadline := killed.Add(30 * time.Second)
 		for {
 			if time.Now().After(deadline) {
-				t.Fatalf("no plan from a new owner within 30s of killing %s", old)
+				t.Fatalf("no plan from a new owner within 30s of killing %s; mesh logs:\n%s", old, f.meshLogs(live))
 			}
 			var newOwner bool
 			for _, i := range live {
@@ -492,4 +504,17 @@ func subset(want, have []string) bool {
 		}
 	}
 	return true
+}
+
+// meshLogs returns the mesh lines of the replicas' logs, for a failure.
+func (f *meshFixture) meshLogs(live []int) string {
+	var b strings.Builder
+	for _, i := range live {
+		for _, line := range strings.Split(f.c.servers[i].logs.String(), "\n") {
+			if strings.Contains(line, "component=mesh") {
+				fmt.Fprintf(&b, "r%d: %s\n", i, line)
+			}
+		}
+	}
+	return b.String()
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -110,6 +111,14 @@ func newMeshWeights(in meshInputs) (*meshWeights, error) {
 	addr, err := meshAddr(in.cfg, in.grpcAddr)
 	if err != nil {
 		return nil, err
+	}
+	// A published plan must outlive an owner's handover (its election
+	// expires, the next owner takes the shard and heartbeats within a
+	// cycle), or every replica falls back to its own view at each one.
+	stale := time.Duration(cmp.Or(in.cfg.StaleCycles, mesh.DefaultStaleCycles)) * in.interval
+	if handover := in.ttl + 2*in.interval; stale <= handover {
+		return nil, fmt.Errorf("--mesh-stale-cycles (store.replica.mesh.stale_cycles): %d cycles of --weights-interval %v = %v, want more than an owner handover (--election-ttl %v + 2 cycles = %v)",
+			cmp.Or(in.cfg.StaleCycles, mesh.DefaultStaleCycles), in.interval, stale, in.ttl, handover)
 	}
 	var elect func(name string) (durable.Elector, error)
 	switch kv := in.kv.(type) {

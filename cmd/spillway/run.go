@@ -197,7 +197,11 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 
-	adminAPI, err := admin.New(admin.Config{Loads: xdsSrv.Loads(), Subscriptions: xdsSrv, Plans: xds.PlanFunc(func(service string) *weights.Plan { return chosen.Plan(service) }), Logger: log.With("component", "admin")})
+	var meshLoad admin.MeshLoad
+	if meshW != nil {
+		meshLoad = admin.JoinMesh(meshW.owners, meshW.merged)
+	}
+	adminAPI, err := admin.New(admin.Config{Mesh: meshLoad, Loads: xdsSrv.Loads(), Subscriptions: xdsSrv, Plans: xds.PlanFunc(func(service string) *weights.Plan { return chosen.Plan(service) }), Logger: log.With("component", "admin")})
 	if err != nil {
 		return fmt.Errorf("admin config: %w", err)
 	}

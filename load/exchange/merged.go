@@ -262,13 +262,15 @@ func (m *Merged) ClientCounts() map[string]map[string]int {
 }
 
 // Contributors returns the senders whose fresh summary of service Loads
-// sums, with the age of that summary at now, sorted by replica.
+// sums, with the age of that summary at now, sorted by replica. A
+// summary that arrived after now (a caller's now taken a moment before
+// the call) has age 0.
 func (m *Merged) Contributors(service string, now time.Time) []Contributor {
 	var out []Contributor
 	m.mu.Lock()
 	for id, st := range m.senders {
 		if e := st.services[service]; e != nil && e.fresh(now) {
-			out = append(out, Contributor{Replica: id, Age: now.Sub(e.arrived)})
+			out = append(out, Contributor{Replica: id, Age: max(0, now.Sub(e.arrived))})
 		}
 	}
 	m.mu.Unlock()

@@ -138,3 +138,19 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// TestContributorArrivedAfterNow: a summary that arrived after the
+// caller's now (the owner's cycle takes now, then a sender's summary
+// lands) has age 0, never a negative one that plan records reject.
+func TestContributorArrivedAfterNow(t *testing.T) {
+	m := NewMerged(MergedConfig{})
+	now := time.Now()
+	must(t, m.Add(summary("r1", now, time.Second, load.ServiceSummary{
+		Service: "svc",
+		Flows:   []load.Flow{flow("zone-a", "zone-a", 10, 1, now)},
+	}), now.Add(5*time.Millisecond)))
+	got := m.Contributors("svc", now)
+	if len(got) != 1 || got[0].Replica != "r1" || got[0].Age != 0 {
+		t.Errorf("Contributors = %+v, want r1 with age 0", got)
+	}
+}
