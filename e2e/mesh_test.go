@@ -9,9 +9,12 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
@@ -382,6 +385,7 @@ func TestMeshLoad(t *testing.T) {
 	}
 
 	t.Run("kill_owner", func(t *testing.T) {
+		published := watchPlans(t, f.c.etcd.Endpoint)
 		before := map[string]map[string]uint32{}
 		for _, zone := range xdsZones {
 			cur, _, _ := f.watches[zaZone(zone)].state()
@@ -420,6 +424,27 @@ func TestMeshLoad(t *testing.T) {
 		t.Logf("new owner published %v after the kill (election TTL 2s, one report interval %v)", took.Round(10*time.Millisecond), zaCycle)
 		time.Sleep(3 * zaCycle)
 		f.sameVectors(t, live)
+		// Every vector a live replica pushed after the kill is one an owner
+		// published from the load of both replicas with clients: none from
+		// partial data, none from a replica's own view.
+		full := []string{fmt.Sprintf("r%d", f.clients["zone-a"]), fmt.Sprintf("r%d", f.clients["zone-b"])}
+		var pushes int
+		for _, i := range live {
+			for z, zone := range xdsZones {
+				for _, p := range f.watch[i][z].pushes(killed) {
+					pushes++
+					if !published.fromFull(zone, p.weights, full) {
+						t.Errorf("r%d pushed %v to %s clients %v after the kill: not a plan published from the load of %v", i, p.weights, zone, p.at.Sub(killed).Round(time.Millisecond), full)
+					}
+				}
+			}
+		}
+		published.mu.Lock()
+		t.Logf("%d pushes on the live replicas after the kill, %d plan records published in all; %d undecodable", pushes, len(published.plans), len(published.errs))
+		if len(published.errs) > 0 {
+			t.Errorf("plan records the test could not decode: %v", published.errs)
+		}
+		published.mu.Unlock()
 		for _, zone := range xdsZones {
 			cz := zaZone(zone)
 			for _, p := range f.watches[cz].pushes(killed) {
@@ -512,10 +537,100 @@ func (f *meshFixture) meshLogs(live []int) string {
 	var b strings.Builder
 	for _, i := range live {
 		for _, line := range strings.Split(f.c.servers[i].logs.String(), "\n") {
-			if strings.Contains(line, "component=mesh") {
+			if strings.Contains(line, "component=mesh") || strings.Contains(line, "component=load-exchange") {
 				fmt.Fprintf(&b, "r%d: %s\n", i, line)
 			}
 		}
 	}
 	return b.String()
+}
+
+// publishedPlan is one write of the service's plan record in etcd, as
+// the test decodes it (weights/mesh.PlanRecord).
+type publishedPlan struct {
+	Owner        string
+	Epoch        int64
+	Contributors []struct{ Replica string }
+	Result       struct {
+		Routes []struct {
+			ClientZone string
+			Weights    []struct {
+				Zone   string
+				Weight uint32
+			}
+		}
+	}
+}
+
+func (p *publishedPlan) weights(clientZone string) map[string]uint32 {
+	for _, r := range p.Result.Routes {
+		if r.ClientZone == clientZone {
+			m := map[string]uint32{}
+			for _, w := range r.Weights {
+				m[w.Zone] = w.Weight
+			}
+			return m
+		}
+	}
+	return nil
+}
+
+// planLog is every write of zaService's plan record, read from etcd's
+// watch by the test: what the owners published, in order.
+type planLog struct {
+	mu    sync.Mutex
+	plans []publishedPlan
+	errs  []string
+}
+
+func watchPlans(t *testing.T, endpoint string) *planLog {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	l := &planLog{}
+	done := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-done; cli.Close() })
+	key := "/" + etcdPrefix + "/weights/plan/" + zaService
+	wch := cli.Watch(ctx, key, clientv3.WithRev(1))
+	go func() {
+		defer close(done)
+		for resp := range wch {
+			for _, e := range resp.Events {
+				if e.Type != clientv3.EventTypePut {
+					continue
+				}
+				var p publishedPlan
+				err := json.Unmarshal(e.Kv.Value, &p)
+				l.mu.Lock()
+				if err != nil {
+					l.errs = append(l.errs, err.Error())
+				} else {
+					l.plans = append(l.plans, p)
+				}
+				l.mu.Unlock()
+			}
+		}
+	}()
+	return l
+}
+
+// fromFull reports whether weights, pushed to clientZone's clients, are
+// those of a plan published from the load of every replica in want.
+func (l *planLog) fromFull(clientZone string, weights map[string]uint32, want []string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i := range l.plans {
+		p := &l.plans[i]
+		var have []string
+		for _, c := range p.Contributors {
+			have = append(have, c.Replica)
+		}
+		if subset(want, have) && equalWeights(p.weights(clientZone), weights) {
+			return true
+		}
+	}
+	return false
 }

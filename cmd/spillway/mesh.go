@@ -132,13 +132,13 @@ func newMeshWeights(in meshInputs) (*meshWeights, error) {
 	m := &meshWeights{}
 	m.owners, err = ownership.New(ownership.Config{
 		KV: in.kv, ID: in.id, GRPCAddr: addr, Shards: in.cfg.Shards, TTL: in.ttl, Elect: elect,
-		Logger: in.log.With("part", "ownership"), Registerer: in.metrics,
+		Logger: in.log.With("component", "mesh-ownership"), Registerer: in.metrics,
 	})
 	if err != nil {
 		return nil, err
 	}
 	m.merged = exchange.NewMerged(exchange.MergedConfig{})
-	m.server, err = exchange.NewServer(exchange.ServerConfig{Merged: m.merged, Logger: in.log.With("part", "exchange"), Registerer: in.metrics})
+	m.server, err = exchange.NewServer(exchange.ServerConfig{Merged: m.merged, Logger: in.log, Registerer: in.metrics})
 	if err != nil {
 		return nil, err
 	}
@@ -151,7 +151,7 @@ func newMeshWeights(in meshInputs) (*meshWeights, error) {
 	owner, err := weights.NewPlanner(weights.Config{
 		Registry: in.store, Loads: m.merged, Clients: m.merged, Zones: anyZone{},
 		PortName: in.portName, ZoneAware: in.zoneAware, Interval: in.interval,
-		Owns: m.owners.Owns, Logger: in.log.With("part", "owner-planner"),
+		Owns: m.owners.Owns, Logger: in.log.With("component", "mesh-owner-planner"),
 	})
 	if err != nil {
 		return nil, err
@@ -159,7 +159,7 @@ func newMeshWeights(in meshInputs) (*meshWeights, error) {
 	m.publisher, err = mesh.NewPublisher(mesh.PublisherConfig{
 		ID: in.id, KV: in.kv, Ownership: meshOwnership{m.owners}, Merged: meshMerged{m.merged}, Planner: owner,
 		Services: services, Shards: m.owners.Shards(), Interval: in.interval,
-		Logger: in.log.With("part", "publisher"), Registerer: in.metrics,
+		Logger: in.log, Registerer: in.metrics,
 	})
 	if err != nil {
 		return nil, err
@@ -172,7 +172,7 @@ func newMeshWeights(in meshInputs) (*meshWeights, error) {
 				s.Trigger()
 			}
 		},
-		Logger: in.log.With("part", "subscriber"), Registerer: in.metrics,
+		Logger: in.log, Registerer: in.metrics,
 	})
 	if err != nil {
 		return nil, err
@@ -180,7 +180,7 @@ func newMeshWeights(in meshInputs) (*meshWeights, error) {
 	m.sel, err = mesh.NewSelector(mesh.SelectorConfig{
 		Subscriber: m.sub, Local: in.local, Services: services, Interval: in.interval,
 		StaleCycles: in.cfg.StaleCycles, StoreUp: in.storeUp, OnChange: in.xds.Dispatch,
-		Logger: in.log.With("part", "selector"), Registerer: in.metrics,
+		Logger: in.log, Registerer: in.metrics,
 	})
 	if err != nil {
 		return nil, err
@@ -197,7 +197,7 @@ func newMeshWeights(in meshInputs) (*meshWeights, error) {
 		},
 		Deliver:     func(s load.Summary) { m.merged.Add(s, time.Now()) },
 		DialOptions: []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())},
-		Logger:      in.log.With("part", "sender"), Registerer: in.metrics,
+		Logger:      in.log, Registerer: in.metrics,
 	}
 	return m, nil
 }

@@ -152,7 +152,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			ttl: cmp.Or(cfg.Store.Replica.ElectionTTL, etcdstore.DefaultSessionTTL), zoneAware: *zoneAware,
 			portName: cfg.XDS.PortName, interval: cfg.XDS.WeightsInterval, report: cfg.XDS.LRSInterval,
 			xds: xdsSrv, local: planner, storeUp: func() bool { return rep.Status().Up },
-			metrics: metrics, log: log.With("component", "mesh"),
+			metrics: metrics, log: log,
 		})
 		if err != nil {
 			return err
