@@ -13,7 +13,7 @@ var ErrInvalidConfig = errors.New("invalid pid config")
 // Defaults of the Config fields.
 const (
 	DefaultKp            = 0.5
-	DefaultKi            = 0.05
+	DefaultKi            = 0.02
 	DefaultKd            = 0.0
 	DefaultMinWeight     = 0.1
 	DefaultMaxWeight     = 5.0
@@ -38,7 +38,7 @@ type Config struct {
 	// Kp, Ki and Kd are the proportional, integral and derivative gains on
 	// the relative error (setpoint − utilization) / setpoint; the sum of
 	// the three terms is the weight delta in units of the mean weight.
-	// Nil means 0.5, 0.05 and 0; each in [0, 10]; Kp and Ki not both 0.
+	// Nil means 0.5, 0.02 and 0; each in [0, 10]; Kp and Ki not both 0.
 	Kp, Ki, Kd *float64
 
 	// MinWeight and MaxWeight bound an endpoint's weight relative to the
