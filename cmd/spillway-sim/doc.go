@@ -10,6 +10,7 @@
 // Usage:
 //
 //	spillway-sim [flags] SCENARIO.yaml
+//	spillway-sim [--csv FILE] [--svg FILE] pid:NAME   # per-endpoint weights (weights/pid), see pidsim.go
 //
 // Flags (before or after the scenario):
 //

@@ -92,6 +92,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return 2
 	}
+	if name, ok := strings.CutPrefix(o.scenario, "pid:"); ok {
+		return runPID(o, name, stdout, stderr)
+	}
 	data, err := os.ReadFile(o.scenario)
 	if err != nil {
 		fmt.Fprintf(stderr, "spillway-sim: %v\n", err)
@@ -166,4 +169,42 @@ func writeFile(path string, rep *Report, write func(io.Writer, *Report) error) e
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
+}
+
+// runPID runs a built-in scenario of the per-endpoint weights.
+func runPID(o *options, name string, stdout, stderr io.Writer) int {
+	sc, err := pidScenario(name)
+	if err != nil {
+		fmt.Fprintf(stderr, "spillway-sim: %v\n", err)
+		return 2
+	}
+	steps, err := SimulatePID(sc)
+	if err != nil {
+		fmt.Fprintf(stderr, "spillway-sim: %v\n", err)
+		return 2
+	}
+	if err := writePIDTable(stdout, sc, steps); err != nil {
+		fmt.Fprintf(stderr, "spillway-sim: %v\n", err)
+		return 1
+	}
+	for _, f := range []struct {
+		path  string
+		write func(io.Writer, *PIDScenario, []PIDStep) error
+	}{{o.csv, writePIDCSV}, {o.svg, writePIDSVG}} {
+		if f.path == "" {
+			continue
+		}
+		fh, err := os.Create(f.path)
+		if err == nil {
+			err = f.write(fh, sc, steps)
+			if cerr := fh.Close(); err == nil {
+				err = cerr
+			}
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "spillway-sim: write %s: %v\n", f.path, err)
+			return 1
+		}
+	}
+	return 0
 }
