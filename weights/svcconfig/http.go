@@ -74,7 +74,7 @@ func (s *Store) Handler(token string, log func(msg string, args ...any)) http.Ha
 			return false
 		}
 		if log != nil {
-			log("service config change", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)
+			log("service config change requested", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)
 		}
 		return true
 	}

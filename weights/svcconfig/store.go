@@ -248,7 +248,7 @@ func (s *Store) guard(service, source string) error {
 		return nil
 	}
 	if e, ok := s.current(service); ok && e.status.Source == SourceDir && !e.status.Deleted {
-		return fmt.Errorf("service %s: %w %s; edit the file instead", service, ErrOwnedByFile, e.status.File)
+		return fmt.Errorf("service %s: %w (%s); edit the file instead", service, ErrOwnedByFile, e.status.File)
 	}
 	return nil
 }
