@@ -45,6 +45,20 @@ func (d Duration) MarshalJSON() ([]byte, error) {
 	return []byte(strconv.Quote(time.Duration(d).String())), nil
 }
 
+// UnmarshalJSON reads a Go duration string.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return fmt.Errorf("duration: want a string such as \"10s\", got %s", b)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("duration: %w", err)
+	}
+	*d = Duration(v)
+	return nil
+}
+
 // Config is one service's weight strategy and its knobs. The zero value
 // is not valid; Default returns the config of a service without one, and
 // Parse fills every field the file leaves out from Default.

@@ -2,6 +2,7 @@ package svcconfig
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -12,6 +13,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/spillway/spillway/registry/durable"
 )
@@ -54,6 +57,24 @@ func TestParse(t *testing.T) {
 	c, err := Parse("x.yaml", []byte("strategy: pid\npid: {kp: 0.3}\n"))
 	if err != nil || c.Strategy != PID || c.PID.Kp != 0.3 || c.PID.Ki != Default().PID.Ki || c.Metric != MetricMax {
 		t.Errorf("Parse = %+v, %v; want pid, kp 0.3, other fields default", c, err)
+	}
+}
+
+func TestConfigJSONRoundTrip(t *testing.T) {
+	c, err := Parse("x.yaml", []byte("slow_start: {ramp: 90s}\nreport_interval: 3s\nblend: {from: pid, to: static, percent: 5}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got Config
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(c, got); diff != "" {
+		t.Errorf("JSON round trip (-want +got):\n%s", diff)
 	}
 }
 
