@@ -153,7 +153,7 @@ func (s *Store) apply(service string, rec *record, rev int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	old := *s.view.Load()
-	if cur, ok := old[service]; ok && rev != 0 && cur.status.Version > rev {
+	if cur, ok := old[service]; ok && rev != 0 && cur.status.Version >= rev {
 		return
 	}
 	next := maps.Clone(old)

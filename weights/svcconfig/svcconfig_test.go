@@ -17,6 +17,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/spillway/spillway/registry/durable"
+	"github.com/spillway/spillway/registry/durable/etcdstore"
+	"github.com/spillway/spillway/registry/durable/etcdstore/etcdtest"
 )
 
 func TestParse(t *testing.T) {
@@ -223,11 +225,32 @@ func TestDirWatch(t *testing.T) {
 	}
 }
 
-// TestTwoStores: two Stores on one KV see each other's changes via the watch.
+// TestTwoStores: two Stores on one KV (bbolt, one client) and on a real
+// etcd (two clients) see each other's set, delete and undelete through
+// the watch.
 func TestTwoStores(t *testing.T) {
-	kv := openKV(t)
-	a, _ := NewStore(StoreConfig{KV: kv})
-	b, _ := NewStore(StoreConfig{KV: kv})
+	t.Run("bolt", func(t *testing.T) {
+		kv := openKV(t)
+		twoStores(t, kv, kv)
+	})
+	t.Run("etcd", func(t *testing.T) {
+		srv := etcdtest.Start(t)
+		twoStores(t, openEtcd(t, srv.Endpoint), openEtcd(t, srv.Endpoint))
+	})
+}
+
+func openEtcd(t *testing.T, endpoint string) durable.KV {
+	kv, err := etcdstore.Open(context.Background(), etcdstore.Config{Endpoints: []string{endpoint}, Prefix: "/svcconfig-test/", RequestTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { kv.Close() })
+	return kv
+}
+
+func twoStores(t *testing.T, kvA, kvB durable.KV) {
+	a, _ := NewStore(StoreConfig{KV: kvA})
+	b, _ := NewStore(StoreConfig{KV: kvB})
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	for _, s := range []*Store{a, b} {
@@ -237,7 +260,7 @@ func TestTwoStores(t *testing.T) {
 		wg.Go(func() { s.Run(ctx, 0) })
 	}
 	defer func() { cancel(); wg.Wait() }()
-	for _, step := range []struct {
+	for i, step := range []struct {
 		from, to *Store
 		do       func(*Store) error
 		check    func(Config, Status, bool) bool
@@ -252,6 +275,8 @@ func TestTwoStores(t *testing.T) {
 		{a, b, func(s *Store) error { _, err := s.Undelete(ctx, "cart"); return err },
 			func(_ Config, st Status, ok bool) bool { return ok && !st.Deleted }},
 	} {
+		// Liveness bound only: a broken watch fails instead of hanging.
+		deadline := time.After(30 * time.Second)
 		for {
 			ch := step.to.Changed()
 			if step.do != nil {
@@ -263,7 +288,12 @@ func TestTwoStores(t *testing.T) {
 			if step.check(step.to.Get("cart")) {
 				break
 			}
-			<-ch
+			select {
+			case <-ch:
+			case <-deadline:
+				_, st, ok := step.to.Get("cart")
+				t.Fatalf("step %d: the other store never saw the change: %+v %v", i, st, ok)
+			}
 		}
 	}
 }
