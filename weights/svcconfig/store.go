@@ -91,6 +91,8 @@ type Store struct {
 	log       *slog.Logger
 
 	view atomic.Pointer[map[string]entry]
+	// memRev numbers the writes when there is no KV.
+	memRev atomic.Int64
 
 	// mu serialises changes of the view and guards changed.
 	mu      sync.Mutex
@@ -203,7 +205,7 @@ func (s *Store) write(ctx context.Context, service string, rec *record) error {
 			return fmt.Errorf("svcconfig: store %s: %w: %w", service, durable.ErrUnavailable, err)
 		}
 	} else {
-		rev = time.Now().UnixNano()
+		rev = s.memRev.Add(1)
 	}
 	s.apply(service, rec, rev)
 	return nil

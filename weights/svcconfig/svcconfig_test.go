@@ -305,6 +305,7 @@ func TestSweepSynctest(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() { s.Run(ctx, time.Minute); close(done) }()
+		defer func() { cancel(); <-done }()
 		if _, err := s.Set(ctx, "cart", []byte("strategy: pid\n"), SourceAPI, ""); err != nil {
 			t.Fatal(err)
 		}
@@ -321,8 +322,6 @@ func TestSweepSynctest(t *testing.T) {
 		if got := s.Services(); len(got) != 0 {
 			t.Fatalf("after expiry Services = %v, want the record swept", got)
 		}
-		cancel()
-		<-done
 	})
 }
 
