@@ -387,3 +387,66 @@ func TestHTTP(t *testing.T) {
 		t.Fatalf("PUT without a server token = %d, want 403", resp.StatusCode)
 	}
 }
+
+// TestDocExample: the example in docs/service-config.md parses, and its
+// values other than strategy and blend are the defaults, as the doc says.
+func TestDocExample(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/service-config.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(doc), "```yaml\n")
+	example, _, ok2 := strings.Cut(rest, "```")
+	if !ok || !ok2 {
+		t.Fatal("docs/service-config.md has no ```yaml block")
+	}
+	c, err := Parse("payments.yaml", []byte(example))
+	if err != nil {
+		t.Fatalf("the doc's example: %v", err)
+	}
+	want := Default()
+	want.Strategy = ZoneAwarePID
+	want.Blend = &Blend{From: ZoneAware, To: ZoneAwarePID, Percent: 30}
+	if diff := cmp.Diff(want, c); diff != "" {
+		t.Errorf("the doc's example (-want +got):\n%s", diff)
+	}
+}
+
+// TestDirPrecedence: a file takes over a service the API set; the API is
+// then refused with the file named; a badly named file is refused and
+// counted; a file removed while spillway was down is tombstoned on the
+// next load.
+func TestDirPrecedence(t *testing.T) {
+	ctx := context.Background()
+	kv := openKV(t)
+	s, _ := NewStore(StoreConfig{KV: kv})
+	dir := t.TempDir()
+	d, _ := NewDir(DirConfig{Path: dir, Store: s})
+	if _, err := s.Set(ctx, "cart", []byte("strategy: static\n"), SourceAPI, ""); err != nil {
+		t.Fatal(err)
+	}
+	write(t, dir, "cart.yaml", "strategy: pid\n")
+	write(t, dir, "Bad_Name.yaml", "strategy: pid\n")
+	err := d.Load(ctx)
+	if err == nil || !strings.Contains(err.Error(), "Bad_Name.yaml: file name") || d.Failures() != 1 {
+		t.Fatalf("Load = %v, failures %d; want Bad_Name.yaml refused and counted once", err, d.Failures())
+	}
+	if c, st, _ := s.Get("cart"); c.Strategy != PID || st.Source != SourceDir {
+		t.Fatalf("cart = %s from %s, want pid from the file", c.Strategy, st.Source)
+	}
+	if _, err := s.Set(ctx, "cart", []byte("strategy: static\n"), SourceAPI, ""); !errors.Is(err, ErrOwnedByFile) || !strings.Contains(err.Error(), "cart.yaml") {
+		t.Fatalf("API Set on a file's service = %v, want ErrOwnedByFile naming cart.yaml", err)
+	}
+
+	// "Restart": a new Store and Dir on the same KV, the file gone.
+	os.Remove(filepath.Join(dir, "cart.yaml"))
+	s2, _ := NewStore(StoreConfig{KV: kv})
+	if _, err := s2.Init(ctx); err != nil {
+		t.Fatal(err)
+	}
+	d2, _ := NewDir(DirConfig{Path: dir, Store: s2})
+	d2.Load(ctx)
+	if c, st, ok := s2.Get("cart"); !ok || !st.Deleted || c.Strategy != PID {
+		t.Fatalf("after restart without the file: %s %+v %v, want the pid config tombstoned and applied", c.Strategy, st, ok)
+	}
+}
