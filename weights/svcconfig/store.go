@@ -93,6 +93,8 @@ type Store struct {
 	view atomic.Pointer[map[string]entry]
 	// memRev numbers the writes when there is no KV.
 	memRev atomic.Int64
+	// listed is the revision the last Init listed; Run watches from it.
+	listed atomic.Int64
 
 	// mu serialises changes of the view and guards changed.
 	mu      sync.Mutex
@@ -354,6 +356,7 @@ func (s *Store) Init(ctx context.Context) (int64, error) {
 			s.apply(service, nil, 0)
 		}
 	}
+	s.listed.Store(rev)
 	return rev, nil
 }
 
@@ -394,6 +397,9 @@ func (s *Store) Run(ctx context.Context, sweepEvery time.Duration) error {
 		return nil
 	}
 	rev := int64(-1)
+	if r := s.listed.Load(); r > 0 {
+		rev = r // Init listed: watch from there
+	}
 	for ctx.Err() == nil {
 		if rev < 0 {
 			var err error
