@@ -35,6 +35,8 @@ type Config struct {
 	LogLevel   string      `yaml:"log_level"`
 	LogFormat  string      `yaml:"log_format"`
 	StaticFile string      `yaml:"static_file"`
+	// ServiceConfig is per-service weight strategy config (svcconfig.go).
+	ServiceConfig ServiceConfigConfig `yaml:"service_config"`
 	// AdminTokenFile holds the token that changes of the panic flag and the
 	// rollout config need; "" refuses every change.
 	AdminTokenFile string `yaml:"admin_token_file"`
@@ -187,6 +189,8 @@ func parseConfig(args []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&f.LogLevel, "log-level", cfg.LogLevel, "debug, info, warn or error")
 	fs.StringVar(&f.LogFormat, "log-format", cfg.LogFormat, "text or json")
 	fs.StringVar(&f.StaticFile, "static-file", "", "YAML file of static services and endpoints, reloaded on change")
+	fs.StringVar(&f.ServiceConfig.Dir, "service-config-dir", "", "directory of SERVICE.yaml weight strategy configs, one per service, watched and reloaded; a service with a file there cannot be changed through the API")
+	fs.DurationVar(&f.ServiceConfig.Tombstone, "service-config-tombstone", 0, "how long a deleted service config keeps applying, shown as deleted, before the defaults apply (0: 168h)")
 	fs.StringVar(&f.AdminTokenFile, "admin-token-file", "", `file holding the admin token that "spillwayctl panic" and "rollout set" need; without it they are refused`)
 	fs.DurationVar(&f.ShutdownGrace, "shutdown-grace", cfg.ShutdownGrace, "how long SIGTERM waits for in-flight work")
 	fs.DurationVar(&f.Leases.DefaultTTL, "lease-ttl", cfg.Leases.DefaultTTL, "default VM lease TTL")
@@ -278,6 +282,9 @@ func parseConfig(args []string, stderr io.Writer) (Config, error) {
 		"kubeconfig":         func() { cfg.Kubernetes.Clusters = kubeconfigs.clusters() },
 		"pprof":              func() { cfg.Pprof = f.Pprof },
 
+		"service-config-dir":       func() { cfg.ServiceConfig.Dir = f.ServiceConfig.Dir },
+		"service-config-tombstone": func() { cfg.ServiceConfig.Tombstone = f.ServiceConfig.Tombstone },
+
 		"grpc-shared-write-buffer":      func() { cfg.GRPC.SharedWriteBuffer = f.GRPC.SharedWriteBuffer },
 		"grpc-write-buffer-size":        func() { cfg.GRPC.WriteBufferSize = f.GRPC.WriteBufferSize },
 		"grpc-read-buffer-size":         func() { cfg.GRPC.ReadBufferSize = f.GRPC.ReadBufferSize },
@@ -314,6 +321,9 @@ func (c *Config) validate() error {
 		return err
 	}
 	if err := c.Kubernetes.validate(); err != nil {
+		return err
+	}
+	if err := c.ServiceConfig.validate(); err != nil {
 		return err
 	}
 	if err := c.Store.validate(); err != nil {

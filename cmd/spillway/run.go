@@ -277,6 +277,10 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			Help: "Loads of --static-file that failed and left the previous state in place.",
 		}, func() float64 { return float64(src.Failures()) }))
 	}
+	svcCfg, err := startServiceConfig(ctx, cfg.ServiceConfig, st, token, metrics, log.With("component", "svcconfig"))
+	if err != nil {
+		return err
+	}
 	kube, err := startKubernetes(ctx, cfg.Kubernetes, store, metrics, log.With("component", "kubernetes"), &wg, fail)
 	if err != nil {
 		return err
@@ -321,6 +325,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
+	svcCfg.mount(mux)                      // /v1/config, /v1/config/{service}
 	for _, p := range migrationapi.Paths { // /v1/panic, /v1/rollout, /v1/rollout/validate
 		mux.Handle(p, migrationAPI.Handler())
 	}
@@ -337,6 +342,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if meshW != nil {
 		meshW.run(ctx, &wg, fail)
 	}
+	svcCfg.run(ctx, &wg, fail)
 	if src != nil {
 		wg.Go(func() { fail("static source", src.Run(ctx)) })
 	}

@@ -84,6 +84,7 @@ var commands = []*command{
 	weightsCommand,
 	panicCommand,
 	rolloutCommand,
+	configCommand,
 }
 
 func lookup(name string) *command {

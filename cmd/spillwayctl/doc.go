@@ -74,8 +74,14 @@
 //	    Dry run: SERVICE BUCKET RULE ELIGIBLE for every known client
 //	    service (xDS node.cluster and registry services, matched on their
 //	    name only) and a summary. Changes nothing.
+//	config list | get S | set S FILE | delete S | undelete S [--http ADDR] [--token T] [-o text|json|yaml]
+//	    Per-service weight strategy config over the HTTP API (--http,
+//	    default 127.0.0.1:18080; docs/service-config.md). set refuses a bad
+//	    field by name, and a service owned by a --service-config-dir file
+//	    (HTTP 409); delete tombstones (the config keeps applying, shown as
+//	    deleted, until the tombstone time); undelete brings it back.
 //
-// The changes (panic on|off, rollout set) need the server's admin token
+// The changes (panic on|off, rollout set, config set|delete|undelete) need the server's admin token
 // (spillway --admin-token-file): --token, or $SPILLWAY_ADMIN_TOKEN, which
 // keeps it out of the process list. Without it they fail with
 // PermissionDenied and change nothing.

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/spillway/spillway/registry/durable"
+	"github.com/spillway/spillway/weights/svcconfig"
+)
+
+// ServiceConfigConfig is per-service weight strategy config
+// (weights/svcconfig).
+type ServiceConfigConfig struct {
+	// Dir is the directory of SERVICE.yaml files; "" takes configs from
+	// the API only.
+	Dir string `yaml:"dir"`
+	// Tombstone is how long a deleted config keeps applying; zero means 7 days.
+	Tombstone time.Duration `yaml:"tombstone"`
+}
+
+func (c ServiceConfigConfig) validate() error {
+	if c.Tombstone < 0 {
+		return fmt.Errorf("--service-config-tombstone (service_config.tombstone): %v is negative", c.Tombstone)
+	}
+	if c.Dir != "" {
+		if fi, err := os.Stat(c.Dir); err != nil || !fi.IsDir() {
+			return fmt.Errorf("--service-config-dir (service_config.dir): %q is not a directory", c.Dir)
+		}
+	}
+	return nil
+}
+
+// serviceConfig is the svcconfig part of run.
+type serviceConfig struct {
+	store *svcconfig.Store
+	dir   *svcconfig.Dir
+	token string
+	log   *slog.Logger
+}
+
+// startServiceConfig loads the stored configs and the directory; the
+// store's KV is the shared one (etcd, Spanner) or the local bbolt file,
+// none in memory-only mode.
+func startServiceConfig(ctx context.Context, c ServiceConfigConfig, st storage, token string, reg prometheus.Registerer, log *slog.Logger) (*serviceConfig, error) {
+	var kv durable.KV
+	if ds, ok := st.(*durable.Store); ok {
+		kv = ds.KV()
+	}
+	store, err := svcconfig.NewStore(svcconfig.StoreConfig{KV: kv, Tombstone: c.Tombstone, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := store.Init(ctx); err != nil {
+		return nil, err
+	}
+	sc := &serviceConfig{store: store, token: token, log: log}
+	if c.Dir != "" {
+		if sc.dir, err = svcconfig.NewDir(svcconfig.DirConfig{Path: c.Dir, Store: store, Logger: log}); err != nil {
+			return nil, fmt.Errorf("--service-config-dir: %w", err)
+		}
+		// A bad file is logged and counted, not fatal: the others apply.
+		_ = sc.dir.Load(ctx)
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "spillway_service_config_load_failures_total",
+			Help: "Files of --service-config-dir refused (bad name or content); the service's previous config stays.",
+		}, func() float64 { return float64(sc.dir.Failures()) }))
+	}
+	return sc, nil
+}
+
+func (sc *serviceConfig) mount(mux *http.ServeMux) {
+	h := sc.store.Handler(sc.token, func(msg string, args ...any) { sc.log.Info(msg, args...) })
+	for _, p := range svcconfig.Paths {
+		mux.Handle(p, h)
+	}
+}
+
+func (sc *serviceConfig) run(ctx context.Context, wg *sync.WaitGroup, fail func(string, error)) {
+	wg.Go(func() { fail("service config store", sc.store.Run(ctx, 0)) })
+	if sc.dir != nil {
+		wg.Go(func() { fail("service config dir", sc.dir.Run(ctx)) })
+	}
+}

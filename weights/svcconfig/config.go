@@ -1,0 +1,509 @@
+package svcconfig
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/spillway/spillway/registry/names"
+)
+
+// ErrInvalid is wrapped by every parse and validation error.
+var ErrInvalid = errors.New("invalid service config")
+
+// MaxBytes bounds one service's config.
+const MaxBytes = 64 << 10
+
+// Strategies.
+const (
+	ZoneAware    = "zone-aware"
+	PID          = "pid"
+	ZoneAwarePID = "zone-aware+pid"
+	Static       = "static"
+)
+
+// Metrics.
+const (
+	MetricMax      = "max"
+	MetricCPU      = "cpu"
+	MetricInflight = "inflight"
+)
+
+// Duration is a time.Duration written as "10s" in YAML and JSON.
+type Duration time.Duration
+
+// MarshalJSON writes d as a Go duration string.
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return []byte(strconv.Quote(time.Duration(d).String())), nil
+}
+
+// UnmarshalJSON reads a Go duration string.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return fmt.Errorf("duration: want a string such as \"10s\", got %s", b)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("duration: %w", err)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// Config is one service's weight strategy and its knobs. The zero value
+// is not valid; Default returns the config of a service without one, and
+// Parse fills every field the file leaves out from Default.
+type Config struct {
+	// Strategy: zone-aware (the default: locality weights, equal endpoint
+	// weights), pid (per-endpoint PID weights, one locality), zone-aware+pid
+	// (zone-aware decides per zone, PID splits inside it) or static (the
+	// registered endpoint weights as they are).
+	Strategy string `json:"strategy"`
+	// ProbeShare is the least share of a client zone's traffic sent to each
+	// other healthy zone, 0..0.5; default 0.01.
+	ProbeShare float64 `json:"probe_share"`
+	// Headroom is the target utilization of a zone's capacity, (0,1];
+	// default 0.8.
+	Headroom float64 `json:"headroom"`
+	// SlowStart is how a new endpoint earns its weight.
+	SlowStart SlowStart `json:"slow_start"`
+	// PID is the per-endpoint controller (strategies pid, zone-aware+pid).
+	PID PIDConfig `json:"pid"`
+	// Metric is the utilization the controller balances: max (the default:
+	// max of cpu and in-flight/limit), cpu or inflight.
+	Metric string `json:"metric"`
+	// ReportInterval is how often backends report utilization, 1s..10m;
+	// default 10s.
+	ReportInterval Duration `json:"report_interval"`
+	// Blend, non-nil, moves the service between two strategies: weights =
+	// from×(1−percent/100) + to×percent/100 of the normalised weights.
+	Blend *Blend `json:"blend,omitempty"`
+}
+
+// SlowStart is the cold-start trust of a new endpoint.
+type SlowStart struct {
+	// Fraction is the share of a full weight a new endpoint starts at,
+	// (0,1]; default 0.05.
+	Fraction float64 `json:"fraction"`
+	// Ramp is how long it takes to reach full weight, 0..1h; default 60s.
+	Ramp Duration `json:"ramp"`
+	// Requests is how many successful requests end slow start early, ≥0;
+	// default 100 (0: time only).
+	Requests int64 `json:"requests"`
+}
+
+// PIDConfig tunes the per-endpoint controller.
+type PIDConfig struct {
+	// Kp, Ki, Kd are the gains, each 0..100; defaults 0.5, 0.1, 0.
+	Kp float64 `json:"kp"`
+	Ki float64 `json:"ki"`
+	Kd float64 `json:"kd"`
+	// MinWeight and MaxWeight bound a weight, 1 ≤ min ≤ max ≤ 65535;
+	// defaults 1 and 1000.
+	MinWeight uint32 `json:"min_weight"`
+	MaxWeight uint32 `json:"max_weight"`
+	// InitialWeight is a new endpoint's weight, within the bounds;
+	// default 10.
+	InitialWeight uint32 `json:"initial_weight"`
+	// SkipMissingShare: a round is skipped (weights hold) when more than
+	// this share of endpoints have no fresh report, (0,1]; default 0.3.
+	SkipMissingShare float64 `json:"skip_missing_share"`
+	// Target is a fixed utilization setpoint, (0,1]; 0 (the default) means
+	// the service's mean utilization.
+	Target float64 `json:"target"`
+}
+
+// Blend is a gradual move from one strategy to another.
+type Blend struct {
+	From    string  `json:"from"`
+	To      string  `json:"to"`
+	Percent float64 `json:"percent"` // 0..100, the share of To
+}
+
+// Default is the config of a service that has none.
+func Default() Config {
+	return Config{
+		Strategy:       ZoneAware,
+		ProbeShare:     0.01,
+		Headroom:       0.8,
+		SlowStart:      SlowStart{Fraction: 0.05, Ramp: Duration(60 * time.Second), Requests: 100},
+		PID:            PIDConfig{Kp: 0.5, Ki: 0.1, MinWeight: 1, MaxWeight: 1000, InitialWeight: 10, SkipMissingShare: 0.3},
+		Metric:         MetricMax,
+		ReportInterval: Duration(10 * time.Second),
+	}
+}
+
+// ServiceFromFile returns the service a config file is for: its base name
+// without ".yaml", validated as a service name.
+func ServiceFromFile(path string) (string, error) {
+	base := filepath.Base(path)
+	svc, ok := strings.CutSuffix(base, ".yaml")
+	if !ok {
+		return "", fmt.Errorf("%s: file name: want SERVICE.yaml: %w", base, ErrInvalid)
+	}
+	if err := names.ValidateService("service", svc); err != nil {
+		return "", fmt.Errorf("%s: file name: %v: %w", base, err, ErrInvalid)
+	}
+	return svc, nil
+}
+
+// Error is a parse or validation error at a line of a file.
+type Error struct {
+	File  string // the file (or "body" for the API)
+	Line  int    // 0 when unknown
+	Field string // path of the field, e.g. "pid.kp"; "" for syntax
+	Msg   string
+}
+
+func (e *Error) Error() string {
+	loc := e.File
+	if e.Line > 0 {
+		loc += ":" + strconv.Itoa(e.Line)
+	}
+	if e.Field == "" {
+		return loc + ": " + e.Msg
+	}
+	return loc + ": " + e.Field + ": " + e.Msg
+}
+
+// Unwrap returns ErrInvalid.
+func (e *Error) Unwrap() error { return ErrInvalid }
+
+// Parse reads one service's config, YAML or JSON, strictly: an unknown
+// field, a wrong type or a value out of range is an *Error naming file,
+// line and field. An empty document is the defaults.
+func Parse(file string, data []byte) (Config, error) {
+	c := Default()
+	if len(data) > MaxBytes {
+		return c, &Error{File: file, Msg: fmt.Sprintf("%d bytes, over the limit of %d", len(data), MaxBytes)}
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return c, nil
+		}
+		return c, &Error{File: file, Msg: "malformed YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")}
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		return c, &Error{File: file, Line: extra.Line, Msg: "more than one YAML document; the file holds one"}
+	}
+	p := parser{file: file}
+	root := &doc
+	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
+		root = root.Content[0]
+	}
+	if isNull(root) {
+		return c, nil
+	}
+	if err := p.config(root, &c); err != nil {
+		return Default(), err
+	}
+	return c, nil
+}
+
+type parser struct{ file string }
+
+func (p parser) errf(n *yaml.Node, field, format string, args ...any) error {
+	return &Error{File: p.file, Line: n.Line, Field: field, Msg: fmt.Sprintf(format, args...)}
+}
+
+func isNull(n *yaml.Node) bool { return n.Kind == yaml.ScalarNode && n.Tag == "!!null" }
+
+// mapping returns n's keys and value nodes, refusing keys not in allowed
+// and duplicates.
+func (p parser) mapping(n *yaml.Node, path string, allowed ...string) (map[string]*yaml.Node, []*yaml.Node, error) {
+	if n.Kind == yaml.AliasNode {
+		return nil, nil, p.errf(n, path, "aliases are not supported")
+	}
+	if n.Kind != yaml.MappingNode {
+		where := path
+		if where == "" {
+			where = "config"
+		}
+		return nil, nil, p.errf(n, path, "want a mapping of %s, got %s", strings.Join(allowed, ", "), kind(n))
+	}
+	out := map[string]*yaml.Node{}
+	keys := map[string]*yaml.Node{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		field := join(path, k.Value)
+		ok := false
+		for _, a := range allowed {
+			ok = ok || a == k.Value
+		}
+		if !ok {
+			return nil, nil, p.errf(k, field, "unknown field; known are %s", strings.Join(allowed, ", "))
+		}
+		if _, dup := out[k.Value]; dup {
+			return nil, nil, p.errf(k, field, "set twice")
+		}
+		out[k.Value], keys[k.Value] = v, k
+	}
+	return out, nil, nil
+}
+
+func join(path, k string) string {
+	if path == "" {
+		return k
+	}
+	return path + "." + k
+}
+
+func kind(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.ScalarNode:
+		if isNull(n) {
+			return "null"
+		}
+		return strconv.Quote(n.Value)
+	}
+	return "something else"
+}
+
+func (p parser) scalar(n *yaml.Node, field string) (string, error) {
+	if n.Kind != yaml.ScalarNode || isNull(n) {
+		return "", p.errf(n, field, "want a value, got %s", kind(n))
+	}
+	return n.Value, nil
+}
+
+func (p parser) float(n *yaml.Node, field string, lo, hi float64, loOpen bool) (float64, error) {
+	s, err := p.scalar(n, field)
+	if err != nil {
+		return 0, err
+	}
+	if n.Tag != "!!int" && n.Tag != "!!float" {
+		return 0, p.errf(n, field, "want a number, got %q", s)
+	}
+	f, err := strconv.ParseFloat(strings.ReplaceAll(s, "_", ""), 64)
+	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+		return 0, p.errf(n, field, "want a number, got %q", s)
+	}
+	if f < lo || f > hi || (loOpen && f == lo) {
+		open := "["
+		if loOpen {
+			open = "("
+		}
+		return 0, p.errf(n, field, "%v is out of range %s%v, %v]", f, open, lo, hi)
+	}
+	return f, nil
+}
+
+func (p parser) integer(n *yaml.Node, field string, lo, hi int64) (int64, error) {
+	s, err := p.scalar(n, field)
+	if err != nil {
+		return 0, err
+	}
+	if n.Tag != "!!int" {
+		return 0, p.errf(n, field, "want an integer, got %q", s)
+	}
+	i, err := strconv.ParseInt(strings.ReplaceAll(s, "_", ""), 10, 64)
+	if err != nil {
+		return 0, p.errf(n, field, "want a decimal integer, got %q", s)
+	}
+	if i < lo || i > hi {
+		return 0, p.errf(n, field, "%d is out of range [%d, %d]", i, lo, hi)
+	}
+	return i, nil
+}
+
+func (p parser) duration(n *yaml.Node, field string, lo, hi time.Duration) (Duration, error) {
+	s, err := p.scalar(n, field)
+	if err != nil {
+		return 0, err
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, p.errf(n, field, "want a duration such as 10s, got %q", s)
+	}
+	if d < lo || d > hi {
+		return 0, p.errf(n, field, "%v is out of range [%v, %v]", d, lo, hi)
+	}
+	return Duration(d), nil
+}
+
+func (p parser) oneOf(n *yaml.Node, field string, allowed ...string) (string, error) {
+	s, err := p.scalar(n, field)
+	if err != nil {
+		return "", err
+	}
+	for _, a := range allowed {
+		if s == a {
+			return s, nil
+		}
+	}
+	return "", p.errf(n, field, "%q is not one of %s", s, strings.Join(allowed, ", "))
+}
+
+var strategies = []string{ZoneAware, PID, ZoneAwarePID, Static}
+
+func (p parser) config(root *yaml.Node, c *Config) error {
+	m, _, err := p.mapping(root, "", "strategy", "probe_share", "headroom", "slow_start", "pid", "metric", "report_interval", "blend")
+	if err != nil {
+		return err
+	}
+	if n := m["strategy"]; n != nil {
+		if c.Strategy, err = p.oneOf(n, "strategy", strategies...); err != nil {
+			return err
+		}
+	}
+	if n := m["probe_share"]; n != nil {
+		if c.ProbeShare, err = p.float(n, "probe_share", 0, 0.5, false); err != nil {
+			return err
+		}
+	}
+	if n := m["headroom"]; n != nil {
+		if c.Headroom, err = p.float(n, "headroom", 0, 1, true); err != nil {
+			return err
+		}
+	}
+	if n := m["metric"]; n != nil {
+		if c.Metric, err = p.oneOf(n, "metric", MetricMax, MetricCPU, MetricInflight); err != nil {
+			return err
+		}
+	}
+	if n := m["report_interval"]; n != nil {
+		if c.ReportInterval, err = p.duration(n, "report_interval", time.Second, 10*time.Minute); err != nil {
+			return err
+		}
+	}
+	if n := m["slow_start"]; n != nil {
+		if err := p.slowStart(n, &c.SlowStart); err != nil {
+			return err
+		}
+	}
+	if n := m["pid"]; n != nil {
+		if err := p.pid(n, &c.PID); err != nil {
+			return err
+		}
+	}
+	if n := m["blend"]; n != nil {
+		b, err := p.blend(n)
+		if err != nil {
+			return err
+		}
+		if sn := m["strategy"]; sn != nil && c.Strategy != b.From && c.Strategy != b.To {
+			return p.errf(sn, "strategy", "%q is neither blend.from (%s) nor blend.to (%s)", c.Strategy, b.From, b.To)
+		}
+		c.Blend = b
+	}
+	return nil
+}
+
+func (p parser) slowStart(n *yaml.Node, s *SlowStart) error {
+	m, _, err := p.mapping(n, "slow_start", "fraction", "ramp", "requests")
+	if err != nil {
+		return err
+	}
+	if v := m["fraction"]; v != nil {
+		if s.Fraction, err = p.float(v, "slow_start.fraction", 0, 1, true); err != nil {
+			return err
+		}
+	}
+	if v := m["ramp"]; v != nil {
+		if s.Ramp, err = p.duration(v, "slow_start.ramp", 0, time.Hour); err != nil {
+			return err
+		}
+	}
+	if v := m["requests"]; v != nil {
+		if s.Requests, err = p.integer(v, "slow_start.requests", 0, 1_000_000_000); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p parser) pid(n *yaml.Node, c *PIDConfig) error {
+	m, _, err := p.mapping(n, "pid", "kp", "ki", "kd", "min_weight", "max_weight", "initial_weight", "skip_missing_share", "target")
+	if err != nil {
+		return err
+	}
+	for _, g := range []struct {
+		k string
+		v *float64
+	}{{"kp", &c.Kp}, {"ki", &c.Ki}, {"kd", &c.Kd}} {
+		if v := m[g.k]; v != nil {
+			if *g.v, err = p.float(v, "pid."+g.k, 0, 100, false); err != nil {
+				return err
+			}
+		}
+	}
+	for _, w := range []struct {
+		k string
+		v *uint32
+	}{{"min_weight", &c.MinWeight}, {"max_weight", &c.MaxWeight}, {"initial_weight", &c.InitialWeight}} {
+		if v := m[w.k]; v != nil {
+			i, err := p.integer(v, "pid."+w.k, 1, 65535)
+			if err != nil {
+				return err
+			}
+			*w.v = uint32(i)
+		}
+	}
+	if v := m["skip_missing_share"]; v != nil {
+		if c.SkipMissingShare, err = p.float(v, "pid.skip_missing_share", 0, 1, true); err != nil {
+			return err
+		}
+	}
+	if v := m["target"]; v != nil {
+		if c.Target, err = p.float(v, "pid.target", 0, 1, false); err != nil {
+			return err
+		}
+	}
+	if c.MinWeight > c.MaxWeight {
+		at := m["min_weight"]
+		if at == nil {
+			at = m["max_weight"]
+		}
+		return p.errf(at, "pid.min_weight", "%d is above pid.max_weight %d", c.MinWeight, c.MaxWeight)
+	}
+	if c.InitialWeight < c.MinWeight || c.InitialWeight > c.MaxWeight {
+		at := m["initial_weight"]
+		if at == nil {
+			at = n
+		}
+		return p.errf(at, "pid.initial_weight", "%d is outside [pid.min_weight %d, pid.max_weight %d]", c.InitialWeight, c.MinWeight, c.MaxWeight)
+	}
+	return nil
+}
+
+func (p parser) blend(n *yaml.Node) (*Blend, error) {
+	m, _, err := p.mapping(n, "blend", "from", "to", "percent")
+	if err != nil {
+		return nil, err
+	}
+	b := &Blend{}
+	for _, k := range []string{"from", "to", "percent"} {
+		if m[k] == nil {
+			return nil, p.errf(n, "blend."+k, "missing")
+		}
+	}
+	if b.From, err = p.oneOf(m["from"], "blend.from", strategies...); err != nil {
+		return nil, err
+	}
+	if b.To, err = p.oneOf(m["to"], "blend.to", strategies...); err != nil {
+		return nil, err
+	}
+	if b.From == b.To {
+		return nil, p.errf(m["to"], "blend.to", "%q is blend.from too; a blend moves between two strategies", b.To)
+	}
+	if b.Percent, err = p.float(m["percent"], "blend.percent", 0, 100, false); err != nil {
+		return nil, err
+	}
+	return b, nil
+}

@@ -1,0 +1,32 @@
+// Package svcconfig is the per-service weight strategy config, owned by
+// service teams: which strategy (zone-aware, pid, zone-aware+pid, static)
+// and its knobs, read by the weights step through Store.Get.
+//
+// # Sources
+//
+// A directory of SERVICE.yaml files (Dir, --service-config-dir), watched
+// with fsnotify, and the HTTP API (Store.Handler, spillwayctl config).
+// The directory wins: the API refuses (409, naming the file) to set or
+// delete a service that has a file. Every replica must mount the same
+// directory: a replica whose directory lacks a file tombstones it.
+//
+// Parse is strict: an unknown field, a wrong type or a value out of range
+// is an *Error "FILE:LINE: field: problem"; a bad file leaves the
+// service's previous config in force.
+//
+// # Storage and tombstones
+//
+// Records live in the shared KV under svcconfig/<service>, with the YAML
+// as written; every replica's Store watches the prefix. Deleting (file
+// removed, or the API) turns the record into a tombstone
+// {deleted_at, yaml} that keeps applying, shown as deleted, for the
+// tombstone time (default 7 days); then Get returns the defaults and a
+// sweep removes the record. Undelete restores a tombstone (owned by the
+// API when its file is gone).
+//
+// # Concurrency
+//
+// Get, Services, Changed and Version are safe for concurrent use; Get
+// takes no lock. Writes go to the KV, then to the view. Changed returns a
+// channel closed at the next change.
+package svcconfig

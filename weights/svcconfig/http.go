@@ -1,0 +1,170 @@
+package svcconfig
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/spillway/spillway/registry/durable"
+)
+
+// Paths of the HTTP API; mount Handler on each.
+var Paths = []string{"/v1/config", "/v1/config/"}
+
+// Entry is the JSON of one service's config in the API.
+type Entry struct {
+	Service    string     `json:"service"`
+	Configured bool       `json:"configured"` // false: the defaults apply
+	Deleted    bool       `json:"deleted"`
+	DeletedAt  *time.Time `json:"deleted_at,omitempty"`
+	Until      *time.Time `json:"until,omitempty"`
+	Source     string     `json:"source,omitempty"`
+	File       string     `json:"file,omitempty"`
+	Version    int64      `json:"version,omitempty"`
+	UpdatedAt  *time.Time `json:"updated_at,omitempty"`
+	Config     Config     `json:"config"`
+	YAML       string     `json:"yaml,omitempty"`
+}
+
+// EntryOf returns the API view of service.
+func (s *Store) EntryOf(service string) Entry {
+	cfg, st, ok := s.Get(service)
+	e := Entry{Service: service, Configured: ok, Config: cfg}
+	if !ok {
+		return e
+	}
+	e.Deleted, e.Source, e.File, e.Version, e.YAML = st.Deleted, st.Source, st.File, st.Version, st.YAML
+	e.UpdatedAt = &st.UpdatedAt
+	if st.Deleted {
+		e.DeletedAt, e.Until = &st.DeletedAt, &st.Until
+	}
+	return e
+}
+
+// Handler serves GET /v1/config, GET|PUT|DELETE /v1/config/{service} and
+// POST /v1/config/{service}/undelete. Changes need "Authorization: Bearer
+// TOKEN": 401 without the header, 403 with a wrong token or when token is
+// "" (changes disabled).
+func (s *Store) Handler(token string, log func(msg string, args ...any)) http.Handler {
+	var sum []byte
+	if token != "" {
+		h := sha256.Sum256([]byte(token))
+		sum = h[:]
+	}
+	auth := func(w http.ResponseWriter, r *http.Request) bool {
+		if sum == nil {
+			writeErr(w, http.StatusForbidden, "", "changes are disabled: start spillway with --admin-token-file FILE to allow them")
+			return false
+		}
+		scheme, tok, ok := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " ")
+		if !ok || !strings.EqualFold(scheme, "Bearer") {
+			w.Header().Set("WWW-Authenticate", "Bearer")
+			writeErr(w, http.StatusUnauthorized, "", `no admin token: send "Authorization: Bearer <token>" (spillwayctl: $SPILLWAY_ADMIN_TOKEN or --token)`)
+			return false
+		}
+		got := sha256.Sum256([]byte(strings.TrimSpace(tok)))
+		if subtle.ConstantTimeCompare(got[:], sum) != 1 {
+			writeErr(w, http.StatusForbidden, "", "wrong admin token")
+			return false
+		}
+		if log != nil {
+			log("service config change requested", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)
+		}
+		return true
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/config", func(w http.ResponseWriter, _ *http.Request) {
+		out := []Entry{}
+		for _, svc := range s.Services() {
+			if e := s.EntryOf(svc); e.Configured {
+				out = append(out, e)
+			}
+		}
+		writeJSON(w, http.StatusOK, out)
+	})
+	mux.HandleFunc("GET /v1/config/{service}", func(w http.ResponseWriter, r *http.Request) {
+		svc, err := checkService(r.PathValue("service"))
+		if err != nil {
+			s.fail(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, s.EntryOf(svc))
+	})
+	mux.HandleFunc("PUT /v1/config/{service}", func(w http.ResponseWriter, r *http.Request) {
+		if !auth(w, r) {
+			return
+		}
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBytes))
+		if err != nil {
+			writeErr(w, http.StatusBadRequest, "", fmt.Sprintf("body: %v", err))
+			return
+		}
+		svc := r.PathValue("service")
+		if _, err := s.Set(r.Context(), svc, body, SourceAPI, ""); err != nil {
+			s.fail(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, s.EntryOf(svc))
+	})
+	mux.HandleFunc("DELETE /v1/config/{service}", func(w http.ResponseWriter, r *http.Request) {
+		if !auth(w, r) {
+			return
+		}
+		svc := r.PathValue("service")
+		if _, err := s.Delete(r.Context(), svc, SourceAPI); err != nil {
+			s.fail(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, s.EntryOf(svc))
+	})
+	mux.HandleFunc("POST /v1/config/{service}/undelete", func(w http.ResponseWriter, r *http.Request) {
+		if !auth(w, r) {
+			return
+		}
+		svc := r.PathValue("service")
+		if _, err := s.Undelete(r.Context(), svc); err != nil {
+			s.fail(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, s.EntryOf(svc))
+	})
+	return mux
+}
+
+func (s *Store) fail(w http.ResponseWriter, err error) {
+	var pe *Error
+	switch {
+	case errors.As(err, &pe):
+		writeErr(w, http.StatusBadRequest, pe.Field, err.Error())
+	case errors.Is(err, ErrInvalid):
+		writeErr(w, http.StatusBadRequest, "service", err.Error())
+	case errors.Is(err, ErrOwnedByFile):
+		writeErr(w, http.StatusConflict, "", err.Error())
+	case errors.Is(err, ErrNotFound):
+		writeErr(w, http.StatusNotFound, "", err.Error())
+	case errors.Is(err, durable.ErrUnavailable):
+		writeErr(w, http.StatusServiceUnavailable, "", err.Error())
+	default:
+		writeErr(w, http.StatusInternalServerError, "", err.Error())
+	}
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(v)
+}
+
+func writeErr(w http.ResponseWriter, code int, field, msg string) {
+	writeJSON(w, code, struct {
+		Error string `json:"error"`
+		Field string `json:"field,omitempty"`
+		Code  int    `json:"code"`
+	}{msg, field, code})
+}

@@ -1,0 +1,441 @@
+package svcconfig
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/spillway/spillway/registry/durable"
+	"github.com/spillway/spillway/registry/names"
+)
+
+// KeyPrefix is where records live in the KV: svcconfig/<service>.
+const KeyPrefix = "svcconfig/"
+
+// DefaultTombstone is how long a deleted config keeps applying.
+const DefaultTombstone = 7 * 24 * time.Hour
+
+// Sources of a record.
+const (
+	SourceDir = "dir" // a file of --service-config-dir
+	SourceAPI = "api" // spillwayctl config / the HTTP API
+)
+
+// Errors of the Store.
+var (
+	// ErrOwnedByFile: the service has a file in the directory, which wins
+	// over the API (HTTP 409).
+	ErrOwnedByFile = errors.New("owned by a file of --service-config-dir")
+	// ErrNotFound: no record (or no tombstone, for undelete).
+	ErrNotFound = errors.New("no config")
+)
+
+// record is what the KV holds for one service. The YAML is kept as given
+// and parsed again by every replica.
+type record struct {
+	YAML      string     `json:"yaml"`
+	Source    string     `json:"source"`
+	File      string     `json:"file,omitempty"`
+	UpdatedAt time.Time  `json:"updated_at"`
+	DeletedAt *time.Time `json:"deleted_at,omitempty"`
+}
+
+// Status says where a service's config comes from and whether it is a
+// tombstone.
+type Status struct {
+	Source    string    // SourceDir or SourceAPI
+	File      string    // the file's name, for SourceDir
+	YAML      string    // the config as written
+	Version   int64     // the KV revision of the record
+	UpdatedAt time.Time // when it was last set
+	// Deleted: the config was deleted and still applies until Until.
+	Deleted   bool
+	DeletedAt time.Time
+	Until     time.Time
+}
+
+type entry struct {
+	cfg    Config
+	status Status
+}
+
+// StoreConfig configures a Store.
+type StoreConfig struct {
+	// KV holds the records, shared by every replica; nil keeps them in
+	// memory only (no data dir).
+	KV durable.KV
+	// Tombstone is how long a deleted config keeps applying; zero means
+	// DefaultTombstone.
+	Tombstone time.Duration
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// Logger, or nil to discard.
+	Logger *slog.Logger
+}
+
+// Store is the in-memory view of every service's config, kept in step
+// with the KV. Get is lock-free; writes go to the KV and then the view.
+type Store struct {
+	// Read-only after New.
+	kv        durable.KV
+	tombstone time.Duration
+	now       func() time.Time
+	log       *slog.Logger
+
+	view atomic.Pointer[map[string]entry]
+	// memRev numbers the writes when there is no KV.
+	memRev atomic.Int64
+	// listed is the revision the last Init listed; Run watches from it.
+	listed atomic.Int64
+
+	// mu serialises changes of the view and guards changed.
+	mu      sync.Mutex
+	changed chan struct{}
+	version uint64
+}
+
+// NewStore validates cfg and returns an empty Store; call Init to load.
+func NewStore(cfg StoreConfig) (*Store, error) {
+	if cfg.Tombstone < 0 {
+		return nil, fmt.Errorf("svcconfig: Tombstone: %v is negative", cfg.Tombstone)
+	}
+	if cfg.Tombstone == 0 {
+		cfg.Tombstone = DefaultTombstone
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Store{kv: cfg.KV, tombstone: cfg.Tombstone, now: cfg.Now, log: cfg.Logger, changed: make(chan struct{})}
+	s.view.Store(&map[string]entry{})
+	return s, nil
+}
+
+// Get returns service's config and status. Without a config, or once its
+// tombstone has run out, it returns Default() and false. Safe for
+// concurrent use; it takes no lock.
+func (s *Store) Get(service string) (Config, Status, bool) {
+	e, ok := (*s.view.Load())[names.NormalizeService(service)]
+	if !ok || (e.status.Deleted && !s.now().Before(e.status.Until)) {
+		return Default(), Status{}, false
+	}
+	return e.cfg, e.status, true
+}
+
+// Services returns the services with a record (tombstones included), sorted.
+func (s *Store) Services() []string {
+	return slices.Sorted(maps.Keys(*s.view.Load()))
+}
+
+// Changed returns a channel that is closed at the next change of the view.
+func (s *Store) Changed() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.changed
+}
+
+// Version counts the changes of the view.
+func (s *Store) Version() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.version
+}
+
+// apply puts (rec non-nil) or drops a record at rev into the view, unless
+// the view already holds a later revision of it.
+func (s *Store) apply(service string, rec *record, rev int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old := *s.view.Load()
+	if cur, ok := old[service]; ok && rev != 0 && cur.status.Version >= rev {
+		return
+	}
+	next := maps.Clone(old)
+	if rec == nil {
+		if _, ok := old[service]; !ok {
+			return
+		}
+		delete(next, service)
+	} else {
+		cfg, err := Parse(service, []byte(rec.YAML))
+		if err != nil {
+			s.log.Error("stored config not applied", "service", service, "err", err)
+			return
+		}
+		st := Status{Source: rec.Source, File: rec.File, YAML: rec.YAML, Version: rev, UpdatedAt: rec.UpdatedAt}
+		if rec.DeletedAt != nil {
+			st.Deleted, st.DeletedAt, st.Until = true, *rec.DeletedAt, rec.DeletedAt.Add(s.tombstone)
+		}
+		next[service] = entry{cfg: cfg, status: st}
+	}
+	s.view.Store(&next)
+	s.version++
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+func (s *Store) current(service string) (entry, bool) {
+	e, ok := (*s.view.Load())[service]
+	return e, ok
+}
+
+// write stores rec (or deletes, rec nil) in the KV and the view.
+func (s *Store) write(ctx context.Context, service string, rec *record) error {
+	var rev int64
+	if s.kv != nil {
+		var err error
+		if rec == nil {
+			rev, err = s.kv.Delete(ctx, KeyPrefix+service)
+		} else {
+			b, merr := json.Marshal(rec)
+			if merr != nil {
+				return merr
+			}
+			rev, err = s.kv.Put(ctx, KeyPrefix+service, b)
+		}
+		if err != nil {
+			return fmt.Errorf("svcconfig: store %s: %w: %w", service, durable.ErrUnavailable, err)
+		}
+	} else {
+		rev = s.memRev.Add(1)
+	}
+	s.apply(service, rec, rev)
+	return nil
+}
+
+func checkService(service string) (string, error) {
+	service = names.NormalizeService(service)
+	if err := names.ValidateService("service", service); err != nil {
+		return "", fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return service, nil
+}
+
+// Set parses yamlText and stores it as service's config from source (file
+// is the file's name, for SourceDir). The API (SourceAPI) may not set a
+// service a file owns: ErrOwnedByFile.
+func (s *Store) Set(ctx context.Context, service string, yamlText []byte, source, file string) (Status, error) {
+	service, err := checkService(service)
+	if err != nil {
+		return Status{}, err
+	}
+	label := "body"
+	if file != "" {
+		label = file
+	}
+	if _, err := Parse(label, yamlText); err != nil {
+		return Status{}, err
+	}
+	if err := s.guard(service, source); err != nil {
+		return Status{}, err
+	}
+	rec := &record{YAML: string(yamlText), Source: source, File: file, UpdatedAt: s.now().UTC()}
+	if err := s.write(ctx, service, rec); err != nil {
+		return Status{}, err
+	}
+	e, _ := s.current(service)
+	return e.status, nil
+}
+
+func (s *Store) guard(service, source string) error {
+	if source != SourceAPI {
+		return nil
+	}
+	if e, ok := s.current(service); ok && e.status.Source == SourceDir && !e.status.Deleted {
+		return fmt.Errorf("service %s: %w (%s); edit the file instead", service, ErrOwnedByFile, e.status.File)
+	}
+	return nil
+}
+
+// Delete tombstones service's config: it keeps applying, shown as
+// deleted, for the tombstone time.
+func (s *Store) Delete(ctx context.Context, service, source string) (Status, error) {
+	service, err := checkService(service)
+	if err != nil {
+		return Status{}, err
+	}
+	if err := s.guard(service, source); err != nil {
+		return Status{}, err
+	}
+	e, ok := s.current(service)
+	if !ok {
+		return Status{}, fmt.Errorf("service %s: %w", service, ErrNotFound)
+	}
+	if e.status.Deleted {
+		return e.status, nil
+	}
+	now := s.now().UTC()
+	rec := &record{YAML: e.status.YAML, Source: e.status.Source, File: e.status.File, UpdatedAt: e.status.UpdatedAt, DeletedAt: &now}
+	if err := s.write(ctx, service, rec); err != nil {
+		return Status{}, err
+	}
+	e, _ = s.current(service)
+	return e.status, nil
+}
+
+// Undelete brings back a tombstoned config. A config whose file is gone
+// comes back owned by the API.
+func (s *Store) Undelete(ctx context.Context, service string) (Status, error) {
+	service, err := checkService(service)
+	if err != nil {
+		return Status{}, err
+	}
+	e, ok := s.current(service)
+	if !ok || !e.status.Deleted || !s.now().Before(e.status.Until) {
+		return Status{}, fmt.Errorf("service %s: %w deleted to bring back", service, ErrNotFound)
+	}
+	rec := &record{YAML: e.status.YAML, Source: SourceAPI, UpdatedAt: s.now().UTC()}
+	if err := s.write(ctx, service, rec); err != nil {
+		return Status{}, err
+	}
+	e, _ = s.current(service)
+	return e.status, nil
+}
+
+// Sweep removes the tombstones that have run out, so the defaults apply.
+// Every replica may sweep; before deleting it reads the record again so a
+// config set since is kept.
+func (s *Store) Sweep(ctx context.Context) error {
+	now := s.now()
+	var errs []error
+	for service, e := range *s.view.Load() {
+		if !e.status.Deleted || now.Before(e.status.Until) {
+			continue
+		}
+		if s.kv != nil {
+			v, rev, err := s.kv.Get(ctx, KeyPrefix+service)
+			if errors.Is(err, durable.ErrNotFound) {
+				s.apply(service, nil, 0)
+				continue
+			}
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			var rec record
+			if json.Unmarshal(v, &rec) != nil || rec.DeletedAt == nil || rev != e.status.Version {
+				continue
+			}
+		}
+		if err := s.write(ctx, service, nil); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		s.log.Info("tombstone expired, defaults apply", "service", service)
+	}
+	return errors.Join(errs...)
+}
+
+// Init loads every record from the KV and returns the revision listed.
+func (s *Store) Init(ctx context.Context) (int64, error) {
+	if s.kv == nil {
+		return 0, nil
+	}
+	kvs, rev, err := s.kv.List(ctx, KeyPrefix)
+	if err != nil {
+		return 0, fmt.Errorf("svcconfig: list %s: %w", KeyPrefix, err)
+	}
+	seen := map[string]bool{}
+	for _, kv := range kvs {
+		service := strings.TrimPrefix(kv.Key, KeyPrefix)
+		seen[service] = true
+		s.applyStored(service, kv.Value, kv.Rev)
+	}
+	for _, service := range s.Services() {
+		if !seen[service] {
+			s.apply(service, nil, 0)
+		}
+	}
+	s.listed.Store(rev)
+	return rev, nil
+}
+
+func (s *Store) applyStored(service string, value []byte, rev int64) {
+	var rec record
+	if err := json.Unmarshal(value, &rec); err != nil {
+		s.log.Error("undecodable stored config", "service", service, "err", err)
+		return
+	}
+	s.apply(service, &rec, rev)
+}
+
+// Run watches the KV for other replicas' changes and sweeps expired
+// tombstones every sweepEvery (zero: a minute), until ctx ends. Call Init
+// first. A failed watch is followed by a new Init.
+func (s *Store) Run(ctx context.Context, sweepEvery time.Duration) error {
+	if sweepEvery <= 0 {
+		sweepEvery = time.Minute
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() {
+		t := time.NewTicker(sweepEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if err := s.Sweep(ctx); err != nil && ctx.Err() == nil {
+					s.log.Warn("sweep failed", "err", err)
+				}
+			}
+		}
+	})
+	if s.kv == nil {
+		<-ctx.Done()
+		return nil
+	}
+	rev := int64(-1)
+	if r := s.listed.Load(); r > 0 {
+		rev = r // Init listed: watch from there
+	}
+	for ctx.Err() == nil {
+		if rev < 0 {
+			var err error
+			if rev, err = s.Init(ctx); err != nil {
+				rev = -1
+				s.log.Warn("list failed; retrying", "err", err)
+				sleep(ctx, time.Second)
+				continue
+			}
+		}
+		for ev := range s.kv.Watch(ctx, KeyPrefix, rev) {
+			if ev.Err != nil {
+				if ctx.Err() == nil {
+					s.log.Warn("watch failed; listing again", "err", ev.Err)
+				}
+				break
+			}
+			service := strings.TrimPrefix(ev.Key, KeyPrefix)
+			if ev.Type == durable.EventDelete {
+				s.apply(service, nil, ev.Rev)
+			} else {
+				s.applyStored(service, ev.Value, ev.Rev)
+			}
+			rev = ev.Rev
+		}
+		rev = -1
+		sleep(ctx, 100*time.Millisecond)
+	}
+	return nil
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
