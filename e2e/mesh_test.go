@@ -440,7 +440,24 @@ func TestMeshLoad(t *testing.T) {
 			}
 		}
 		published.mu.Lock()
-		t.Logf("%d pushes on the live replicas after the kill, %d plan records published in all; %d undecodable", pushes, len(published.plans), len(published.errs))
+		var newPlans int
+		for _, p := range published.plans {
+			if p.Owner == old {
+				continue
+			}
+			newPlans++
+			var have []string
+			for _, c := range p.Contributors {
+				have = append(have, c.Replica)
+			}
+			if !subset(full, have) {
+				t.Errorf("new owner %s (epoch %d) published a plan merged from %v only: partial data", p.Owner, p.Epoch, have)
+			}
+		}
+		if newPlans == 0 {
+			t.Errorf("no plan record from a new owner in etcd after the kill")
+		}
+		t.Logf("%d pushes on the live replicas after the kill; %d plan records published in all, %d by the new owner; %d undecodable", pushes, len(published.plans), newPlans, len(published.errs))
 		if len(published.errs) > 0 {
 			t.Errorf("plan records the test could not decode: %v", published.errs)
 		}
