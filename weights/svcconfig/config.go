@@ -103,17 +103,19 @@ type SlowStart struct {
 
 // PIDConfig tunes the per-endpoint controller.
 type PIDConfig struct {
-	// Kp, Ki, Kd are the gains, each 0..100; defaults 0.5, 0.1, 0.
+	// Kp, Ki, Kd are the gains on the relative error (setpoint −
+	// utilization) / setpoint, in units of the mean weight (weights/pid),
+	// each 0..10; defaults 0.5, 0.02, 0.
 	Kp float64 `json:"kp"`
 	Ki float64 `json:"ki"`
 	Kd float64 `json:"kd"`
-	// MinWeight and MaxWeight bound a weight, 1 ≤ min ≤ max ≤ 65535;
-	// defaults 1 and 1000.
-	MinWeight uint32 `json:"min_weight"`
-	MaxWeight uint32 `json:"max_weight"`
-	// InitialWeight is a new endpoint's weight, within the bounds;
-	// default 10.
-	InitialWeight uint32 `json:"initial_weight"`
+	// MinWeight and MaxWeight bound a weight relative to the service's
+	// mean weight: min in (0, 1], max in [1, 100]; defaults 0.1 and 5.
+	MinWeight float64 `json:"min_weight"`
+	MaxWeight float64 `json:"max_weight"`
+	// InitialWeight is a new endpoint's weight relative to the mean,
+	// within the bounds; default 0.2 (a cold endpoint starts low).
+	InitialWeight float64 `json:"initial_weight"`
 	// SkipMissingShare: a round is skipped (weights hold) when more than
 	// this share of endpoints have no fresh report, (0,1]; default 0.3.
 	SkipMissingShare float64 `json:"skip_missing_share"`
@@ -136,7 +138,7 @@ func Default() Config {
 		ProbeShare:     0.01,
 		Headroom:       0.8,
 		SlowStart:      SlowStart{Fraction: 0.05, Ramp: Duration(60 * time.Second), Requests: 100},
-		PID:            PIDConfig{Kp: 0.5, Ki: 0.1, MinWeight: 1, MaxWeight: 1000, InitialWeight: 10, SkipMissingShare: 0.3},
+		PID:            PIDConfig{Kp: 0.5, Ki: 0.02, MinWeight: 0.1, MaxWeight: 5, InitialWeight: 0.2, SkipMissingShare: 0.3},
 		Metric:         MetricMax,
 		ReportInterval: Duration(10 * time.Second),
 	}
@@ -438,21 +440,24 @@ func (p parser) pid(n *yaml.Node, c *PIDConfig) error {
 		v *float64
 	}{{"kp", &c.Kp}, {"ki", &c.Ki}, {"kd", &c.Kd}} {
 		if v := m[g.k]; v != nil {
-			if *g.v, err = p.float(v, "pid."+g.k, 0, 100, false); err != nil {
+			if *g.v, err = p.float(v, "pid."+g.k, 0, 10, false); err != nil {
 				return err
 			}
 		}
 	}
-	for _, w := range []struct {
-		k string
-		v *uint32
-	}{{"min_weight", &c.MinWeight}, {"max_weight", &c.MaxWeight}, {"initial_weight", &c.InitialWeight}} {
-		if v := m[w.k]; v != nil {
-			i, err := p.integer(v, "pid."+w.k, 1, 65535)
-			if err != nil {
-				return err
-			}
-			*w.v = uint32(i)
+	if v := m["min_weight"]; v != nil {
+		if c.MinWeight, err = p.float(v, "pid.min_weight", 0, 1, true); err != nil {
+			return err
+		}
+	}
+	if v := m["max_weight"]; v != nil {
+		if c.MaxWeight, err = p.float(v, "pid.max_weight", 1, 100, false); err != nil {
+			return err
+		}
+	}
+	if v := m["initial_weight"]; v != nil {
+		if c.InitialWeight, err = p.float(v, "pid.initial_weight", 0, 100, true); err != nil {
+			return err
 		}
 	}
 	if v := m["skip_missing_share"]; v != nil {
@@ -470,14 +475,14 @@ func (p parser) pid(n *yaml.Node, c *PIDConfig) error {
 		if at == nil {
 			at = m["max_weight"]
 		}
-		return p.errf(at, "pid.min_weight", "%d is above pid.max_weight %d", c.MinWeight, c.MaxWeight)
+		return p.errf(at, "pid.min_weight", "%g is above pid.max_weight %g", c.MinWeight, c.MaxWeight)
 	}
 	if c.InitialWeight < c.MinWeight || c.InitialWeight > c.MaxWeight {
 		at := m["initial_weight"]
 		if at == nil {
 			at = n
 		}
-		return p.errf(at, "pid.initial_weight", "%d is outside [pid.min_weight %d, pid.max_weight %d]", c.InitialWeight, c.MinWeight, c.MaxWeight)
+		return p.errf(at, "pid.initial_weight", "%g is outside [pid.min_weight %g, pid.max_weight %g]", c.InitialWeight, c.MinWeight, c.MaxWeight)
 	}
 	return nil
 }

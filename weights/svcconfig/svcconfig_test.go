@@ -26,7 +26,7 @@ func TestParse(t *testing.T) {
 		name, in, wantErr string
 	}{
 		{"empty", "", ""},
-		{"full", "strategy: zone-aware+pid\nprobe_share: 0.03\nheadroom: 0.7\nslow_start: {fraction: 0.1, ramp: 30s, requests: 50}\npid: {kp: 1, ki: 0.2, kd: 0, min_weight: 2, max_weight: 500, initial_weight: 5, skip_missing_share: 0.35, target: 0.6}\nmetric: cpu\nreport_interval: 5s\nblend: {from: zone-aware, to: zone-aware+pid, percent: 30}\n", ""},
+		{"full", "strategy: zone-aware+pid\nprobe_share: 0.03\nheadroom: 0.7\nslow_start: {fraction: 0.1, ramp: 30s, requests: 50}\npid: {kp: 1, ki: 0.2, kd: 0, min_weight: 0.2, max_weight: 4, initial_weight: 0.5, skip_missing_share: 0.35, target: 0.6}\nmetric: cpu\nreport_interval: 5s\nblend: {from: zone-aware, to: zone-aware+pid, percent: 30}\n", ""},
 		{"json", `{"strategy": "pid", "pid": {"kp": 0.3}}`, ""},
 		{"unknown", "strategy: pid\nweigth: 3\n", "payments.yaml:2: weigth: unknown field"},
 		{"nestedUnknown", "pid:\n  kp: 1\n  kx: 2\n", "payments.yaml:3: pid.kx: unknown field"},
@@ -36,7 +36,7 @@ func TestParse(t *testing.T) {
 		{"percent", "blend: {from: zone-aware, to: pid, percent: 130}\n", "payments.yaml:1: blend.percent: 130 is out of range"},
 		{"sameBlend", "blend: {from: pid, to: pid, percent: 3}\n", "blend.to:"},
 		{"blendMissing", "blend: {from: pid, percent: 3}\n", "payments.yaml:1: blend.to: missing"},
-		{"minMax", "pid:\n  min_weight: 10\n  max_weight: 5\n  initial_weight: 7\n", "payments.yaml:2: pid.min_weight: 10 is above"},
+		{"minMax", "pid:\n  min_weight: 0.5\n  max_weight: 5\n  initial_weight: 0.2\n", "payments.yaml:4: pid.initial_weight: 0.2 is outside"},
 		{"duration", "report_interval: 100ms\n", "payments.yaml:1: report_interval: 100ms is out of range"},
 		{"dup", "metric: cpu\nmetric: max\n", "payments.yaml:2: metric: set twice"},
 		{"twoDocs", "metric: cpu\n---\nmetric: max\n", "payments.yaml:2: more than one YAML document"},
@@ -81,7 +81,7 @@ func TestConfigJSONRoundTrip(t *testing.T) {
 }
 
 func FuzzParse(f *testing.F) {
-	for _, s := range []string{"", "strategy: pid\n", "pid: {kp: 1, min_weight: 3}\n", `{"blend": {"from": "pid", "to": "static", "percent": 5}}`, "slow_start:\n  ramp: 1m\n"} {
+	for _, s := range []string{"", "strategy: pid\n", "pid: {kp: 1, min_weight: 0.3}\n", `{"blend": {"from": "pid", "to": "static", "percent": 5}}`, "slow_start:\n  ramp: 1m\n"} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
