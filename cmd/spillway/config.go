@@ -211,7 +211,7 @@ func parseConfig(args []string, stderr io.Writer) (Config, error) {
 	fs.BoolVar(&f.Pprof, "pprof", false, "serve /debug/pprof/ (net/http/pprof) on the HTTP address")
 	fs.BoolVar(&f.GRPC.SharedWriteBuffer, "grpc-shared-write-buffer", cfg.GRPC.SharedWriteBuffer, "return a gRPC connection's write buffer to a shared pool after each flush, so an idle connection holds none")
 	fs.IntVar(&f.GRPC.WriteBufferSize, "grpc-write-buffer-size", cfg.GRPC.WriteBufferSize, "bytes a gRPC connection batches before writing to the socket (0: write each frame at once)")
-	fs.IntVar(&f.GRPC.ReadBufferSize, "grpc-read-buffer-size", cfg.GRPC.ReadBufferSize, "most bytes one socket read of a gRPC connection takes (pooled while idle)")
+	fs.IntVar(&f.GRPC.ReadBufferSize, "grpc-read-buffer-size", cfg.GRPC.ReadBufferSize, "most bytes one socket read of a gRPC connection takes; 0 has no read buffer (the HTTP/2 framer reads the socket itself, two reads per frame)")
 	var win, connWin int
 	fs.IntVar(&win, "grpc-initial-window-size", 0, "fixed HTTP/2 stream window in bytes, at least 65536 (0: grpc-go's dynamic window)")
 	fs.IntVar(&connWin, "grpc-initial-conn-window-size", 0, "fixed HTTP/2 connection window in bytes, at least 65536 (0: grpc-go's dynamic window)")

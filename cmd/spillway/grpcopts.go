@@ -15,7 +15,8 @@ import (
 // in memory, and how dead peers are found. Most connections are xDS
 // clients that sit idle between pushes, so the defaults keep an idle
 // connection cheap: its write buffer is taken from a shared pool only while
-// it writes (grpc-go already pools the read buffer of an idle connection).
+// it writes, and it has no read buffer (the HTTP/2 framer reads the socket
+// itself).
 type GRPCConfig struct {
 	// SharedWriteBuffer returns a connection's write buffer to a pool after
 	// each flush instead of keeping it for the connection's life (default
@@ -26,9 +27,13 @@ type GRPCConfig struct {
 	// 0 writes every frame at once. While thousands of streams are pushed at once, the
 	// shared pool holds about one buffer per connection being written.
 	WriteBufferSize int `yaml:"write_buffer_size"`
-	// ReadBufferSize is the most one read from the socket takes (default
-	// 4 KiB: clients send small requests; grpc-go's is 32 KiB). grpc-go
-	// pools it while the connection is idle.
+	// ReadBufferSize is the most one read from the socket takes; 0 (the
+	// default; grpc-go's is 32 KiB) has no buffer: the HTTP/2 framer reads
+	// each frame's header and payload from the socket itself, two reads per
+	// frame instead of one per burst. xDS clients send a few small
+	// requests (ACKs) per push, so that costs little CPU, while every
+	// buffer taken from grpc-go's read-buffer pool during a burst of
+	// connections or requests stays in the pool until two GCs.
 	ReadBufferSize int `yaml:"read_buffer_size"`
 	// InitialWindowSize and InitialConnWindowSize fix the HTTP/2 flow
 	// control windows of a stream and of a connection; 0 keeps grpc-go's
@@ -53,7 +58,7 @@ func defaultGRPCConfig() GRPCConfig {
 	return GRPCConfig{
 		SharedWriteBuffer: true,
 		WriteBufferSize:   16 << 10,
-		ReadBufferSize:    4 << 10,
+		ReadBufferSize:    0,
 		KeepaliveTime:     5 * time.Minute,
 		KeepaliveTimeout:  20 * time.Second,
 		KeepaliveMinTime:  5 * time.Second,

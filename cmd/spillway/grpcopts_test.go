@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -60,8 +61,8 @@ func TestGRPCConfigDefaultsAndFlags(t *testing.T) {
 	if got, want := c.GRPC, defaultGRPCConfig(); got != want {
 		t.Errorf("GRPC = %+v, want %+v", got, want)
 	}
-	if !c.GRPC.SharedWriteBuffer || c.GRPC.WriteBufferSize != 16<<10 || c.GRPC.ReadBufferSize != 4<<10 || c.Pprof {
-		t.Errorf("defaults = %+v, pprof %v; want a shared 16 KiB write buffer, a 4 KiB read buffer and no pprof", c.GRPC, c.Pprof)
+	if !c.GRPC.SharedWriteBuffer || c.GRPC.WriteBufferSize != 16<<10 || c.GRPC.ReadBufferSize != 0 || c.Pprof {
+		t.Errorf("defaults = %+v, pprof %v; want a shared 16 KiB write buffer, no read buffer and no pprof", c.GRPC, c.Pprof)
 	}
 	c, err = parseConfig([]string{"--grpc-shared-write-buffer=false", "--grpc-initial-window-size", "131072", "--pprof"}, nil)
 	if err != nil {
@@ -85,6 +86,7 @@ func BenchmarkLargeEDSPush(b *testing.B) {
 	}{
 		{"grpc-go_defaults", grpcDefaults},
 		{"spillway_defaults", defaultGRPCConfig()},
+		{"read_buffer_4KiB", withReadBuffer(defaultGRPCConfig(), 4<<10)},
 		{"shared_32KiB", GRPCConfig{SharedWriteBuffer: true, WriteBufferSize: 32 << 10, ReadBufferSize: 4 << 10,
 			KeepaliveTime: time.Hour, KeepaliveTimeout: time.Minute, KeepaliveMinTime: time.Second}},
 		{"shared_16KiB", GRPCConfig{SharedWriteBuffer: true, WriteBufferSize: 16 << 10, ReadBufferSize: 4 << 10,
@@ -104,9 +106,54 @@ func BenchmarkLargeEDSPush(b *testing.B) {
 	}
 }
 
+// BenchmarkLargeEDSFanout is the trade-off of the transport defaults on a
+// fan-out: a 5,000-endpoint ClusterLoadAssignment sent to 100 streams, each
+// on its own connection (as grpc-go clients open them), all asking at
+// once; one op is the time until every stream holds it.
+func BenchmarkLargeEDSFanout(b *testing.B) {
+	const endpoints, streams = 5000, 100
+	for _, c := range []struct {
+		name string
+		cfg  GRPCConfig
+	}{
+		{"spillway_defaults", defaultGRPCConfig()},
+		{"read_buffer_4KiB", withReadBuffer(defaultGRPCConfig(), 4<<10)},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			addr := serveBenchXDS(b, c.cfg, endpoints)
+			clients := make([]v3discoverygrpc.AggregatedDiscoveryServiceClient, streams)
+			for i := range clients {
+				clients[i] = dialBenchXDS(b, addr)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				var wg sync.WaitGroup
+				errs := make([]error, streams)
+				for i, client := range clients {
+					wg.Go(func() { _, errs[i] = fetchEDSErr(client, endpoints) })
+				}
+				wg.Wait()
+				if err := errors.Join(errs...); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func withReadBuffer(c GRPCConfig, n int) GRPCConfig {
+	c.ReadBufferSize = n
+	return c
+}
+
 // startBenchXDS serves an xDS server over loopback with cfg's transport
 // options and a store holding service "big" of n endpoints.
 func startBenchXDS(b *testing.B, cfg GRPCConfig, n int) v3discoverygrpc.AggregatedDiscoveryServiceClient {
+	return dialBenchXDS(b, serveBenchXDS(b, cfg, n))
+}
+
+// serveBenchXDS is startBenchXDS's server; it returns its address.
+func serveBenchXDS(b *testing.B, cfg GRPCConfig, n int) string {
 	store := registry.NewStore()
 	ops := make([]registry.Op, 0, n)
 	for i := range n {
@@ -136,44 +183,58 @@ func startBenchXDS(b *testing.B, cfg GRPCConfig, n int) v3discoverygrpc.Aggregat
 	var wg sync.WaitGroup
 	wg.Go(func() { srv.Serve(lis) })
 	wg.Go(func() { x.Run(ctx) })
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		b.Fatal(err)
-	}
 	b.Cleanup(func() {
-		conn.Close()
 		cancel()
 		srv.Stop()
 		wg.Wait()
 	})
+	return lis.Addr().String()
+}
+
+// dialBenchXDS opens a client connection of its own to addr.
+func dialBenchXDS(b *testing.B, addr string) v3discoverygrpc.AggregatedDiscoveryServiceClient {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { conn.Close() })
 	return v3discoverygrpc.NewAggregatedDiscoveryServiceClient(conn)
 }
 
 // fetchEDS opens a stream, asks for "big"'s endpoints and returns the
 // response's size once it holds all n.
 func fetchEDS(b *testing.B, client v3discoverygrpc.AggregatedDiscoveryServiceClient, n int) int {
+	size, err := fetchEDSErr(client, n)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return size
+}
+
+// fetchEDSErr is fetchEDS for any goroutine.
+func fetchEDSErr(client v3discoverygrpc.AggregatedDiscoveryServiceClient, n int) (int, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	stream, err := client.StreamAggregatedResources(ctx)
 	if err != nil {
-		b.Fatal(err)
+		return 0, err
 	}
 	if err := stream.Send(&v3discoverypb.DiscoveryRequest{
 		Node:    &v3corepb.Node{Id: "bench", Locality: &v3corepb.Locality{Region: "r1", Zone: "zone-0"}},
 		TypeUrl: "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment", ResourceNames: []string{"big"},
 	}); err != nil {
-		b.Fatal(err)
+		return 0, err
 	}
 	resp, err := stream.Recv()
 	if err != nil {
-		b.Fatal(err)
+		return 0, err
 	}
 	if len(resp.GetResources()) != 1 {
-		b.Fatalf("EDS response holds %d resources, want 1", len(resp.GetResources()))
+		return 0, fmt.Errorf("EDS response holds %d resources, want 1", len(resp.GetResources()))
 	}
 	size := proto.Size(resp)
 	if size < n*20 {
-		b.Fatalf("EDS response is %d bytes, want at least %d for %d endpoints", size, n*20, n)
+		return 0, fmt.Errorf("EDS response is %d bytes, want at least %d for %d endpoints", size, n*20, n)
 	}
-	return size
+	return size, nil
 }
