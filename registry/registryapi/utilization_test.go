@@ -20,12 +20,15 @@ import (
 // addStatic puts a non-VM endpoint (no lease) in the store.
 func (h *harness) addStatic(t testing.TB, service, id string) {
 	t.Helper()
-	e := &registry.Endpoint{ID: id, Address: netip.MustParseAddr("10.1.0.1"),
-		Ports:  []registry.Port{{Name: "grpc", Number: 8080, Protocol: registry.TCP}},
-		Health: registry.Healthy, Source: registry.SourceKubernetes}
-	if _, err := h.store.Apply(registry.Upsert(service, e)); err != nil {
+	if _, err := h.store.Apply(registry.Upsert(service, staticEndpoint(id))); err != nil {
 		t.Fatal(err)
 	}
+}
+
+func staticEndpoint(id string) *registry.Endpoint {
+	return &registry.Endpoint{ID: id, Address: netip.MustParseAddr("10.1.0.1"),
+		Ports:  []registry.Port{{Name: "grpc", Number: 8080, Protocol: registry.TCP}},
+		Health: registry.Healthy, Source: registry.SourceKubernetes}
 }
 
 // reportOne sends one report on a fresh stream and returns the status.
