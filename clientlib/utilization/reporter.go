@@ -1,0 +1,143 @@
+package utilization
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	registryv1 "github.com/spillway/spillway/registry/registryv1"
+)
+
+// Source gives the reading to send; *Utilization is one.
+type Source interface {
+	Report() Report
+}
+
+var _ Source = (*Utilization)(nil)
+
+// Backoff bounds of a Reporter's reconnects.
+const (
+	backoffBase = 500 * time.Millisecond
+	backoffMax  = 30 * time.Second
+)
+
+// Reporter streams a Source's reports to spillway's registry API
+// (ReportUtilization), one every Interval. Reports are never queued: a
+// report due while the stream is down is dropped, and the next one after
+// the reconnect is current.
+type Reporter struct {
+	// Conn is a connection to the spillway registry's gRPC port, or nil
+	// when Target is set. Run does not close it.
+	Conn grpc.ClientConnInterface
+	// Target is dialled with plaintext credentials when Conn is nil,
+	// e.g. "127.0.0.1:18000".
+	Target string
+	// Service and EndpointID name the endpoint as the registry holds it;
+	// required.
+	Service, EndpointID string
+	// LeaseID is the VM lease holding the endpoint (required by the
+	// server for VM endpoints), or empty.
+	LeaseID string
+	// Interval between reports; zero means 1 s. The server accepts
+	// 100 ms..5 min.
+	Interval time.Duration
+	// Source is read every Interval; non-nil.
+	Source Source
+	// Logger; nil discards.
+	Logger *slog.Logger
+}
+
+// Run reports until ctx ends, reconnecting with capped exponential
+// backoff and jitter after a failure (a refused report ends the server's
+// stream, e.g. NotFound before the endpoint is registered). It returns
+// ctx's error, or a configuration error at once.
+func (r *Reporter) Run(ctx context.Context) error {
+	if r.Service == "" || r.EndpointID == "" {
+		return errors.New("utilization reporter config: Service and EndpointID are required")
+	}
+	if r.Source == nil {
+		return errors.New("utilization reporter config: Source is nil")
+	}
+	interval := r.Interval
+	if interval == 0 {
+		interval = time.Second
+	}
+	log := r.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	conn := r.Conn
+	if conn == nil {
+		if r.Target == "" {
+			return errNoTarget
+		}
+		cc, err := grpc.NewClient(r.Target, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			return fmt.Errorf("utilization reporter: dial %s: %w", r.Target, err)
+		}
+		defer cc.Close()
+		conn = cc
+	}
+	client := registryv1.NewRegistryClient(conn)
+	log = log.With("service", r.Service, "endpoint", r.EndpointID)
+	backoff := backoffBase
+	for {
+		sent, err := r.stream(ctx, client, interval)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if sent > 0 {
+			backoff = backoffBase
+		}
+		wait := backoff/2 + rand.N(backoff/2+1)
+		log.Warn("utilization stream failed", "sent", sent, "retry_in", wait, "err", err)
+		backoff = min(2*backoff, backoffMax)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// stream sends reports on one stream until it fails or ctx ends; it
+// returns how many it sent.
+func (r *Reporter) stream(ctx context.Context, client registryv1.RegistryClient, interval time.Duration) (int, error) {
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	s, err := client.ReportUtilization(sctx)
+	if err != nil {
+		return 0, err
+	}
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	msg := &registryv1.UtilizationReport{Service: r.Service, EndpointId: r.EndpointID, LeaseId: r.LeaseID,
+		IntervalMs: uint32(interval / time.Millisecond)}
+	sent := 0
+	for {
+		rep := r.Source.Report()
+		msg.Cpu, msg.InFlight, msg.Limit = rep.CPU, uint32(rep.InFlight), uint32(rep.Limit)
+		if err := s.Send(msg); err != nil {
+			if err == io.EOF { // the server ended the stream: its status says why
+				_, err = s.CloseAndRecv()
+			}
+			return sent, err
+		}
+		sent++
+		select {
+		case <-ctx.Done():
+			s.CloseAndRecv()
+			return sent, ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
