@@ -381,3 +381,13 @@ func FuzzParseCgroup(f *testing.F) {
 }
 
 func gomaxprocs() int { return runtime.GOMAXPROCS(0) }
+
+func newHealthClient(c grpc.ClientConnInterface) healthClient {
+	return healthClient{healthpb.NewHealthClient(c)}
+}
+
+type healthClient struct{ c healthpb.HealthClient }
+
+func (h healthClient) Check(ctx context.Context, _ any) (*healthpb.HealthCheckResponse, error) {
+	return h.c.Check(ctx, &healthpb.HealthCheckRequest{})
+}
