@@ -39,12 +39,20 @@ type Reporter struct {
 	// Target is dialled with plaintext credentials when Conn is nil,
 	// e.g. "127.0.0.1:18000".
 	Target string
+	// TargetFunc, when non-nil and Conn is nil, is called before each
+	// stream and overrides Target when it returns non-empty (e.g. the
+	// heartbeat agent's active server, so both follow its failover).
+	TargetFunc func() string
 	// Service and EndpointID name the endpoint as the registry holds it;
 	// required.
 	Service, EndpointID string
 	// LeaseID is the VM lease holding the endpoint (required by the
 	// server for VM endpoints), or empty.
 	LeaseID string
+	// LeaseFunc, when non-nil, is called for every report and overrides
+	// LeaseID (e.g. heartbeat.Agent.LeaseID, which changes when the agent
+	// registers again). A report while it returns "" is dropped.
+	LeaseFunc func() string
 	// Interval between reports; zero means 1 s. The server accepts
 	// 100 ms..5 min.
 	Interval time.Duration
@@ -73,23 +81,54 @@ func (r *Reporter) Run(ctx context.Context) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	conn := r.Conn
-	if conn == nil {
-		if r.Target == "" {
-			return errNoTarget
-		}
-		cc, err := grpc.NewClient(r.Target, grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			return fmt.Errorf("utilization reporter: dial %s: %w", r.Target, err)
-		}
-		defer cc.Close()
-		conn = cc
+	if r.Conn == nil && r.Target == "" && r.TargetFunc == nil {
+		return errNoTarget
 	}
-	client := registryv1.NewRegistryClient(conn)
+	var (
+		cc     *grpc.ClientConn
+		dialed string
+	)
+	defer func() {
+		if cc != nil {
+			cc.Close()
+		}
+	}()
+	// connect returns the client for the next stream, dialling Target (or
+	// TargetFunc's answer) again when it changed.
+	connect := func() (registryv1.RegistryClient, error) {
+		if r.Conn != nil {
+			return registryv1.NewRegistryClient(r.Conn), nil
+		}
+		target := r.Target
+		if r.TargetFunc != nil {
+			if t := r.TargetFunc(); t != "" {
+				target = t
+			}
+		}
+		if target == "" {
+			return nil, errNoTarget
+		}
+		if cc == nil || target != dialed {
+			if cc != nil {
+				cc.Close()
+			}
+			c, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			if err != nil {
+				cc = nil
+				return nil, fmt.Errorf("utilization reporter: dial %s: %w", target, err)
+			}
+			cc, dialed = c, target
+		}
+		return registryv1.NewRegistryClient(cc), nil
+	}
 	log = log.With("service", r.Service, "endpoint", r.EndpointID)
 	backoff := backoffBase
 	for {
-		sent, err := r.stream(ctx, client, interval)
+		var sent int
+		client, err := connect()
+		if err == nil {
+			sent, err = r.stream(ctx, client, interval)
+		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -124,15 +163,21 @@ func (r *Reporter) stream(ctx context.Context, client registryv1.RegistryClient,
 		IntervalMs: uint32(interval / time.Millisecond)}
 	sent := 0
 	for {
+		if r.LeaseFunc != nil {
+			msg.LeaseId = r.LeaseFunc()
+		}
 		rep := r.Source.Report()
 		msg.Cpu, msg.InFlight, msg.Limit = rep.CPU, uint32(rep.InFlight), uint32(rep.Limit)
-		if err := s.Send(msg); err != nil {
+		if r.LeaseFunc != nil && msg.LeaseId == "" {
+			// No lease yet (or between leases): drop this report.
+		} else if err := s.Send(msg); err != nil {
 			if err == io.EOF { // the server ended the stream: its status says why
 				_, err = s.CloseAndRecv()
 			}
 			return sent, err
+		} else {
+			sent++
 		}
-		sent++
 		select {
 		case <-ctx.Done():
 			s.CloseAndRecv()
