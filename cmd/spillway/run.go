@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
 
+	"github.com/spillway/spillway/load"
 	"github.com/spillway/spillway/migration"
 	"github.com/spillway/spillway/migration/migrationapi"
 	"github.com/spillway/spillway/registry"
@@ -86,7 +87,10 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	api, err := registryapi.New(registryapi.Config{Store: store, Leases: leases, Logger: log.With("component", "registryapi")})
+	// Backends' utilization reports (ReportUtilization), kept for the
+	// per-endpoint planner; bounded by the registry's endpoints.
+	utilizations := load.NewUtilizationTable(store, metrics)
+	api, err := registryapi.New(registryapi.Config{Store: store, Leases: leases, Utilization: utilizations, Logger: log.With("component", "registryapi")})
 	if err != nil {
 		return err
 	}

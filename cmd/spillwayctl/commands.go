@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/spillway/spillway/clientlib/heartbeat"
+	"github.com/spillway/spillway/clientlib/utilization"
 	registryv1 "github.com/spillway/spillway/registry/registryv1"
 )
 
@@ -218,10 +219,20 @@ var agentCommand = &command{
 		f.define(fs)
 		interval := fs.Duration("interval", 0, "time between heartbeats (default: a third of the granted TTL)")
 		servers := fs.String("server", "", "gRPC `addresses` of the spillway replicas, comma-separated; a DNS name stands for all its addresses (default: the global --server)")
+		reportUtil := fs.Bool("report-utilization", false, "also report host CPU (/proc/stat) as the endpoint's utilization to the registry; needs --id")
+		utilInterval := fs.Duration("utilization-interval", time.Second, "time between utilization reports, 100ms..5m")
 		return func(ctx context.Context, e *env, _ []string) error {
 			req, err := f.request()
 			if err != nil {
 				return err
+			}
+			if *reportUtil {
+				switch {
+				case req.GetEndpoint().GetId() == "":
+					return usagef("--report-utilization: needs --id (utilization reports name the endpoint)")
+				case *utilInterval < 100*time.Millisecond || *utilInterval > 5*time.Minute:
+					return usagef("--utilization-interval %v: must be within 100ms..5m", *utilInterval)
+				}
 			}
 			switch {
 			case *interval < 0:
@@ -250,6 +261,29 @@ var agentCommand = &command{
 				return err
 			}
 			log.Info("agent starting", "server", strings.Join(addrs, ","), "service", req.GetService(), "address", req.GetEndpoint().GetAddress())
+			var reporterDone chan struct{}
+			if *reportUtil {
+				// The host's CPU, in-flight unknown (utilization = cpu),
+				// sent to the server the heartbeats use, under their lease.
+				r := &utilization.Reporter{
+					Target:     addrs[0],
+					TargetFunc: func() string { return a.Status().Active },
+					Service:    req.GetService(),
+					EndpointID: req.GetEndpoint().GetId(),
+					LeaseFunc:  a.LeaseID,
+					Interval:   *utilInterval,
+					Source:     utilization.CPUOnly(utilization.HostCPU()),
+					Logger:     log.With("component", "utilization"),
+				}
+				rctx, cancel := context.WithCancel(ctx)
+				defer cancel()
+				reporterDone = make(chan struct{})
+				go func() {
+					defer close(reporterDone)
+					r.Run(rctx)
+				}()
+				defer func() { cancel(); <-reporterDone }()
+			}
 			if err := a.Run(ctx); err != nil {
 				return err
 			}

@@ -31,7 +31,7 @@
 //	    List a service's endpoints from every source. -o json prints every
 //	    field of every endpoint, empty ones included, with the proto field
 //	    names (snake_case), for scripts.
-//	agent <register's flags> [--interval D] [--server ADDR,ADDR...]
+//	agent <register's flags> [--interval D] [--server ADDR,ADDR...] [--report-utilization [--utilization-interval D]]
 //	    Register, heartbeat every --interval (default a third of the TTL)
 //	    and stay in the foreground; on SIGINT or SIGTERM deregister and exit
 //	    0. Logs go to stderr. --server (here or global) may list several
@@ -39,6 +39,10 @@
 //	    addresses: the agent uses one and moves to the next when it stops
 //	    answering, keeping its lease (it registers again, with the same
 //	    endpoint id, only if the new replica does not know the lease).
+//	    --report-utilization (needs --id) also streams the host's CPU from
+//	    /proc/stat every --utilization-interval (default 1s) to the server
+//	    in use, under the agent's lease; in-flight is unknown, so the
+//	    endpoint's utilization is its CPU.
 //	load SERVICE [-o text|json]
 //	    Show the load clients report over LRS for SERVICE: one row per client
 //	    service, client zone and upstream locality. With replicas sharing

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/spillway/spillway/load"
 	"github.com/spillway/spillway/registry"
 	"github.com/spillway/spillway/registry/durable"
 	"github.com/spillway/spillway/registry/lease"
@@ -37,6 +38,9 @@ type Config struct {
 	// Leases handles VM registrations; non-nil. If it also implements
 	// LastSeener, listings show live heartbeat times.
 	Leases Leases
+	// Utilization stores utilization reports (ReportUtilization and POST
+	// /v1/utilization); nil answers them Unimplemented.
+	Utilization *load.UtilizationTable
 	// Logger; nil discards.
 	Logger *slog.Logger
 }
@@ -49,7 +53,9 @@ type API struct {
 	store    *registry.Store
 	leases   Leases
 	lastSeen LastSeener
+	util     *load.UtilizationTable
 	log      *slog.Logger
+	now      func() time.Time
 }
 
 var _ pb.RegistryServer = (*API)(nil)
@@ -65,7 +71,7 @@ func New(cfg Config) (*API, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	a := &API{store: cfg.Store, leases: cfg.Leases, log: cfg.Logger}
+	a := &API{store: cfg.Store, leases: cfg.Leases, util: cfg.Utilization, log: cfg.Logger, now: time.Now}
 	a.lastSeen, _ = cfg.Leases.(LastSeener)
 	return a, nil
 }
@@ -83,7 +89,7 @@ func toStatus(err error) error {
 		return status.Error(codes.InvalidArgument, fe.Error())
 	case errors.Is(err, registry.ErrInvalid):
 		return status.Error(codes.InvalidArgument, err.Error())
-	case errors.Is(err, lease.ErrNotFound), errors.Is(err, registry.ErrNotFound):
+	case errors.Is(err, lease.ErrNotFound), errors.Is(err, registry.ErrNotFound), errors.Is(err, load.ErrUnknownEndpoint):
 		return status.Error(codes.NotFound, err.Error())
 	case errors.Is(err, registry.ErrConflict):
 		return status.Error(codes.AlreadyExists, err.Error())

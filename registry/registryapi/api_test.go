@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/spillway/spillway/load"
 	"github.com/spillway/spillway/registry"
 	"github.com/spillway/spillway/registry/durable"
 	"github.com/spillway/spillway/registry/lease"
@@ -34,6 +35,7 @@ type harness struct {
 	leases *lease.Manager
 	client pb.RegistryClient
 	http   *httptest.Server
+	util   *load.UtilizationTable
 }
 
 // newHarness runs the real API over real gRPC and HTTP on loopback, backed
@@ -54,7 +56,8 @@ func newHarnessWith(t testing.TB, st lease.Storage) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api, err := New(Config{Store: store, Leases: lm})
+	util := load.NewUtilizationTable(store, nil)
+	api, err := New(Config{Store: store, Leases: lm, Utilization: util})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +76,7 @@ func newHarnessWith(t testing.TB, st lease.Storage) *harness {
 	t.Cleanup(func() { conn.Close() })
 	hs := httptest.NewServer(api.Handler())
 	t.Cleanup(hs.Close)
-	return &harness{store: store, leases: lm, client: pb.NewRegistryClient(conn), http: hs}
+	return &harness{store: store, leases: lm, client: pb.NewRegistryClient(conn), http: hs, util: util}
 }
 
 func goodRequest() *pb.RegisterRequest {

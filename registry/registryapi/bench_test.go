@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/spillway/spillway/registry"
 	"github.com/spillway/spillway/registry/durable"
 	pb "github.com/spillway/spillway/registry/registryv1"
 )
@@ -71,5 +72,65 @@ func BenchmarkHeartbeat(b *testing.B) {
 				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "heartbeats/s")
 			})
 		}
+	}
+}
+
+// BenchmarkUtilization measures utilization reports ingested per second
+// through the real gRPC API on loopback (client and server in one process,
+// sharing the cores): 10,000 endpoints of 10 services, each client
+// goroutine owning one ReportUtilization stream. A stream's reports are
+// counted ingested when the server's final ack says it stored them all.
+func BenchmarkUtilization(b *testing.B) {
+	for _, streams := range []int{1, 4} {
+		b.Run(fmt.Sprintf("endpoints=10000/streams=%dxGOMAXPROCS", streams), func(b *testing.B) {
+			h := newHarnessWith(b, durable.NewMemory())
+			const services, perService = 10, 1000
+			for s := range services {
+				ops := make([]registry.Op, perService)
+				for i := range ops {
+					ops[i] = registry.Upsert(fmt.Sprintf("svc-%d", s), staticEndpoint(fmt.Sprintf("e-%d", i)))
+				}
+				if _, err := h.store.Apply(ops...); err != nil {
+					b.Fatal(err)
+				}
+			}
+			ctx := context.Background()
+			var next, acked atomic.Uint64
+			b.SetParallelism(streams)
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(p *testing.PB) {
+				stream, err := h.client.ReportUtilization(ctx)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				r := &pb.UtilizationReport{Cpu: 0.5, InFlight: 3, Limit: 64, IntervalMs: 1000}
+				for p.Next() {
+					n := next.Add(1)
+					r.Service = fmt.Sprintf("svc-%d", n%services)
+					r.EndpointId = fmt.Sprintf("e-%d", (n/services)%perService)
+					r.Cpu = float64(n%100) / 100
+					if err := stream.Send(r); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+				ack, err := stream.CloseAndRecv()
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				acked.Add(ack.Accepted)
+			})
+			b.StopTimer()
+			if got := acked.Load(); got != uint64(b.N) {
+				b.Fatalf("acked %d reports, sent %d", got, b.N)
+			}
+			if n := h.util.Len(); n != min(b.N, services*perService) {
+				b.Fatalf("table holds %d endpoints, want %d", n, min(b.N, services*perService))
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "reports/s")
+		})
 	}
 }

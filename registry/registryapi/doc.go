@@ -5,6 +5,7 @@
 //	POST /v1/register     RegisterRequest   -> RegisterResponse
 //	POST /v1/heartbeat    HeartbeatRequest  -> HeartbeatResponse
 //	POST /v1/deregister   DeregisterRequest -> DeregisterResponse
+//	POST /v1/utilization  UtilizationReport -> UtilizationAck (one report)
 //	GET  /v1/services                       -> ListServicesResponse
 //	GET  /v1/services/{service}/endpoints   -> ListEndpointsResponse
 //
@@ -15,4 +16,11 @@
 // field named in the message (and in the "field" member of the JSON error);
 // unknown leases and services are NotFound / 404; an endpoint id owned by
 // another source is AlreadyExists / 409. A rejected request changes nothing.
+//
+// Utilization reports (the ReportUtilization client stream, or one report
+// per POST) are stored in Config.Utilization, a load.UtilizationTable, for
+// the weights planner. A report must name an endpoint the registry holds
+// (else NotFound) and, for a VM endpoint, the lease that holds it (else
+// NotFound: the lease is gone or another holds the endpoint). On the
+// stream the first refused report ends the stream with its status.
 package registryapi

@@ -50,6 +50,14 @@ func (a *API) Handler() http.Handler {
 		resp, err := a.Deregister(r.Context(), req)
 		reply(w, resp, err)
 	})
+	mux.HandleFunc("POST /v1/utilization", func(w http.ResponseWriter, r *http.Request) {
+		req := &pb.UtilizationReport{}
+		if !decode(w, r, req) {
+			return
+		}
+		resp, err := a.reportUtilizationJSON(req)
+		reply(w, resp, err)
+	})
 	mux.HandleFunc("GET /v1/services", func(w http.ResponseWriter, r *http.Request) {
 		resp, err := a.ListServices(r.Context(), &pb.ListServicesRequest{})
 		reply(w, resp, err)
@@ -81,6 +89,7 @@ var httpCodes = map[codes.Code]int{
 	codes.Canceled:         499,
 	codes.DeadlineExceeded: http.StatusGatewayTimeout,
 	codes.Unavailable:      http.StatusServiceUnavailable,
+	codes.Unimplemented:    http.StatusNotImplemented,
 }
 
 func reply(w http.ResponseWriter, resp proto.Message, err error) {

@@ -13,6 +13,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/spillway/spillway/load"
 	"github.com/spillway/spillway/registry"
 	"github.com/spillway/spillway/registry/durable"
 	"github.com/spillway/spillway/registry/lease"
@@ -24,6 +25,8 @@ import (
 type Server struct {
 	Store  *registry.Store
 	Leases *lease.Manager
+	// Utilization holds the utilization reports the API accepted.
+	Utilization *load.UtilizationTable
 	// Addr is the gRPC address, fixed for the server's life.
 	Addr string
 
@@ -58,7 +61,8 @@ func StartOn(t testing.TB, lis net.Listener) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api, err := registryapi.New(registryapi.Config{Store: store, Leases: lm})
+	util := load.NewUtilizationTable(store, nil)
+	api, err := registryapi.New(registryapi.Config{Store: store, Leases: lm, Utilization: util})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +76,7 @@ func StartOn(t testing.TB, lis net.Listener) *Server {
 		cancel()
 		<-lmDone
 	})
-	s := &Server{Store: store, Leases: lm, api: api, Addr: lis.Addr().String()}
+	s := &Server{Store: store, Leases: lm, Utilization: util, api: api, Addr: lis.Addr().String()}
 	s.serve(lis)
 	t.Cleanup(s.Stop)
 	return s

@@ -844,6 +844,146 @@ func (x *ListEndpointsResponse) GetVersion() uint64 {
 	return 0
 }
 
+// UtilizationReport is one backend's utilization at one moment.
+type UtilizationReport struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Service    string                 `protobuf:"bytes,1,opt,name=service,proto3" json:"service,omitempty"`
+	EndpointId string                 `protobuf:"bytes,2,opt,name=endpoint_id,json=endpointId,proto3" json:"endpoint_id,omitempty"`
+	// The VM lease that holds the endpoint; required for VM endpoints, so
+	// that only the lease's owner reports for it. Empty for Kubernetes and
+	// static endpoints.
+	LeaseId       string  `protobuf:"bytes,3,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	Cpu           float64 `protobuf:"fixed64,4,opt,name=cpu,proto3" json:"cpu,omitempty"`                                // 0..1 of the CPU quota (up to 1.5 for bursts)
+	InFlight      uint32  `protobuf:"varint,5,opt,name=in_flight,json=inFlight,proto3" json:"in_flight,omitempty"`       // RPCs in flight; with limit 0 unknown
+	Limit         uint32  `protobuf:"varint,6,opt,name=limit,proto3" json:"limit,omitempty"`                             // in-flight RPCs counted as 100%; 0 = unknown
+	IntervalMs    uint32  `protobuf:"varint,7,opt,name=interval_ms,json=intervalMs,proto3" json:"interval_ms,omitempty"` // the sender's report interval, 100..300000
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UtilizationReport) Reset() {
+	*x = UtilizationReport{}
+	mi := &file_registry_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UtilizationReport) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UtilizationReport) ProtoMessage() {}
+
+func (x *UtilizationReport) ProtoReflect() protoreflect.Message {
+	mi := &file_registry_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UtilizationReport.ProtoReflect.Descriptor instead.
+func (*UtilizationReport) Descriptor() ([]byte, []int) {
+	return file_registry_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *UtilizationReport) GetService() string {
+	if x != nil {
+		return x.Service
+	}
+	return ""
+}
+
+func (x *UtilizationReport) GetEndpointId() string {
+	if x != nil {
+		return x.EndpointId
+	}
+	return ""
+}
+
+func (x *UtilizationReport) GetLeaseId() string {
+	if x != nil {
+		return x.LeaseId
+	}
+	return ""
+}
+
+func (x *UtilizationReport) GetCpu() float64 {
+	if x != nil {
+		return x.Cpu
+	}
+	return 0
+}
+
+func (x *UtilizationReport) GetInFlight() uint32 {
+	if x != nil {
+		return x.InFlight
+	}
+	return 0
+}
+
+func (x *UtilizationReport) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *UtilizationReport) GetIntervalMs() uint32 {
+	if x != nil {
+		return x.IntervalMs
+	}
+	return 0
+}
+
+type UtilizationAck struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Accepted      uint64                 `protobuf:"varint,1,opt,name=accepted,proto3" json:"accepted,omitempty"` // reports stored on this stream
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UtilizationAck) Reset() {
+	*x = UtilizationAck{}
+	mi := &file_registry_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UtilizationAck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UtilizationAck) ProtoMessage() {}
+
+func (x *UtilizationAck) ProtoReflect() protoreflect.Message {
+	mi := &file_registry_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UtilizationAck.ProtoReflect.Descriptor instead.
+func (*UtilizationAck) Descriptor() ([]byte, []int) {
+	return file_registry_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *UtilizationAck) GetAccepted() uint64 {
+	if x != nil {
+		return x.Accepted
+	}
+	return 0
+}
+
 var File_registry_proto protoreflect.FileDescriptor
 
 const file_registry_proto_rawDesc = "" +
@@ -911,7 +1051,19 @@ const file_registry_proto_rawDesc = "" +
 	"\x15ListEndpointsResponse\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x12<\n" +
 	"\tendpoints\x18\x02 \x03(\v2\x1e.spillway.registry.v1.EndpointR\tendpoints\x12\x18\n" +
-	"\aversion\x18\x03 \x01(\x04R\aversion2\xdd\x04\n" +
+	"\aversion\x18\x03 \x01(\x04R\aversion\"\xcf\x01\n" +
+	"\x11UtilizationReport\x12\x18\n" +
+	"\aservice\x18\x01 \x01(\tR\aservice\x12\x1f\n" +
+	"\vendpoint_id\x18\x02 \x01(\tR\n" +
+	"endpointId\x12\x19\n" +
+	"\blease_id\x18\x03 \x01(\tR\aleaseId\x12\x10\n" +
+	"\x03cpu\x18\x04 \x01(\x01R\x03cpu\x12\x1b\n" +
+	"\tin_flight\x18\x05 \x01(\rR\binFlight\x12\x14\n" +
+	"\x05limit\x18\x06 \x01(\rR\x05limit\x12\x1f\n" +
+	"\vinterval_ms\x18\a \x01(\rR\n" +
+	"intervalMs\",\n" +
+	"\x0eUtilizationAck\x12\x1a\n" +
+	"\baccepted\x18\x01 \x01(\x04R\baccepted2\xc3\x05\n" +
 	"\bRegistry\x12Y\n" +
 	"\bRegister\x12%.spillway.registry.v1.RegisterRequest\x1a&.spillway.registry.v1.RegisterResponse\x12\\\n" +
 	"\tHeartbeat\x12&.spillway.registry.v1.HeartbeatRequest\x1a'.spillway.registry.v1.HeartbeatResponse\x12f\n" +
@@ -919,7 +1071,8 @@ const file_registry_proto_rawDesc = "" +
 	"\n" +
 	"Deregister\x12'.spillway.registry.v1.DeregisterRequest\x1a(.spillway.registry.v1.DeregisterResponse\x12e\n" +
 	"\fListServices\x12).spillway.registry.v1.ListServicesRequest\x1a*.spillway.registry.v1.ListServicesResponse\x12h\n" +
-	"\rListEndpoints\x12*.spillway.registry.v1.ListEndpointsRequest\x1a+.spillway.registry.v1.ListEndpointsResponseB=Z;github.com/spillway/spillway/registry/registryv1;registryv1b\x06proto3"
+	"\rListEndpoints\x12*.spillway.registry.v1.ListEndpointsRequest\x1a+.spillway.registry.v1.ListEndpointsResponse\x12d\n" +
+	"\x11ReportUtilization\x12'.spillway.registry.v1.UtilizationReport\x1a$.spillway.registry.v1.UtilizationAck(\x01B=Z;github.com/spillway/spillway/registry/registryv1;registryv1b\x06proto3"
 
 var (
 	file_registry_proto_rawDescOnce sync.Once
@@ -933,7 +1086,7 @@ func file_registry_proto_rawDescGZIP() []byte {
 	return file_registry_proto_rawDescData
 }
 
-var file_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_registry_proto_goTypes = []any{
 	(*Port)(nil),                  // 0: spillway.registry.v1.Port
 	(*Locality)(nil),              // 1: spillway.registry.v1.Locality
@@ -949,15 +1102,17 @@ var file_registry_proto_goTypes = []any{
 	(*ListServicesResponse)(nil),  // 11: spillway.registry.v1.ListServicesResponse
 	(*ListEndpointsRequest)(nil),  // 12: spillway.registry.v1.ListEndpointsRequest
 	(*ListEndpointsResponse)(nil), // 13: spillway.registry.v1.ListEndpointsResponse
-	nil,                           // 14: spillway.registry.v1.Endpoint.MetadataEntry
-	(*timestamppb.Timestamp)(nil), // 15: google.protobuf.Timestamp
+	(*UtilizationReport)(nil),     // 14: spillway.registry.v1.UtilizationReport
+	(*UtilizationAck)(nil),        // 15: spillway.registry.v1.UtilizationAck
+	nil,                           // 16: spillway.registry.v1.Endpoint.MetadataEntry
+	(*timestamppb.Timestamp)(nil), // 17: google.protobuf.Timestamp
 }
 var file_registry_proto_depIdxs = []int32{
 	0,  // 0: spillway.registry.v1.Endpoint.ports:type_name -> spillway.registry.v1.Port
 	1,  // 1: spillway.registry.v1.Endpoint.locality:type_name -> spillway.registry.v1.Locality
-	14, // 2: spillway.registry.v1.Endpoint.metadata:type_name -> spillway.registry.v1.Endpoint.MetadataEntry
-	15, // 3: spillway.registry.v1.Endpoint.registered:type_name -> google.protobuf.Timestamp
-	15, // 4: spillway.registry.v1.Endpoint.last_seen:type_name -> google.protobuf.Timestamp
+	16, // 2: spillway.registry.v1.Endpoint.metadata:type_name -> spillway.registry.v1.Endpoint.MetadataEntry
+	17, // 3: spillway.registry.v1.Endpoint.registered:type_name -> google.protobuf.Timestamp
+	17, // 4: spillway.registry.v1.Endpoint.last_seen:type_name -> google.protobuf.Timestamp
 	2,  // 5: spillway.registry.v1.RegisterRequest.endpoint:type_name -> spillway.registry.v1.Endpoint
 	10, // 6: spillway.registry.v1.ListServicesResponse.services:type_name -> spillway.registry.v1.ServiceSummary
 	2,  // 7: spillway.registry.v1.ListEndpointsResponse.endpoints:type_name -> spillway.registry.v1.Endpoint
@@ -967,14 +1122,16 @@ var file_registry_proto_depIdxs = []int32{
 	7,  // 11: spillway.registry.v1.Registry.Deregister:input_type -> spillway.registry.v1.DeregisterRequest
 	9,  // 12: spillway.registry.v1.Registry.ListServices:input_type -> spillway.registry.v1.ListServicesRequest
 	12, // 13: spillway.registry.v1.Registry.ListEndpoints:input_type -> spillway.registry.v1.ListEndpointsRequest
-	4,  // 14: spillway.registry.v1.Registry.Register:output_type -> spillway.registry.v1.RegisterResponse
-	6,  // 15: spillway.registry.v1.Registry.Heartbeat:output_type -> spillway.registry.v1.HeartbeatResponse
-	6,  // 16: spillway.registry.v1.Registry.HeartbeatStream:output_type -> spillway.registry.v1.HeartbeatResponse
-	8,  // 17: spillway.registry.v1.Registry.Deregister:output_type -> spillway.registry.v1.DeregisterResponse
-	11, // 18: spillway.registry.v1.Registry.ListServices:output_type -> spillway.registry.v1.ListServicesResponse
-	13, // 19: spillway.registry.v1.Registry.ListEndpoints:output_type -> spillway.registry.v1.ListEndpointsResponse
-	14, // [14:20] is the sub-list for method output_type
-	8,  // [8:14] is the sub-list for method input_type
+	14, // 14: spillway.registry.v1.Registry.ReportUtilization:input_type -> spillway.registry.v1.UtilizationReport
+	4,  // 15: spillway.registry.v1.Registry.Register:output_type -> spillway.registry.v1.RegisterResponse
+	6,  // 16: spillway.registry.v1.Registry.Heartbeat:output_type -> spillway.registry.v1.HeartbeatResponse
+	6,  // 17: spillway.registry.v1.Registry.HeartbeatStream:output_type -> spillway.registry.v1.HeartbeatResponse
+	8,  // 18: spillway.registry.v1.Registry.Deregister:output_type -> spillway.registry.v1.DeregisterResponse
+	11, // 19: spillway.registry.v1.Registry.ListServices:output_type -> spillway.registry.v1.ListServicesResponse
+	13, // 20: spillway.registry.v1.Registry.ListEndpoints:output_type -> spillway.registry.v1.ListEndpointsResponse
+	15, // 21: spillway.registry.v1.Registry.ReportUtilization:output_type -> spillway.registry.v1.UtilizationAck
+	15, // [15:22] is the sub-list for method output_type
+	8,  // [8:15] is the sub-list for method input_type
 	8,  // [8:8] is the sub-list for extension type_name
 	8,  // [8:8] is the sub-list for extension extendee
 	0,  // [0:8] is the sub-list for field type_name
@@ -991,7 +1148,7 @@ func file_registry_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_registry_proto_rawDesc), len(file_registry_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   15,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

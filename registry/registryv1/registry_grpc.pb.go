@@ -23,12 +23,13 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Registry_Register_FullMethodName        = "/spillway.registry.v1.Registry/Register"
-	Registry_Heartbeat_FullMethodName       = "/spillway.registry.v1.Registry/Heartbeat"
-	Registry_HeartbeatStream_FullMethodName = "/spillway.registry.v1.Registry/HeartbeatStream"
-	Registry_Deregister_FullMethodName      = "/spillway.registry.v1.Registry/Deregister"
-	Registry_ListServices_FullMethodName    = "/spillway.registry.v1.Registry/ListServices"
-	Registry_ListEndpoints_FullMethodName   = "/spillway.registry.v1.Registry/ListEndpoints"
+	Registry_Register_FullMethodName          = "/spillway.registry.v1.Registry/Register"
+	Registry_Heartbeat_FullMethodName         = "/spillway.registry.v1.Registry/Heartbeat"
+	Registry_HeartbeatStream_FullMethodName   = "/spillway.registry.v1.Registry/HeartbeatStream"
+	Registry_Deregister_FullMethodName        = "/spillway.registry.v1.Registry/Deregister"
+	Registry_ListServices_FullMethodName      = "/spillway.registry.v1.Registry/ListServices"
+	Registry_ListEndpoints_FullMethodName     = "/spillway.registry.v1.Registry/ListEndpoints"
+	Registry_ReportUtilization_FullMethodName = "/spillway.registry.v1.Registry/ReportUtilization"
 )
 
 // RegistryClient is the client API for Registry service.
@@ -50,6 +51,13 @@ type RegistryClient interface {
 	ListServices(ctx context.Context, in *ListServicesRequest, opts ...grpc.CallOption) (*ListServicesResponse, error)
 	// ListEndpoints lists every endpoint of one service, from every source.
 	ListEndpoints(ctx context.Context, in *ListEndpointsRequest, opts ...grpc.CallOption) (*ListEndpointsResponse, error)
+	// ReportUtilization streams a backend's utilization, one report per
+	// interval; the server answers once, when the client closes the stream.
+	// A bad report ends the stream with InvalidArgument naming the field; a
+	// report for an endpoint the registry does not hold (or a lease that
+	// does not hold it) ends it with NotFound. Nothing of a refused report
+	// is stored.
+	ReportUtilization(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[UtilizationReport, UtilizationAck], error)
 }
 
 type registryClient struct {
@@ -123,6 +131,19 @@ func (c *registryClient) ListEndpoints(ctx context.Context, in *ListEndpointsReq
 	return out, nil
 }
 
+func (c *registryClient) ReportUtilization(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[UtilizationReport, UtilizationAck], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Registry_ServiceDesc.Streams[1], Registry_ReportUtilization_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[UtilizationReport, UtilizationAck]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Registry_ReportUtilizationClient = grpc.ClientStreamingClient[UtilizationReport, UtilizationAck]
+
 // RegistryServer is the server API for Registry service.
 // All implementations must embed UnimplementedRegistryServer
 // for forward compatibility.
@@ -142,6 +163,13 @@ type RegistryServer interface {
 	ListServices(context.Context, *ListServicesRequest) (*ListServicesResponse, error)
 	// ListEndpoints lists every endpoint of one service, from every source.
 	ListEndpoints(context.Context, *ListEndpointsRequest) (*ListEndpointsResponse, error)
+	// ReportUtilization streams a backend's utilization, one report per
+	// interval; the server answers once, when the client closes the stream.
+	// A bad report ends the stream with InvalidArgument naming the field; a
+	// report for an endpoint the registry does not hold (or a lease that
+	// does not hold it) ends it with NotFound. Nothing of a refused report
+	// is stored.
+	ReportUtilization(grpc.ClientStreamingServer[UtilizationReport, UtilizationAck]) error
 	mustEmbedUnimplementedRegistryServer()
 }
 
@@ -169,6 +197,9 @@ func (UnimplementedRegistryServer) ListServices(context.Context, *ListServicesRe
 }
 func (UnimplementedRegistryServer) ListEndpoints(context.Context, *ListEndpointsRequest) (*ListEndpointsResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ListEndpoints not implemented")
+}
+func (UnimplementedRegistryServer) ReportUtilization(grpc.ClientStreamingServer[UtilizationReport, UtilizationAck]) error {
+	return status.Errorf(codes.Unimplemented, "method ReportUtilization not implemented")
 }
 func (UnimplementedRegistryServer) mustEmbedUnimplementedRegistryServer() {}
 func (UnimplementedRegistryServer) testEmbeddedByValue()                  {}
@@ -288,6 +319,13 @@ func _Registry_ListEndpoints_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Registry_ReportUtilization_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(RegistryServer).ReportUtilization(&grpc.GenericServerStream[UtilizationReport, UtilizationAck]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Registry_ReportUtilizationServer = grpc.ClientStreamingServer[UtilizationReport, UtilizationAck]
+
 // Registry_ServiceDesc is the grpc.ServiceDesc for Registry service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -321,6 +359,11 @@ var Registry_ServiceDesc = grpc.ServiceDesc{
 			StreamName:    "HeartbeatStream",
 			Handler:       _Registry_HeartbeatStream_Handler,
 			ServerStreams: true,
+			ClientStreams: true,
+		},
+		{
+			StreamName:    "ReportUtilization",
+			Handler:       _Registry_ReportUtilization_Handler,
 			ClientStreams: true,
 		},
 	},

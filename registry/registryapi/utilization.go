@@ -1,0 +1,91 @@
+package registryapi
+
+import (
+	"fmt"
+	"io"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/spillway/spillway/load"
+	"github.com/spillway/spillway/registry"
+	"github.com/spillway/spillway/registry/lease"
+	pb "github.com/spillway/spillway/registry/registryv1"
+)
+
+var errNoUtilization = status.Error(codes.Unimplemented, "utilization reports are not enabled on this server")
+
+// ReportUtilization implements pb.RegistryServer: every report is stored
+// as its endpoint's latest; the first refused report ends the stream with
+// its status (InvalidArgument naming the field, NotFound for an endpoint
+// not in the registry or a lease that does not hold it). A clean close
+// answers how many reports were stored.
+func (a *API) ReportUtilization(stream grpc.ClientStreamingServer[pb.UtilizationReport, pb.UtilizationAck]) error {
+	if a.util == nil {
+		return errNoUtilization
+	}
+	var accepted uint64
+	for {
+		req, err := stream.Recv()
+		if err == io.EOF {
+			return stream.SendAndClose(&pb.UtilizationAck{Accepted: accepted})
+		}
+		if err != nil {
+			return err
+		}
+		if err := a.reportUtilization(req); err != nil {
+			return toStatus(err)
+		}
+		accepted++
+	}
+}
+
+// reportUtilization validates and stores one report.
+func (a *API) reportUtilization(req *pb.UtilizationReport) error {
+	r := load.UtilizationReport{
+		Service:    registry.NormalizeService(req.GetService()),
+		EndpointID: req.GetEndpointId(),
+		CPU:        req.GetCpu(),
+		InFlight:   req.GetInFlight(),
+		Limit:      req.GetLimit(),
+		Interval:   time.Duration(req.GetIntervalMs()) * time.Millisecond,
+	}
+	if id := req.GetLeaseId(); len(id) > 64 {
+		a.util.Count(load.UtilizationInvalid)
+		return validLeaseID(id)
+	}
+	return a.util.Record(r, a.now(), func(e *registry.Endpoint) error {
+		return a.checkLease(r.Service, e, req.GetLeaseId())
+	})
+}
+
+// checkLease lets only the lease that holds a VM endpoint report for it.
+// Endpoints of other sources have no lease; a lease id sent for one is
+// ignored.
+func (a *API) checkLease(service string, e *registry.Endpoint, leaseID string) error {
+	if e.Source != registry.SourceVM || a.lastSeen == nil {
+		return nil
+	}
+	if leaseID == "" {
+		a.util.Count(load.UtilizationInvalid)
+		return fieldErr("lease_id", "is required for VM endpoint %q", e.ID)
+	}
+	if _, holder, ok := a.lastSeen.LastSeen(service, e.ID); !ok || holder != leaseID {
+		a.util.Count(load.UtilizationWrongLease)
+		return fmt.Errorf("lease_id %q does not hold endpoint %q of %q: %w", leaseID, e.ID, service, lease.ErrNotFound)
+	}
+	return nil
+}
+
+// reportUtilizationJSON is POST /v1/utilization: one report.
+func (a *API) reportUtilizationJSON(req *pb.UtilizationReport) (*pb.UtilizationAck, error) {
+	if a.util == nil {
+		return nil, errNoUtilization
+	}
+	if err := a.reportUtilization(req); err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.UtilizationAck{Accepted: 1}, nil
+}
