@@ -24,7 +24,7 @@ func reportsAt(at time.Time) fakeUtil {
 	}}
 }
 
-func pidPlanner(t *testing.T, util UtilizationSource, strat func(string) Strategy) *Planner {
+func pidPlanner(t testing.TB, util UtilizationSource, strat func(string) Strategy) *Planner {
 	t.Helper()
 	p, err := NewPlanner(Config{
 		Registry: testStore(t, t0.Add(-time.Hour)), Loads: fakeLoads{}, Clients: fakeClients{}, Zones: fakeZones{},
