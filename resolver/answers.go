@@ -57,6 +57,9 @@ type svcAnswers struct {
 	// split is the zone-aware split the SRV weights follow; nil for the
 	// endpoint weights. A variant with a split holds no A or AAAA.
 	split []ZoneWeight
+	// epGen is the EndpointWeights generation the SRV weights were built
+	// with (0: registry weights).
+	epGen uint64
 }
 
 // slot holds the current answers of one service name: cur with endpoint
@@ -113,10 +116,11 @@ func (c *cache) slot(name string) *slot {
 // one wins, and both results are correct.
 func (s *Server) answers(svc *registry.Service) *svcAnswers {
 	sl := s.cache.slot(svc.Name)
-	if a := sl.cur.Load(); a != nil && a.svc == svc {
+	gen := s.endpointGen(svc.Name)
+	if a := sl.cur.Load(); a != nil && a.svc == svc && a.epGen == gen {
 		return a
 	}
-	a := s.build(svc, nil)
+	a := s.build(svc, nil, gen)
 	sl.cur.Store(a)
 	return a
 }
@@ -155,18 +159,19 @@ func (s *Server) srvAnswers(rp *reply, svc *registry.Service) *svcAnswers {
 		s.metrics.zoned[zoneBySource].Inc()
 	}
 	p := &s.cache.slot(svc.Name).zoned[zi]
-	if a := p.Load(); a != nil && a.svc == svc && slices.Equal(a.split, split) {
+	gen := s.endpointGen(svc.Name)
+	if a := p.Load(); a != nil && a.svc == svc && a.epGen == gen && slices.Equal(a.split, split) {
 		return a
 	}
-	a := s.build(svc, slices.Clone(split))
+	a := s.build(svc, slices.Clone(split), gen)
 	p.Store(a)
 	return a
 }
 
 // build makes the positive answers of svc: all of them with the endpoint
 // weights when split is nil, else the SRV answers with split's.
-func (s *Server) build(svc *registry.Service, split []ZoneWeight) *svcAnswers {
-	out := &svcAnswers{svc: svc, srv: map[srvKey]*answer{}, split: split}
+func (s *Server) build(svc *registry.Service, split []ZoneWeight, epGen uint64) *svcAnswers {
+	out := &svcAnswers{svc: svc, srv: map[srvKey]*answer{}, split: split, epGen: epGen}
 	var v4, v6 []*registry.Endpoint
 	ports := map[srvKey][]*registry.Endpoint{}
 	for _, e := range svc.Serving() {
@@ -192,7 +197,7 @@ func (s *Server) build(svc *registry.Service, split []ZoneWeight) *svcAnswers {
 	}
 	for k, eps := range ports {
 		qname := "_" + k.port + "._" + string(k.proto) + "." + host
-		out.srv[k] = s.buildSRV(eps, split, k.port, svc.Name, wireLen(qname))
+		out.srv[k] = s.buildSRV(eps, split, k.port, svc.Name, wireLen(qname), epGen)
 	}
 	return out
 }
@@ -230,6 +235,36 @@ func (s *Server) buildAddrs(eps []*registry.Endpoint, qlen int) *answer {
 // their ratios (the largest becomes 65535; none is 0). When no endpoint's
 // zone has weight in the split, the endpoint weights are used.
 func srvWeights(eps []*registry.Endpoint, split []ZoneWeight) []uint16 {
+	return srvWeightsWith(eps, split, func(e *registry.Endpoint) float64 { return float64(e.Weight) })
+}
+
+// endpointGen is the generation of service's EndpointWeights; 0 without.
+func (s *Server) endpointGen(service string) uint64 {
+	if s.epw == nil {
+		return 0
+	}
+	return s.epw.EndpointGen(service)
+}
+
+// endpointWeight gives the weight srvWeightsWith uses for the endpoints of
+// service: its EndpointWeights weight when there is one (gen > 0), else
+// its registry weight.
+func (s *Server) endpointWeight(service string, gen uint64) func(*registry.Endpoint) float64 {
+	if gen == 0 || s.epw == nil {
+		return func(e *registry.Endpoint) float64 { return float64(e.Weight) }
+	}
+	return func(e *registry.Endpoint) float64 {
+		if w, ok := s.epw.EndpointWeight(service, e.ID); ok {
+			return float64(max(w, 1))
+		}
+		return float64(e.Weight)
+	}
+}
+
+// srvWeightsWith is srvWeights with weight(e) in place of e.Weight: the
+// SRV weight of endpoint e of zone y is split[y] × weight(e) / Σ weight of
+// y's endpoints, scaled to 1..65535.
+func srvWeightsWith(eps []*registry.Endpoint, split []ZoneWeight, weight func(*registry.Endpoint) float64) []uint16 {
 	raw := make([]float64, len(eps))
 	zoned := false
 	if len(split) > 0 {
@@ -238,19 +273,19 @@ func srvWeights(eps []*registry.Endpoint, split []ZoneWeight) []uint16 {
 		for i, e := range eps {
 			idx[i] = slices.IndexFunc(split, func(z ZoneWeight) bool { return z.Zone == e.Locality.Zone })
 			if idx[i] >= 0 {
-				sums[idx[i]] += float64(e.Weight)
+				sums[idx[i]] += weight(e)
 			}
 		}
 		for i, e := range eps {
 			if j := idx[i]; j >= 0 && sums[j] > 0 && split[j].Weight > 0 {
-				raw[i] = float64(split[j].Weight) * float64(e.Weight) / sums[j]
+				raw[i] = float64(split[j].Weight) * weight(e) / sums[j]
 				zoned = true
 			}
 		}
 	}
 	if !zoned {
 		for i, e := range eps {
-			raw[i] = float64(e.Weight)
+			raw[i] = weight(e)
 		}
 	}
 	maxW := 0.0
@@ -270,11 +305,12 @@ func srvWeights(eps []*registry.Endpoint, split []ZoneWeight) []uint16 {
 // buildSRV makes the SRV answer: one SRV per endpoint with its target
 // <id>.<service>.<domain>, and the targets' addresses as additional
 // records, their owners compressed to point at the SRV targets.
-func (s *Server) buildSRV(eps []*registry.Endpoint, split []ZoneWeight, port, service string, qlen int) *answer {
+func (s *Server) buildSRV(eps []*registry.Endpoint, split []ZoneWeight, port, service string, qlen int, epGen uint64) *answer {
 	suffix := "." + service + "." + s.domain
+	weight := s.endpointWeight(service, epGen)
 	mk := func(eps []*registry.Endpoint) section {
 		base := headerLen + qlen + 4
-		weights := srvWeights(eps, split)
+		weights := srvWeightsWith(eps, split, weight)
 		var b []byte
 		targets := make([]int, len(eps))
 		for i, e := range eps {

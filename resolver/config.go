@@ -87,6 +87,21 @@ type Weights interface {
 	ZoneWeights(dst []ZoneWeight, service, clientZone string) (split []ZoneWeight, ok bool)
 }
 
+// EndpointWeights is an optional interface of a Weights: per-endpoint
+// weights (the PID weights of weights.Plan.Endpoints) that replace the
+// registry weights in SRV answers, inside the zone split as well as
+// without one. Both methods are called on the query path, concurrently:
+// they must not block.
+type EndpointWeights interface {
+	// EndpointGen returns a generation of service's endpoint weights that
+	// changes whenever any of them changes (such as the plan's Gen); 0
+	// means none: every endpoint weighs its registry weight.
+	EndpointGen(service string) uint64
+	// EndpointWeight returns endpoint id's weight, >= 1; ok false: the
+	// endpoint's registry weight applies.
+	EndpointWeight(service, id string) (weight uint32, ok bool)
+}
+
 // Limits of Config values.
 const (
 	DefaultUDPSizeCap = 1232

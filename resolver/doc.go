@@ -59,6 +59,12 @@
 // A querier of no known zone, or a service without a split, gets the
 // endpoint weights.
 //
+// When Config.Weights also implements EndpointWeights (the planner's PID
+// weights), those weights replace e.Weight above, with or without a
+// split: an SRV record weighs split[y] × its endpoint's share of zone y by
+// PID weight, the product xDS clients compute from the locality and
+// endpoint weights. An endpoint without one keeps its registry weight.
+//
 // The querier's zone comes from the longest Config.Zones prefix that holds
 // its EDNS Client Subnet (RFC 7871) and is no longer than the subnet's
 // source prefix length, else from the longest prefix that holds its

@@ -27,7 +27,8 @@ type Server struct {
 	nsName  string // ns.<domain>
 	metrics *metrics
 	ttl     struct{ srv, a, txt, soa, neg uint32 }
-	zones   *zoneTable // nil: no Config.Zones
+	zones   *zoneTable      // nil: no Config.Zones
+	epw     EndpointWeights // Config.Weights when it implements it, else nil
 
 	cache cache
 	ents  atomic.Pointer[entSet]
@@ -48,6 +49,9 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, store: cfg.Store, log: cfg.Logger, domain: cfg.Domain, nsName: "ns." + cfg.Domain}
+	if ew, ok := cfg.Weights.(EndpointWeights); ok {
+		s.epw = ew
+	}
 	s.ttl.srv = uint32(cfg.TTL.SRV / time.Second)
 	s.ttl.a = uint32(cfg.TTL.A / time.Second)
 	s.ttl.txt = uint32(cfg.TTL.TXT / time.Second)

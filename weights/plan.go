@@ -1,7 +1,3 @@
-// Package weights decides each service's zone-aware locality weights: the
-// weights step of load reports -> load -> weights -> pushes. Its planner
-// turns the registry's endpoints and the load table into one Plan per
-// service every cycle; xds and resolver read plans, never compute them.
 package weights
 
 import (
@@ -30,6 +26,16 @@ type Plan struct {
 	// Reason says why this source was chosen over a better one; "" when
 	// nothing better was available.
 	Reason string
+	// Endpoints are the per-endpoint weights by endpoint ID when the
+	// service's strategy has PID (or a blend with it); nil otherwise, and
+	// then every endpoint weighs its registry weight.
+	Endpoints map[string]EndpointWeight
+	// LocalityFromEndpoints: the strategy is PID without zone-aware; a
+	// locality weighs the sum of its endpoints' weights and Result's
+	// routes are not pushed.
+	LocalityFromEndpoints bool
+	// PID explains the PID round; nil when Endpoints is.
+	PID *PIDExplain
 }
 
 // Contributor is one replica's share of a mesh-wide plan.

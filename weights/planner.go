@@ -14,6 +14,7 @@ import (
 
 	"github.com/spillway/spillway/load"
 	"github.com/spillway/spillway/registry"
+	"github.com/spillway/spillway/weights/pid"
 	"github.com/spillway/spillway/weights/zoneaware"
 )
 
@@ -67,6 +68,12 @@ type Config struct {
 	// OnChange is called by each cycle, after the plans are published,
 	// with the services whose plan changed (Gen); nil calls nothing.
 	OnChange func(services []string, now time.Time)
+	// Utilization gives the endpoints' utilization reports, for the PID
+	// weights; nil: no reports (every endpoint missing).
+	Utilization UtilizationSource
+	// Strategies gives each service's strategy; nil: zone-aware only, no
+	// endpoint weights (Plan.Endpoints nil).
+	Strategies StrategySource
 	// Logger; nil discards.
 	Logger *slog.Logger
 	// Registerer receives the metrics (spillway_zoneaware_*); nil
@@ -88,9 +95,19 @@ type Planner struct {
 	// mu guards the per-service states and the scratch input; a cycle,
 	// ExportState and ImportState hold it.
 	mu     sync.Mutex
-	states map[string]*zoneaware.State
+	states map[string]*svcState
 	gen    uint64
 	in     zoneaware.Input
+	pidIn  pid.Input
+}
+
+// svcState is one service's calculation state.
+type svcState struct {
+	za *zoneaware.State
+	// pid is the PID state; nil when the strategy has no PID. pending is
+	// an imported PID snapshot restored at the next cycle.
+	pid     *pid.State
+	pending *pid.Snapshot
 }
 
 // NewPlanner validates cfg and returns a Planner. Errors name the field.
@@ -121,7 +138,7 @@ func NewPlanner(cfg Config) (*Planner, error) {
 	if err != nil {
 		return nil, fmt.Errorf("weights config: ZoneAware: %w", err)
 	}
-	p := &Planner{cfg: cfg, calc: calc, metrics: newPlannerMetrics(), states: map[string]*zoneaware.State{}}
+	p := &Planner{cfg: cfg, calc: calc, metrics: newPlannerMetrics(), states: map[string]*svcState{}}
 	empty := map[string]*Plan{}
 	p.plans.Store(&empty)
 	if cfg.Registerer != nil {
@@ -186,22 +203,25 @@ func (p *Planner) cycle(now time.Time) []string {
 			continue
 		}
 		svc, _ := snap.Service(name)
-		st := p.states[name]
-		if st == nil {
-			st = &zoneaware.State{}
-			p.states[name] = st
+		ss := p.states[name]
+		if ss == nil {
+			ss = &svcState{za: &zoneaware.State{}}
+			p.states[name] = ss
 		}
 		in := p.input(&p.in, svc, byService[name], clients[name], now)
 		res := &zoneaware.Result{}
-		p.calc.Compute(st, in, res)
+		p.calc.Compute(ss.za, in, res)
+		plan := &Plan{Result: res, Source: SourceLocal}
+		p.endpointWeights(plan, ss, svc, now)
 		prev := old[name]
-		if prev == nil || res.Changed {
+		if prev == nil || res.Changed || !sameEndpoints(prev, plan) {
 			p.gen++
-			next[name] = &Plan{Gen: p.gen, Result: res, Source: SourceLocal}
+			plan.Gen = p.gen
 			changed = append(changed, name)
 		} else {
-			next[name] = &Plan{Gen: prev.Gen, Result: res, Source: SourceLocal}
+			plan.Gen = prev.Gen
 		}
+		next[name] = plan
 		fallbacks[res.Fallback.Key()]++
 		if res.Optimum > 0 {
 			var demand float64
@@ -323,11 +343,19 @@ func hasPort(e *registry.Endpoint, name string) bool {
 func (p *Planner) ExportState(service string) ([]byte, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	st := p.states[service]
-	if st == nil {
+	ss := p.states[service]
+	if ss == nil {
 		return nil, false
 	}
-	b, err := json.Marshal(st.Snapshot())
+	ex := exportedState{ZoneAware: ss.za.Snapshot()}
+	switch {
+	case ss.pid != nil:
+		s := ss.pid.Snapshot()
+		ex.PID = &s
+	case ss.pending != nil:
+		ex.PID = ss.pending
+	}
+	b, err := json.Marshal(ex)
 	if err != nil {
 		// A Snapshot holds only strings, numbers and times.
 		p.cfg.Logger.Error("zone-aware state not exported", "service", service, "err", err)
@@ -341,16 +369,41 @@ func (p *Planner) ExportState(service string) ([]byte, bool) {
 // cycle carries on from it. It takes effect at the next cycle; the
 // current plan stays. An invalid state changes nothing.
 func (p *Planner) ImportState(service string, b []byte) error {
-	var snap zoneaware.Snapshot
-	if err := json.Unmarshal(b, &snap); err != nil {
+	var wrapped map[string]json.RawMessage
+	if err := json.Unmarshal(b, &wrapped); err != nil {
 		return fmt.Errorf("state of %s: %w", service, err)
+	}
+	zb := b // a bare zoneaware.Snapshot, as earlier releases exported
+	var pidSnap *pid.Snapshot
+	if raw, ok := wrapped["zoneaware"]; ok {
+		zb = raw
+		if praw, ok := wrapped["pid"]; ok && string(praw) != "null" {
+			s, err := pid.UnmarshalSnapshot(praw)
+			if err != nil {
+				return fmt.Errorf("state of %s: pid: %w", service, err)
+			}
+			if err := (&pid.State{}).Restore(s, time.Time{}); err != nil {
+				return fmt.Errorf("state of %s: pid: %w", service, err)
+			}
+			pidSnap = &s
+		}
+	}
+	var snap zoneaware.Snapshot
+	if err := json.Unmarshal(zb, &snap); err != nil {
+		return fmt.Errorf("state of %s: zoneaware: %w", service, err)
 	}
 	st := &zoneaware.State{}
 	if err := st.Restore(snap); err != nil {
-		return fmt.Errorf("state of %s: %w", service, err)
+		return fmt.Errorf("state of %s: zoneaware: %w", service, err)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.states[service] = st
+	p.states[service] = &svcState{za: st, pending: pidSnap}
 	return nil
+}
+
+// exportedState is ExportState's JSON.
+type exportedState struct {
+	ZoneAware zoneaware.Snapshot `json:"zoneaware"`
+	PID       *pid.Snapshot      `json:"pid,omitempty"`
 }

@@ -39,7 +39,7 @@ var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
 // store holds services web and api, each with endpoints in zones a and b
 // registered at reg.
-func testStore(t *testing.T, reg time.Time) *registry.Store {
+func testStore(t testing.TB, reg time.Time) *registry.Store {
 	t.Helper()
 	store := registry.NewStore()
 	var ops []registry.Op

@@ -68,7 +68,7 @@ func (s *Server) lookup(t int, name, zone string, snap *registry.Snapshot) (*res
 		}
 		return e.static[t], true
 	}
-	variant, gen, weights := s.variant(svc, zone)
+	variant, gen, weights, epw := s.variant(svc, zone)
 	if e.svc != svc || e.gen != gen {
 		e.svc, e.gen = svc, gen
 		clear(e.eds)
@@ -79,7 +79,7 @@ func (s *Server) lookup(t int, name, zone string, snap *registry.Snapshot) (*res
 	if e.eds == nil {
 		e.eds, e.good = map[string]*resource{}, map[string]*resource{}
 	}
-	r, err := s.buildEDS(svc, zone, weights)
+	r, err := s.buildEDS(svc, zone, weights, epw)
 	if err != nil {
 		s.metrics.invalid.WithLabelValues("EDS").Inc()
 		s.log.Error("endpoints not pushed: the new version is invalid, clients keep the last valid one", "service", name, "zone", zone, "err", err)
@@ -96,15 +96,20 @@ func (s *Server) lookup(t int, name, zone string, snap *registry.Snapshot) (*res
 
 // variant names the EDS content a client zone gets, so that zones that get
 // the same weights share one encoded resource, with the plan generation it
-// is valid for and the weights that build it.
-func (s *Server) variant(svc *registry.Service, zone string) (string, uint64, LocalityWeights) {
+// is valid for and the weights that build it. A plan of PID alone
+// (LocalityFromEndpoints) gives every client zone the same content.
+func (s *Server) variant(svc *registry.Service, zone string) (string, uint64, LocalityWeights, endpointWeights) {
 	if p := s.planFor(svc.Name); p != nil && p.Result != nil {
-		return p.Result.Route(zone).ClientZone, p.Gen, planWeights(p)
+		epw := endpointWeights{byID: p.Endpoints, localities: p.LocalityFromEndpoints}
+		if p.LocalityFromEndpoints {
+			return "", p.Gen, planWeights(p), epw
+		}
+		return p.Result.Route(zone).ClientZone, p.Gen, planWeights(p), epw
 	}
 	if s.cfg.ZoneVariant != nil {
-		return s.cfg.ZoneVariant(svc, zone), 0, s.cfg.Weights
+		return s.cfg.ZoneVariant(svc, zone), 0, s.cfg.Weights, endpointWeights{}
 	}
-	return "", 0, s.cfg.Weights
+	return "", 0, s.cfg.Weights, endpointWeights{}
 }
 
 func (s *Server) buildStatic(t int, name string) (*resource, error) {
@@ -124,8 +129,8 @@ func (s *Server) buildStatic(t int, name string) (*resource, error) {
 	return encode(name, m)
 }
 
-func (s *Server) buildEDS(svc *registry.Service, zone string, weights LocalityWeights) (*resource, error) {
-	cla, err := clusterLoadAssignment(svc, s.cfg.PortName, zone, weights)
+func (s *Server) buildEDS(svc *registry.Service, zone string, weights LocalityWeights, epw endpointWeights) (*resource, error) {
+	cla, err := clusterLoadAssignmentWith(svc, s.cfg.PortName, zone, weights, epw)
 	if err != nil {
 		return nil, err
 	}

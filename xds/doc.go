@@ -15,8 +15,11 @@
 // common_lb_config) and
 // ClusterLoadAssignment S (one LocalityLbEndpoints per region/zone/sub-zone
 // holding at least one healthy endpoint, health status per endpoint,
-// endpoint weights >= 1, locality weights from Config.Weights, by default
-// the count of healthy endpoints; one endpoint per address and port, as
+// endpoint weights >= 1 (the plan's per-endpoint PID weights when it has
+// them, weights.Plan.Endpoints, else the registry weights), locality
+// weights from the plan or Config.Weights, by default the count of healthy
+// endpoints (with PID alone, the sum of the healthy endpoints' weights;
+// both kept within gRPC's uint32 sums); one endpoint per address and port, as
 // registry.Service.Serving decides). Every resource is validated before it
 // is sent, against its proto constraints and against each rule grpc-go's
 // parsers enforce (check.go); an invalid one is never pushed, it is logged

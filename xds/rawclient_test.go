@@ -53,6 +53,7 @@ type rawServer struct {
 	store *registry.Store
 	reg   *prometheus.Registry
 	conn  *grpc.ClientConn
+	x     *xds.Server
 }
 
 // startRawXDS runs an xDS server on store with cfg (Debounce defaults to
@@ -86,7 +87,7 @@ func startRawXDS(t *testing.T, store *registry.Store, cfg xds.Config) *rawServer
 		srv.Stop()
 		wg.Wait()
 	})
-	s := &rawServer{addr: lis.Addr().String(), store: store, reg: reg}
+	s := &rawServer{addr: lis.Addr().String(), store: store, reg: reg, x: x}
 	s.conn = rawDial(t, s.addr) // closed before the server stops (cleanups run last-in first-out)
 	return s
 }

@@ -2,6 +2,7 @@ package xds
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -21,6 +22,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/spillway/spillway/registry"
+	"github.com/spillway/spillway/weights"
 )
 
 // Type URLs of the resources served.
@@ -273,12 +275,69 @@ func endpointPort(e *registry.Endpoint, name string) (registry.Port, bool) {
 
 // clusterLoadAssignment builds ClusterLoadAssignment S for clients in zone.
 func clusterLoadAssignment(svc *registry.Service, port, zone string, weights LocalityWeights) (*v3endpointpb.ClusterLoadAssignment, error) {
+	return clusterLoadAssignmentWith(svc, port, zone, weights, endpointWeights{})
+}
+
+// endpointWeights are a plan's per-endpoint weights (weights.Plan.Endpoints).
+type endpointWeights struct {
+	// byID: an endpoint listed weighs its Weight; one not listed (nil: all)
+	// its registry weight.
+	byID map[string]weights.EndpointWeight
+	// localities: a locality weighs the sum of its healthy endpoints'
+	// weights (strategy pid alone), not what LocalityWeights says.
+	localities bool
+}
+
+// weight is endpoint e's load_balancing_weight, at least 1 (gRPC rejects
+// the whole resource for a 0).
+func (w endpointWeights) weight(e *registry.Endpoint) uint32 {
+	if ew, ok := w.byID[e.ID]; ok {
+		return max(ew.Weight, 1)
+	}
+	return max(e.Weight, 1)
+}
+
+// fitUint32 scales ws down, when their sum exceeds what gRPC accepts
+// (math.MaxUint32), keeping their ratios as far as integers do; every
+// weight stays at least 1.
+func fitUint32(ws []uint64) []uint32 {
+	var total uint64
+	for _, w := range ws {
+		total += w
+	}
+	out := make([]uint32, len(ws))
+	f := 1.0
+	if total > math.MaxUint32 {
+		f = float64(math.MaxUint32-uint64(len(ws))) / float64(total)
+	}
+	for i, w := range ws {
+		out[i] = uint32(max(1, math.Floor(float64(w)*f)))
+	}
+	return out
+}
+
+// clusterLoadAssignmentWith builds ClusterLoadAssignment S for clients in
+// zone, with a plan's endpoint weights.
+func clusterLoadAssignmentWith(svc *registry.Service, port, zone string, weights LocalityWeights, epw endpointWeights) (*v3endpointpb.ClusterLoadAssignment, error) {
 	locs, eps := groupLocalities(svc, port)
 	cla := &v3endpointpb.ClusterLoadAssignment{ClusterName: svc.Name}
 	if len(locs) == 0 {
 		return cla, nil
 	}
-	w := weights(svc, zone, locs)
+	var w []uint32
+	if epw.localities {
+		sums := make([]uint64, len(locs))
+		for i := range locs {
+			for _, e := range eps[i] {
+				if e.Health == registry.Healthy {
+					sums[i] += uint64(epw.weight(e))
+				}
+			}
+		}
+		w = fitUint32(sums)
+	} else {
+		w = weights(svc, zone, locs)
+	}
 	if len(w) != len(locs) {
 		return nil, fmt.Errorf("cluster load assignment %s: %d locality weights for %d localities", svc.Name, len(w), len(locs))
 	}
@@ -290,9 +349,14 @@ func clusterLoadAssignment(svc *registry.Service, port, zone string, weights Loc
 			Locality:            &v3corepb.Locality{Region: l.Region, Zone: l.Zone, SubZone: l.SubZone},
 			LoadBalancingWeight: wrapperspb.UInt32(w[i]),
 		}
-		for _, e := range eps[i] {
+		ws := make([]uint64, len(eps[i]))
+		for j, e := range eps[i] {
+			ws[j] = uint64(epw.weight(e))
+		}
+		fitted := fitUint32(ws)
+		for j, e := range eps[i] {
 			p, _ := endpointPort(e, port)
-			weight := max(e.Weight, 1) // gRPC rejects the whole resource for a 0
+			weight := fitted[j]
 			lle.LbEndpoints = append(lle.LbEndpoints, &v3endpointpb.LbEndpoint{
 				HostIdentifier: &v3endpointpb.LbEndpoint_Endpoint{Endpoint: &v3endpointpb.Endpoint{
 					Address: &v3corepb.Address{Address: &v3corepb.Address_SocketAddress{SocketAddress: &v3corepb.SocketAddress{

@@ -399,7 +399,8 @@ var _ resolver.Weights = planWeights{}
 // allocates nothing when dst has room.
 func (p planWeights) ZoneWeights(dst []resolver.ZoneWeight, service, clientZone string) ([]resolver.ZoneWeight, bool) {
 	plan := p.plans.Plan(service)
-	if plan == nil || plan.Result == nil {
+	if plan == nil || plan.Result == nil || plan.LocalityFromEndpoints {
+		// PID alone: no zone split, the endpoint weights decide.
 		return dst, false
 	}
 	rt := plan.Result.Route(clientZone)
@@ -410,6 +411,29 @@ func (p planWeights) ZoneWeights(dst []resolver.ZoneWeight, service, clientZone 
 		dst = append(dst, resolver.ZoneWeight{Zone: w.Zone, Weight: w.Weight})
 	}
 	return dst, true
+}
+
+var _ resolver.EndpointWeights = planWeights{}
+
+// EndpointGen implements resolver.EndpointWeights: the plan's Gen when it
+// has endpoint weights, else 0.
+func (p planWeights) EndpointGen(service string) uint64 {
+	plan := p.plans.Plan(service)
+	if plan == nil || plan.Endpoints == nil {
+		return 0
+	}
+	return max(plan.Gen, 1)
+}
+
+// EndpointWeight implements resolver.EndpointWeights with the plan's
+// per-endpoint (PID) weights.
+func (p planWeights) EndpointWeight(service, id string) (uint32, bool) {
+	plan := p.plans.Plan(service)
+	if plan == nil {
+		return 0, false
+	}
+	w, ok := plan.Endpoints[id]
+	return max(w.Weight, 1), ok
 }
 
 // nsAddr is the address published for ns.<domain>: the DNS listen IP,

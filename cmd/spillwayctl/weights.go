@@ -21,7 +21,7 @@ var weightsCommand = &command{
 	name:    "weights",
 	args:    "SERVICE",
 	nargs:   1,
-	summary: "explain a service's zone-aware weights: demand, capacity, local share and spill per client zone",
+	summary: "explain a service's zone-aware weights: demand, capacity, local share and spill per client zone, and per-endpoint PID weights when the service has them",
 	flags: func(fs *flag.FlagSet) action {
 		format, check := outputFlag(fs)
 		return func(ctx context.Context, e *env, args []string) error {
@@ -101,7 +101,43 @@ func writeWeights(w io.Writer, resp *adminv1.WeightsResponse) error {
 			fmt.Fprintf(w, "    %s\n", rt.GetExplain())
 		}
 	}
-	return nil
+	return writeEndpoints(w, resp)
+}
+
+// writeEndpoints prints the PID round and the endpoints table of a service
+// with per-endpoint weights, nothing for one without:
+//
+//	pid: computed; setpoint 50.0%; 1 of 3 known endpoints missing; blend zone-aware → pid 30%
+//
+//	ENDPOINT  ZONE    WEIGHT  PID    UTIL   AGE   STATUS   ERROR  P      I      D
+//	a-0       zone-a  12000   13000  30.0%  1.0s  fresh    0.400  0.200  0.008  0.010
+func writeEndpoints(w io.Writer, resp *adminv1.WeightsResponse) error {
+	if len(resp.GetEndpoints()) == 0 {
+		return nil
+	}
+	r := resp.GetPid()
+	line := fmt.Sprintf("\npid: %s; setpoint %s; %d of %d known endpoints missing", orDash(r.GetOutcome()), pct(r.GetSetpoint()), r.GetMissing(), r.GetKnown())
+	if r.GetBlendFrom() != "" || r.GetBlendTo() != "" {
+		line += fmt.Sprintf("; blend %s → %s %s%%", orDash(r.GetBlendFrom()), orDash(r.GetBlendTo()), strconv.FormatFloat(r.GetBlendPercent(), 'f', -1, 64))
+	}
+	if r.GetLocalityFromEndpoints() {
+		line += "; localities weighted by their endpoints (pid alone)"
+	}
+	fmt.Fprintln(w, line)
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ENDPOINT\tZONE\tWEIGHT\tPID\tUTIL\tAGE\tSTATUS\tERROR\tP\tI\tD")
+	term := func(v float64) string { return strconv.FormatFloat(v, 'f', 3, 64) }
+	for _, e := range resp.GetEndpoints() {
+		util, age := "-", "-"
+		if e.GetAgeSeconds() > 0 || e.GetUtilization() > 0 {
+			util, age = pct(e.GetUtilization()), seconds(e.GetAgeSeconds())
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
+			e.GetId(), orDash(e.GetZone()), e.GetWeight(), e.GetPidWeight(), util, age, e.GetStatus(),
+			term(e.GetError()), term(e.GetP()), term(e.GetI()), term(e.GetD()))
+	}
+	return tw.Flush()
 }
 
 // routeFields gives the columns of a client zone's line: zone, demand,

@@ -274,3 +274,41 @@ func TestWeightsWithoutOrigin(t *testing.T) {
 		t.Errorf("weights without origin printed a plan line:\n%s", b.String())
 	}
 }
+
+// TestWriteEndpoints: the PID round and the endpoints table, in the
+// answer's order; nothing for a service without endpoint weights.
+func TestWriteEndpoints(t *testing.T) {
+	resp := &adminv1.WeightsResponse{
+		Endpoints: []*adminv1.EndpointWeight{
+			{Id: "a-0", Zone: "zone-a", Weight: 12000, PidWeight: 13000, Utilization: 0.3, AgeSeconds: 1, Status: "fresh", Error: 0.4, P: 0.2, I: 0.008, D: 0.01},
+			{Id: "b-0", Zone: "zone-b", Weight: 10000, PidWeight: 10000, Status: "missing"},
+		},
+		Pid: &adminv1.PIDRound{Outcome: "computed", Setpoint: 0.5, Known: 2, Missing: 1, BlendFrom: "zone-aware", BlendTo: "pid", BlendPercent: 30},
+	}
+	var b strings.Builder
+	if err := writeEndpoints(&b, resp); err != nil {
+		t.Fatal(err)
+	}
+	want := `
+pid: computed; setpoint 50.0%; 1 of 2 known endpoints missing; blend zone-aware → pid 30%
+
+ENDPOINT  ZONE    WEIGHT  PID    UTIL   AGE   STATUS   ERROR  P      I      D
+a-0       zone-a  12000   13000  30.0%  1.0s  fresh    0.400  0.200  0.008  0.010
+b-0       zone-b  10000   10000  -      -     missing  0.000  0.000  0.000  0.000
+`
+	if diff := cmp.Diff(want, b.String()); diff != "" {
+		t.Errorf("endpoints (-want +got):\n%s", diff)
+	}
+	b.Reset()
+	resp.Pid.LocalityFromEndpoints, resp.Pid.BlendFrom, resp.Pid.BlendTo = true, "", ""
+	if err := writeEndpoints(&b, resp); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "; localities weighted by their endpoints (pid alone)\n") || strings.Contains(b.String(), "blend") {
+		t.Errorf("pid alone: %q", b.String())
+	}
+	b.Reset()
+	if err := writeEndpoints(&b, &adminv1.WeightsResponse{}); err != nil || b.Len() != 0 {
+		t.Errorf("no endpoints: %q, %v; want nothing", b.String(), err)
+	}
+}

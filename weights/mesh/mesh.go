@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -122,6 +123,12 @@ type PlanRecord struct {
 	Published    time.Time         `json:"published"`
 	Contributors []ContributorJSON `json:"contributors,omitempty"`
 	Result       *zoneaware.Result `json:"result"`
+	// Endpoints, LocalityFromEndpoints and PID are the plan's per-endpoint
+	// (PID) weights (weights.Plan); omitted without them, so records of
+	// services without PID are what earlier releases read.
+	Endpoints             map[string]weights.EndpointWeight `json:"endpoints,omitempty"`
+	LocalityFromEndpoints bool                              `json:"locality_from_endpoints,omitempty"`
+	PID                   *weights.PIDExplain               `json:"pid,omitempty"`
 }
 
 // ContributorJSON is one weights.Contributor in a record.
@@ -230,7 +237,48 @@ func DecodePlan(key string, b []byte) (*PlanRecord, error) {
 	if err := checkResult(r.Result); err != nil {
 		return nil, fmt.Errorf("result.%w", err)
 	}
+	if len(r.Endpoints) > maxRecordEndpoints {
+		return nil, fmt.Errorf("endpoints: %d, want at most %d: %w", len(r.Endpoints), maxRecordEndpoints, ErrBadRecord)
+	}
+	for id, w := range r.Endpoints {
+		if id == "" || w.Weight < 1 {
+			return nil, fmt.Errorf("endpoints[%q].weight: %d, want an id and a weight >= 1: %w", id, w.Weight, ErrBadRecord)
+		}
+	}
+	if (r.PID == nil) != (r.Endpoints == nil) {
+		return nil, fmt.Errorf("pid: present without endpoints or missing with them: %w", ErrBadRecord)
+	}
 	return &r, nil
+}
+
+// maxRecordEndpoints bounds a record's endpoint weights.
+const maxRecordEndpoints = 1 << 20
+
+// planKey is vectorKey with the plan's endpoint weights: two plans with
+// the same key push the same EDS and SRV weights.
+func planKey(res *zoneaware.Result, eps map[string]weights.EndpointWeight, fromEndpoints bool) string {
+	k := vectorKey(res)
+	if eps == nil {
+		return k
+	}
+	ids := make([]string, 0, len(eps))
+	for id := range eps {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	var b strings.Builder
+	b.WriteString(k)
+	b.WriteString("|endpoints")
+	if fromEndpoints {
+		b.WriteString("-only")
+	}
+	for _, id := range ids {
+		b.WriteByte(';')
+		b.WriteString(id)
+		b.WriteByte('=')
+		b.WriteString(strconv.FormatUint(uint64(eps[id].Weight), 10))
+	}
+	return b.String()
 }
 
 // checkResult validates what the selector serves from: routes sorted by

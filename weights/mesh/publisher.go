@@ -411,7 +411,7 @@ func (p *Publisher) publish(ctx context.Context, svc string, shard int, epoch in
 	if plan == nil || plan.Result == nil {
 		return
 	}
-	key := vectorKey(plan.Result)
+	key := planKey(plan.Result, plan.Endpoints, plan.LocalityFromEndpoints)
 	if last, ok := p.last[svc]; ok && last == key {
 		return
 	}
@@ -419,6 +419,7 @@ func (p *Publisher) publish(ctx context.Context, svc string, shard int, epoch in
 		V: recordVersion, Service: svc, Owner: p.cfg.ID, Epoch: epoch, Shard: shard, Published: now,
 		Contributors: encodeContributors(p.cfg.Merged.Contributors(svc, now)),
 		Result:       plan.Result,
+		Endpoints:    plan.Endpoints, LocalityFromEndpoints: plan.LocalityFromEndpoints, PID: plan.PID,
 	}
 	b, err := json.Marshal(&rec)
 	if err != nil {

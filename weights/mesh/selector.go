@@ -83,7 +83,7 @@ type Selector struct {
 // choice is the plan selected for one service.
 type choice struct {
 	plan *weights.Plan // what Plan returns; nil: none
-	key  string        // vectorKey of plan.Result
+	key  string        // planKey of plan
 	from any           // the *PlanRecord or local *weights.Plan it was built from
 	kind string        // fallback kind, "" for mesh
 }
@@ -268,10 +268,11 @@ func (s *Selector) choose(service string, now time.Time, old *choice) *choice {
 		if old != nil && old.from == any(pub.rec) {
 			return old
 		}
-		c := &choice{from: pub.rec, key: vectorKey(pub.rec.Result)}
+		c := &choice{from: pub.rec, key: planKey(pub.rec.Result, pub.rec.Endpoints, pub.rec.LocalityFromEndpoints)}
 		c.plan = &weights.Plan{
 			Gen: s.nextGen(old, c.key), Result: pub.rec.Result, Source: weights.SourceMesh,
 			Owner: pub.rec.Owner, Contributors: pub.rec.contributors(), Published: pub.rec.Published,
+			Endpoints: pub.rec.Endpoints, LocalityFromEndpoints: pub.rec.LocalityFromEndpoints, PID: pub.rec.PID,
 		}
 		return c
 	case ok:
@@ -295,7 +296,7 @@ func (s *Selector) choose(service string, now time.Time, old *choice) *choice {
 	}
 	c := &choice{from: local, kind: kind, key: vectorKey(nil)}
 	if local != nil {
-		c.key = vectorKey(local.Result)
+		c.key = planKey(local.Result, local.Endpoints, local.LocalityFromEndpoints)
 		p := *local
 		p.Gen = s.nextGen(old, c.key)
 		p.Source, p.Reason = weights.SourceLocal, reason

@@ -36,7 +36,39 @@ func (a *API) weights(req *pb.WeightsRequest) (*pb.WeightsResponse, error) {
 	}
 	resp := weightsResponse(service, plan.Result, a.now())
 	resp.Origin = planOrigin(plan)
+	resp.Endpoints, resp.Pid = endpointWeights(plan)
 	return resp, nil
+}
+
+// endpointWeights converts the plan's PID weights, sorted by zone then id;
+// nil, nil without them.
+func endpointWeights(plan *weights.Plan) ([]*pb.EndpointWeight, *pb.PIDRound) {
+	if plan.Endpoints == nil {
+		return nil, nil
+	}
+	out := make([]*pb.EndpointWeight, 0, len(plan.Endpoints))
+	for id, w := range plan.Endpoints {
+		out = append(out, &pb.EndpointWeight{
+			Id: id, Zone: w.Zone, Weight: w.Weight, PidWeight: w.PIDWeight,
+			Utilization: w.Utilization, AgeSeconds: w.Age.Seconds(), Status: w.Status,
+			Error: w.Error, P: w.P, I: w.I, D: w.D,
+		})
+	}
+	slices.SortFunc(out, func(x, y *pb.EndpointWeight) int {
+		if c := strings.Compare(x.Zone, y.Zone); c != 0 {
+			return c
+		}
+		return strings.Compare(x.Id, y.Id)
+	})
+	r := &pb.PIDRound{LocalityFromEndpoints: plan.LocalityFromEndpoints}
+	if e := plan.PID; e != nil {
+		r.Outcome, r.Setpoint = e.Outcome, e.Setpoint
+		r.Known, r.Missing = uint32(max(e.Known, 0)), uint32(max(e.Missing, 0))
+		if b := e.Blend; b != nil {
+			r.BlendFrom, r.BlendTo, r.BlendPercent = b.From, b.To, b.Percent
+		}
+	}
+	return out, r
 }
 
 // planOrigin says where plan came from, which it does not modify.

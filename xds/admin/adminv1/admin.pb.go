@@ -1196,12 +1196,17 @@ type WeightsResponse struct {
 	DataAge *durationpb.Duration `protobuf:"bytes,4,opt,name=data_age,json=dataAge,proto3" json:"data_age,omitempty"`
 	// The estimated share of the zoned demand served in the client's own
 	// zone, and the best possible; both 0 when no demand is used.
-	SameZone      float64                `protobuf:"fixed64,5,opt,name=same_zone,json=sameZone,proto3" json:"same_zone,omitempty"`
-	Optimum       float64                `protobuf:"fixed64,6,opt,name=optimum,proto3" json:"optimum,omitempty"`
-	Zones         []*ZoneCapacity        `protobuf:"bytes,7,rep,name=zones,proto3" json:"zones,omitempty"`    // every zone seen, upstream or client, sorted
-	Routes        []*ZoneRoute           `protobuf:"bytes,8,rep,name=routes,proto3" json:"routes,omitempty"`  // one per client zone, sorted; the first is client_zone ""
-	Time          *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=time,proto3" json:"time,omitempty"`      // server time of the answer
-	Origin        *PlanOrigin            `protobuf:"bytes,10,opt,name=origin,proto3" json:"origin,omitempty"` // which replica's view the weights come from
+	SameZone float64                `protobuf:"fixed64,5,opt,name=same_zone,json=sameZone,proto3" json:"same_zone,omitempty"`
+	Optimum  float64                `protobuf:"fixed64,6,opt,name=optimum,proto3" json:"optimum,omitempty"`
+	Zones    []*ZoneCapacity        `protobuf:"bytes,7,rep,name=zones,proto3" json:"zones,omitempty"`    // every zone seen, upstream or client, sorted
+	Routes   []*ZoneRoute           `protobuf:"bytes,8,rep,name=routes,proto3" json:"routes,omitempty"`  // one per client zone, sorted; the first is client_zone ""
+	Time     *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=time,proto3" json:"time,omitempty"`      // server time of the answer
+	Origin   *PlanOrigin            `protobuf:"bytes,10,opt,name=origin,proto3" json:"origin,omitempty"` // which replica's view the weights come from
+	// Per-endpoint weights of a service whose strategy has PID, sorted by
+	// zone then id; empty without PID (every endpoint weighs its registry
+	// weight).
+	Endpoints     []*EndpointWeight `protobuf:"bytes,11,rep,name=endpoints,proto3" json:"endpoints,omitempty"`
+	Pid           *PIDRound         `protobuf:"bytes,12,opt,name=pid,proto3" json:"pid,omitempty"` // the PID round; unset without PID
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1306,6 +1311,252 @@ func (x *WeightsResponse) GetOrigin() *PlanOrigin {
 	return nil
 }
 
+func (x *WeightsResponse) GetEndpoints() []*EndpointWeight {
+	if x != nil {
+		return x.Endpoints
+	}
+	return nil
+}
+
+func (x *WeightsResponse) GetPid() *PIDRound {
+	if x != nil {
+		return x.Pid
+	}
+	return nil
+}
+
+// EndpointWeight is one endpoint's pushed weight and the PID controller's
+// terms behind it.
+type EndpointWeight struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Zone  string                 `protobuf:"bytes,2,opt,name=zone,proto3" json:"zone,omitempty"`
+	// The pushed load_balancing_weight (EDS) and the base of its SRV
+	// weight; after any blend.
+	Weight        uint32  `protobuf:"varint,3,opt,name=weight,proto3" json:"weight,omitempty"`
+	Utilization   float64 `protobuf:"fixed64,4,opt,name=utilization,proto3" json:"utilization,omitempty"`                 // of the report used
+	AgeSeconds    float64 `protobuf:"fixed64,5,opt,name=age_seconds,json=ageSeconds,proto3" json:"age_seconds,omitempty"` // of that report at the cycle; 0: never reported
+	Status        string  `protobuf:"bytes,6,opt,name=status,proto3" json:"status,omitempty"`                             // fresh, missing, new or held
+	Error         float64 `protobuf:"fixed64,7,opt,name=error,proto3" json:"error,omitempty"`                             // (setpoint - utilization) / setpoint, in [-1, 1]
+	P             float64 `protobuf:"fixed64,8,opt,name=p,proto3" json:"p,omitempty"`                                     // the three terms, in units of the mean weight
+	I             float64 `protobuf:"fixed64,9,opt,name=i,proto3" json:"i,omitempty"`
+	D             float64 `protobuf:"fixed64,10,opt,name=d,proto3" json:"d,omitempty"`
+	PidWeight     uint32  `protobuf:"varint,11,opt,name=pid_weight,json=pidWeight,proto3" json:"pid_weight,omitempty"` // the controller's weight before any blend
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EndpointWeight) Reset() {
+	*x = EndpointWeight{}
+	mi := &file_admin_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EndpointWeight) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EndpointWeight) ProtoMessage() {}
+
+func (x *EndpointWeight) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EndpointWeight.ProtoReflect.Descriptor instead.
+func (*EndpointWeight) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *EndpointWeight) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *EndpointWeight) GetZone() string {
+	if x != nil {
+		return x.Zone
+	}
+	return ""
+}
+
+func (x *EndpointWeight) GetWeight() uint32 {
+	if x != nil {
+		return x.Weight
+	}
+	return 0
+}
+
+func (x *EndpointWeight) GetUtilization() float64 {
+	if x != nil {
+		return x.Utilization
+	}
+	return 0
+}
+
+func (x *EndpointWeight) GetAgeSeconds() float64 {
+	if x != nil {
+		return x.AgeSeconds
+	}
+	return 0
+}
+
+func (x *EndpointWeight) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *EndpointWeight) GetError() float64 {
+	if x != nil {
+		return x.Error
+	}
+	return 0
+}
+
+func (x *EndpointWeight) GetP() float64 {
+	if x != nil {
+		return x.P
+	}
+	return 0
+}
+
+func (x *EndpointWeight) GetI() float64 {
+	if x != nil {
+		return x.I
+	}
+	return 0
+}
+
+func (x *EndpointWeight) GetD() float64 {
+	if x != nil {
+		return x.D
+	}
+	return 0
+}
+
+func (x *EndpointWeight) GetPidWeight() uint32 {
+	if x != nil {
+		return x.PidWeight
+	}
+	return 0
+}
+
+// PIDRound is a service's last PID round.
+type PIDRound struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Outcome  string                 `protobuf:"bytes,1,opt,name=outcome,proto3" json:"outcome,omitempty"` // computed, skipped_missing, waiting or idle
+	Setpoint float64                `protobuf:"fixed64,2,opt,name=setpoint,proto3" json:"setpoint,omitempty"`
+	Known    uint32                 `protobuf:"varint,3,opt,name=known,proto3" json:"known,omitempty"`     // endpoints known before the round
+	Missing  uint32                 `protobuf:"varint,4,opt,name=missing,proto3" json:"missing,omitempty"` // of those, without a fresh report
+	// true: strategy pid alone, a locality weighs the sum of its endpoints'
+	// weights; false: zone-aware decides the zones' shares.
+	LocalityFromEndpoints bool `protobuf:"varint,5,opt,name=locality_from_endpoints,json=localityFromEndpoints,proto3" json:"locality_from_endpoints,omitempty"`
+	// A blend in progress: from and to strategies and the percent of to.
+	BlendFrom     string  `protobuf:"bytes,6,opt,name=blend_from,json=blendFrom,proto3" json:"blend_from,omitempty"`
+	BlendTo       string  `protobuf:"bytes,7,opt,name=blend_to,json=blendTo,proto3" json:"blend_to,omitempty"`
+	BlendPercent  float64 `protobuf:"fixed64,8,opt,name=blend_percent,json=blendPercent,proto3" json:"blend_percent,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PIDRound) Reset() {
+	*x = PIDRound{}
+	mi := &file_admin_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PIDRound) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PIDRound) ProtoMessage() {}
+
+func (x *PIDRound) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PIDRound.ProtoReflect.Descriptor instead.
+func (*PIDRound) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *PIDRound) GetOutcome() string {
+	if x != nil {
+		return x.Outcome
+	}
+	return ""
+}
+
+func (x *PIDRound) GetSetpoint() float64 {
+	if x != nil {
+		return x.Setpoint
+	}
+	return 0
+}
+
+func (x *PIDRound) GetKnown() uint32 {
+	if x != nil {
+		return x.Known
+	}
+	return 0
+}
+
+func (x *PIDRound) GetMissing() uint32 {
+	if x != nil {
+		return x.Missing
+	}
+	return 0
+}
+
+func (x *PIDRound) GetLocalityFromEndpoints() bool {
+	if x != nil {
+		return x.LocalityFromEndpoints
+	}
+	return false
+}
+
+func (x *PIDRound) GetBlendFrom() string {
+	if x != nil {
+		return x.BlendFrom
+	}
+	return ""
+}
+
+func (x *PIDRound) GetBlendTo() string {
+	if x != nil {
+		return x.BlendTo
+	}
+	return ""
+}
+
+func (x *PIDRound) GetBlendPercent() float64 {
+	if x != nil {
+		return x.BlendPercent
+	}
+	return 0
+}
+
 // PlanOrigin says where a service's weights come from.
 type PlanOrigin struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1328,7 +1579,7 @@ type PlanOrigin struct {
 
 func (x *PlanOrigin) Reset() {
 	*x = PlanOrigin{}
-	mi := &file_admin_proto_msgTypes[15]
+	mi := &file_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1340,7 +1591,7 @@ func (x *PlanOrigin) String() string {
 func (*PlanOrigin) ProtoMessage() {}
 
 func (x *PlanOrigin) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[15]
+	mi := &file_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1353,7 +1604,7 @@ func (x *PlanOrigin) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanOrigin.ProtoReflect.Descriptor instead.
 func (*PlanOrigin) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{15}
+	return file_admin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *PlanOrigin) GetSource() string {
@@ -1499,7 +1750,7 @@ const file_admin_proto_rawDesc = "" +
 	"\x04held\x18\v \x01(\bR\x04held\x12\x14\n" +
 	"\x05moved\x18\f \x01(\x01R\x05moved\x12\x18\n" +
 	"\achanged\x18\r \x01(\bR\achanged\x12\x18\n" +
-	"\aexplain\x18\x0e \x01(\tR\aexplain\"\xbd\x03\n" +
+	"\aexplain\x18\x0e \x01(\tR\aexplain\"\xad\x04\n" +
 	"\x0fWeightsResponse\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x12\x16\n" +
 	"\x06source\x18\x02 \x01(\tR\x06source\x127\n" +
@@ -1511,7 +1762,34 @@ const file_admin_proto_rawDesc = "" +
 	"\x06routes\x18\b \x03(\v2\x1c.spillway.admin.v1.ZoneRouteR\x06routes\x12.\n" +
 	"\x04time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x125\n" +
 	"\x06origin\x18\n" +
-	" \x01(\v2\x1d.spillway.admin.v1.PlanOriginR\x06origin\"\xd0\x01\n" +
+	" \x01(\v2\x1d.spillway.admin.v1.PlanOriginR\x06origin\x12?\n" +
+	"\tendpoints\x18\v \x03(\v2!.spillway.admin.v1.EndpointWeightR\tendpoints\x12-\n" +
+	"\x03pid\x18\f \x01(\v2\x1b.spillway.admin.v1.PIDRoundR\x03pid\"\x86\x02\n" +
+	"\x0eEndpointWeight\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04zone\x18\x02 \x01(\tR\x04zone\x12\x16\n" +
+	"\x06weight\x18\x03 \x01(\rR\x06weight\x12 \n" +
+	"\vutilization\x18\x04 \x01(\x01R\vutilization\x12\x1f\n" +
+	"\vage_seconds\x18\x05 \x01(\x01R\n" +
+	"ageSeconds\x12\x16\n" +
+	"\x06status\x18\x06 \x01(\tR\x06status\x12\x14\n" +
+	"\x05error\x18\a \x01(\x01R\x05error\x12\f\n" +
+	"\x01p\x18\b \x01(\x01R\x01p\x12\f\n" +
+	"\x01i\x18\t \x01(\x01R\x01i\x12\f\n" +
+	"\x01d\x18\n" +
+	" \x01(\x01R\x01d\x12\x1d\n" +
+	"\n" +
+	"pid_weight\x18\v \x01(\rR\tpidWeight\"\x87\x02\n" +
+	"\bPIDRound\x12\x18\n" +
+	"\aoutcome\x18\x01 \x01(\tR\aoutcome\x12\x1a\n" +
+	"\bsetpoint\x18\x02 \x01(\x01R\bsetpoint\x12\x14\n" +
+	"\x05known\x18\x03 \x01(\rR\x05known\x12\x18\n" +
+	"\amissing\x18\x04 \x01(\rR\amissing\x126\n" +
+	"\x17locality_from_endpoints\x18\x05 \x01(\bR\x15localityFromEndpoints\x12\x1d\n" +
+	"\n" +
+	"blend_from\x18\x06 \x01(\tR\tblendFrom\x12\x19\n" +
+	"\bblend_to\x18\a \x01(\tR\ablendTo\x12#\n" +
+	"\rblend_percent\x18\b \x01(\x01R\fblendPercent\"\xd0\x01\n" +
 	"\n" +
 	"PlanOrigin\x12\x16\n" +
 	"\x06source\x18\x01 \x01(\tR\x06source\x12\x14\n" +
@@ -1536,7 +1814,7 @@ func file_admin_proto_rawDescGZIP() []byte {
 	return file_admin_proto_rawDescData
 }
 
-var file_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_admin_proto_goTypes = []any{
 	(*Locality)(nil),              // 0: spillway.admin.v1.Locality
 	(*LoadRequest)(nil),           // 1: spillway.admin.v1.LoadRequest
@@ -1553,40 +1831,44 @@ var file_admin_proto_goTypes = []any{
 	(*ZoneShare)(nil),             // 12: spillway.admin.v1.ZoneShare
 	(*ZoneRoute)(nil),             // 13: spillway.admin.v1.ZoneRoute
 	(*WeightsResponse)(nil),       // 14: spillway.admin.v1.WeightsResponse
-	(*PlanOrigin)(nil),            // 15: spillway.admin.v1.PlanOrigin
-	(*timestamppb.Timestamp)(nil), // 16: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 17: google.protobuf.Duration
+	(*EndpointWeight)(nil),        // 15: spillway.admin.v1.EndpointWeight
+	(*PIDRound)(nil),              // 16: spillway.admin.v1.PIDRound
+	(*PlanOrigin)(nil),            // 17: spillway.admin.v1.PlanOrigin
+	(*timestamppb.Timestamp)(nil), // 18: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 19: google.protobuf.Duration
 }
 var file_admin_proto_depIdxs = []int32{
 	0,  // 0: spillway.admin.v1.LoadRow.locality:type_name -> spillway.admin.v1.Locality
-	16, // 1: spillway.admin.v1.LoadRow.updated:type_name -> google.protobuf.Timestamp
+	18, // 1: spillway.admin.v1.LoadRow.updated:type_name -> google.protobuf.Timestamp
 	2,  // 2: spillway.admin.v1.LoadResponse.rows:type_name -> spillway.admin.v1.LoadRow
-	16, // 3: spillway.admin.v1.LoadResponse.time:type_name -> google.protobuf.Timestamp
+	18, // 3: spillway.admin.v1.LoadResponse.time:type_name -> google.protobuf.Timestamp
 	4,  // 4: spillway.admin.v1.LoadResponse.merged_from:type_name -> spillway.admin.v1.Contributor
 	6,  // 5: spillway.admin.v1.GraphResponse.edges:type_name -> spillway.admin.v1.Edge
-	16, // 6: spillway.admin.v1.GraphResponse.time:type_name -> google.protobuf.Timestamp
+	18, // 6: spillway.admin.v1.GraphResponse.time:type_name -> google.protobuf.Timestamp
 	11, // 7: spillway.admin.v1.ZoneRoute.weights:type_name -> spillway.admin.v1.ZoneWeight
 	9,  // 8: spillway.admin.v1.ZoneRoute.fallback:type_name -> spillway.admin.v1.Fallback
 	12, // 9: spillway.admin.v1.ZoneRoute.spill:type_name -> spillway.admin.v1.ZoneShare
 	9,  // 10: spillway.admin.v1.WeightsResponse.fallback:type_name -> spillway.admin.v1.Fallback
-	17, // 11: spillway.admin.v1.WeightsResponse.data_age:type_name -> google.protobuf.Duration
+	19, // 11: spillway.admin.v1.WeightsResponse.data_age:type_name -> google.protobuf.Duration
 	10, // 12: spillway.admin.v1.WeightsResponse.zones:type_name -> spillway.admin.v1.ZoneCapacity
 	13, // 13: spillway.admin.v1.WeightsResponse.routes:type_name -> spillway.admin.v1.ZoneRoute
-	16, // 14: spillway.admin.v1.WeightsResponse.time:type_name -> google.protobuf.Timestamp
-	15, // 15: spillway.admin.v1.WeightsResponse.origin:type_name -> spillway.admin.v1.PlanOrigin
-	4,  // 16: spillway.admin.v1.PlanOrigin.contributors:type_name -> spillway.admin.v1.Contributor
-	16, // 17: spillway.admin.v1.PlanOrigin.published:type_name -> google.protobuf.Timestamp
-	1,  // 18: spillway.admin.v1.Admin.Load:input_type -> spillway.admin.v1.LoadRequest
-	5,  // 19: spillway.admin.v1.Admin.Graph:input_type -> spillway.admin.v1.GraphRequest
-	8,  // 20: spillway.admin.v1.Admin.Weights:input_type -> spillway.admin.v1.WeightsRequest
-	3,  // 21: spillway.admin.v1.Admin.Load:output_type -> spillway.admin.v1.LoadResponse
-	7,  // 22: spillway.admin.v1.Admin.Graph:output_type -> spillway.admin.v1.GraphResponse
-	14, // 23: spillway.admin.v1.Admin.Weights:output_type -> spillway.admin.v1.WeightsResponse
-	21, // [21:24] is the sub-list for method output_type
-	18, // [18:21] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	18, // 14: spillway.admin.v1.WeightsResponse.time:type_name -> google.protobuf.Timestamp
+	17, // 15: spillway.admin.v1.WeightsResponse.origin:type_name -> spillway.admin.v1.PlanOrigin
+	15, // 16: spillway.admin.v1.WeightsResponse.endpoints:type_name -> spillway.admin.v1.EndpointWeight
+	16, // 17: spillway.admin.v1.WeightsResponse.pid:type_name -> spillway.admin.v1.PIDRound
+	4,  // 18: spillway.admin.v1.PlanOrigin.contributors:type_name -> spillway.admin.v1.Contributor
+	18, // 19: spillway.admin.v1.PlanOrigin.published:type_name -> google.protobuf.Timestamp
+	1,  // 20: spillway.admin.v1.Admin.Load:input_type -> spillway.admin.v1.LoadRequest
+	5,  // 21: spillway.admin.v1.Admin.Graph:input_type -> spillway.admin.v1.GraphRequest
+	8,  // 22: spillway.admin.v1.Admin.Weights:input_type -> spillway.admin.v1.WeightsRequest
+	3,  // 23: spillway.admin.v1.Admin.Load:output_type -> spillway.admin.v1.LoadResponse
+	7,  // 24: spillway.admin.v1.Admin.Graph:output_type -> spillway.admin.v1.GraphResponse
+	14, // 25: spillway.admin.v1.Admin.Weights:output_type -> spillway.admin.v1.WeightsResponse
+	23, // [23:26] is the sub-list for method output_type
+	20, // [20:23] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_admin_proto_init() }
@@ -1600,7 +1882,7 @@ func file_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_admin_proto_rawDesc), len(file_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   16,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
