@@ -295,7 +295,9 @@ func (anyZoneSet) Has(string) bool { return true }
 // benchMergedLoad adapts exchange.Merged to MergedLoad, as cmd/spillway.
 type benchMergedLoad struct{ m *exchange.Merged }
 
-func (a benchMergedLoad) Fresh(replica string, since time.Time) bool { return a.m.Fresh(replica, since) }
+func (a benchMergedLoad) Fresh(replica string, since time.Time) bool {
+	return a.m.Fresh(replica, since)
+}
 func (a benchMergedLoad) Contributors(service string, now time.Time) []weights.Contributor {
 	cs := a.m.Contributors(service, now)
 	out := make([]weights.Contributor, len(cs))
