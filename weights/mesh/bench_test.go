@@ -35,6 +35,7 @@ type benchPlanner struct {
 	next   int
 	change int
 	cycles int
+	frozen bool // ExportState does not change with the cycles
 }
 
 func newBenchPlanner(services []string, change int) *benchPlanner {
@@ -70,6 +71,9 @@ func (p *benchPlanner) Cycle(time.Time) {
 }
 func (p *benchPlanner) Plan(s string) *weights.Plan { return p.plans[s] }
 func (p *benchPlanner) ExportState(s string) ([]byte, bool) {
+	if p.frozen {
+		return fmt.Appendf(nil, `{"s":%q}`, s), true
+	}
 	return fmt.Appendf(nil, `{"s":%q,"cycle":%d}`, s, p.cycles), true
 }
 func (p *benchPlanner) ImportState(service string, b []byte) error { return nil }

@@ -37,13 +37,16 @@
 //   - weights/shard/<NN>: Heartbeat {v, owner, epoch, cycle, at}, written by
 //     the owner of shard NN every cycle (NN two digits or more).
 //   - weights/state/<service>: the owner Planner's ExportState bytes,
-//     written for each service every CheckpointEvery cycles (spread over
-//     the cycles, skipped when unchanged) and when its shard is released.
+//     written with each plan published, for each service every
+//     CheckpointEvery cycles (30; spread over the cycles, skipped when
+//     unchanged) and when its shard is released.
 //
-// Store writes per owner cycle: one heartbeat per owned shard, one per
-// changed plan, and owned services / CheckpointEvery checkpoints.
-// BenchmarkPublisherCycle measures them; spillway_mesh_store_writes_total
-// counts them by kind.
+// Store writes per owner cycle: one heartbeat per owned shard, two per
+// changed plan (plan and state), and owned services / CheckpointEvery
+// checkpoints. BenchmarkPublisherCycle (planner precomputed, in memory)
+// and BenchmarkOwnerCycle (the real planner over merged load, a real
+// etcd) measure them; spillway_mesh_store_writes_total counts them by
+// kind.
 //
 // # Protocol
 //
@@ -98,7 +101,9 @@
 //   - Owner killed (kill -9): its heartbeats stop; replicas serve its last
 //     plans for StaleCycles × Interval, then their local ones. Ownership
 //     gives the shard to another replica at a higher epoch, which imports
-//     the last checkpoint (up to CheckpointEvery cycles old), heartbeats at
+//     the last checkpoint (its vectors those of the last plan published;
+//     slow start, health and load history up to CheckpointEvery cycles
+//     old), heartbeats at
 //     once (replicas that still held the old plans keep them), and
 //     publishes after the fresh-load wait; its plans replace the old ones.
 //   - Old owner still writing after losing the shard: its plans carry the

@@ -128,8 +128,8 @@ func TestPublishedPlansReachEveryReplica(t *testing.T) {
 			t.Fatalf("plan writes after the first cycle = %d, want %d", got, len(services))
 		}
 
-		// Five more cycles with the same input: heartbeats only (and the
-		// checkpoint of cycle 6).
+		// Five more cycles with the same input: heartbeats only (the
+		// states went with the first plans; none is due again yet).
 		for range 5 {
 			time.Sleep(interval)
 			o.pub.Cycle(ctx, time.Now())
