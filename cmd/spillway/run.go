@@ -11,6 +11,7 @@ import (
 	"net/http/pprof"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -29,6 +30,7 @@ import (
 	"github.com/spillway/spillway/registry/static"
 	"github.com/spillway/spillway/resolver"
 	"github.com/spillway/spillway/weights"
+	"github.com/spillway/spillway/weights/svcconfig"
 	"github.com/spillway/spillway/weights/zoneaware"
 	"github.com/spillway/spillway/xds"
 	"github.com/spillway/spillway/xds/admin"
@@ -107,6 +109,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	// With mesh-wide load (mesh.go), chosen is the selector: the plan an
 	// owner published, or this replica's own while none is fresh; the
 	// local planner's changes go to the selector, not to xds.
+	var svcStore atomic.Pointer[svcconfig.Store] // set once the service config store starts
 	var planner *weights.Planner
 	var chosen interface{ Plan(string) *weights.Plan }
 	var plans xds.Plans
@@ -132,16 +135,20 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 
 	if zoneAware != nil {
 		planner, err = weights.NewPlanner(weights.Config{
-			Registry:   store,
-			Loads:      xdsSrv.Loads(),
-			Clients:    xdsSrv,
-			Zones:      xdsSrv,
-			PortName:   cfg.XDS.PortName,
-			ZoneAware:  *zoneAware,
-			Interval:   cfg.XDS.WeightsInterval,
-			OnChange:   func(services []string, now time.Time) { onLocal(services, now) },
-			Logger:     log.With("component", "weights"),
-			Registerer: metrics,
+			Registry:  store,
+			Loads:     xdsSrv.Loads(),
+			Clients:   xdsSrv,
+			Zones:     xdsSrv,
+			PortName:  cfg.XDS.PortName,
+			ZoneAware: *zoneAware,
+			Interval:  cfg.XDS.WeightsInterval,
+			OnChange:  func(services []string, now time.Time) { onLocal(services, now) },
+			// Per-service strategy (zone-aware, pid, ...) and the backends'
+			// utilization reports for PID endpoint weights.
+			Strategies:  strategies(svcStore.Load),
+			Utilization: utilizationsOf(utilizations.Utilizations),
+			Logger:      log.With("component", "weights"),
+			Registerer:  metrics,
 		})
 		if err != nil {
 			return fmt.Errorf("xds config: %w", err)
@@ -285,6 +292,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	svcStore.Store(svcCfg.store)
 	kube, err := startKubernetes(ctx, cfg.Kubernetes, store, metrics, log.With("component", "kubernetes"), &wg, fail)
 	if err != nil {
 		return err

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"time"
+
+	"github.com/spillway/spillway/load"
+	"github.com/spillway/spillway/weights"
+	"github.com/spillway/spillway/weights/pid"
+	"github.com/spillway/spillway/weights/svcconfig"
+)
+
+// strategyOf turns a service's config (weights/svcconfig) into what the
+// planner needs (weights.Strategy). A service without a config, or whose
+// tombstone has run out, gets the defaults: zone-aware only. The
+// per-service zone-aware knobs (probe share, headroom, slow start) are
+// not applied yet: every service uses the server's zone-aware config.
+func strategyOf(c svcconfig.Config) weights.Strategy {
+	s := weights.Strategy{ZoneAware: true}
+	switch c.Strategy {
+	case svcconfig.PID:
+		s = weights.Strategy{PID: true}
+	case svcconfig.ZoneAwarePID:
+		s = weights.Strategy{PID: true, ZoneAware: true}
+	}
+	if b := c.Blend; b != nil {
+		// A blend moves the endpoint weights inside each zone's share:
+		// zone-aware keeps deciding the zones; the controller runs when
+		// either side uses it.
+		usesPID := func(x string) bool { return x == svcconfig.PID || x == svcconfig.ZoneAwarePID }
+		s = weights.Strategy{PID: usesPID(b.From) || usesPID(b.To), ZoneAware: true,
+			Blend: &weights.Blend{From: b.From, To: b.To, Percent: b.Percent}}
+	}
+	if !s.PID {
+		return s
+	}
+	kp, ki, kd, skip := c.PID.Kp, c.PID.Ki, c.PID.Kd, c.PID.SkipMissingShare
+	s.PIDConfig = pid.Config{
+		Kp: &kp, Ki: &ki, Kd: &kd, SkipShare: &skip,
+		MinWeight: c.PID.MinWeight, MaxWeight: c.PID.MaxWeight, InitialWeight: c.PID.InitialWeight,
+		Target: c.PID.Target,
+		// A report older than three of its intervals is missing.
+		MaxAge: 3 * time.Duration(c.ReportInterval),
+	}
+	switch c.Metric {
+	case svcconfig.MetricCPU:
+		s.Metric = pid.MetricCPU
+	case svcconfig.MetricInflight:
+		s.Metric = pid.MetricInFlight
+	default:
+		s.Metric = pid.MetricMax
+	}
+	s.PIDConfig.Metric = s.Metric
+	return s
+}
+
+// strategies reads the service config store; nil (not started yet, or
+// no store) gives the defaults.
+func strategies(get func() *svcconfig.Store) weights.StrategySource {
+	return weights.StrategyFunc(func(service string) weights.Strategy {
+		st := get()
+		if st == nil {
+			return weights.Strategy{ZoneAware: true}
+		}
+		c, _, _ := st.Get(service)
+		return strategyOf(c)
+	})
+}
+
+// utilizationsOf adapts a table of backends' utilization reports (this
+// replica's load.UtilizationTable, or the owner's merged one) to the
+// planner.
+func utilizationsOf(read func(service string, now time.Time) []load.EndpointUtilization) weights.UtilizationSource {
+	return weights.UtilizationFunc(func(service string, now time.Time) []weights.EndpointUtilization {
+		us := read(service, now)
+		out := make([]weights.EndpointUtilization, len(us))
+		for i, u := range us {
+			out[i] = weights.EndpointUtilization{ID: u.ID, CPU: u.CPU, InFlight: float64(u.InFlight), Limit: float64(u.Limit), Reported: u.Reported}
+		}
+		return out
+	})
+}
