@@ -19,7 +19,15 @@
 //
 //   - RSS per stream: the server's VmRSS with the streams open minus VmRSS
 //     before the first stream, over K. Each VmRSS is read twice, --settle
-//     apart, after --settle; the later reading counts.
+//     apart, after --settle; the later reading counts. With --steady (the
+//     default) it also prints the same figure in steady state: each server
+//     runs exactly one runtime.GC (GET /debug/pprof/heap?gc=1, both
+//     servers serve /debug/pprof/) before the streams and again with them,
+//     then VmRSS is read as above after --scavenge (the background
+//     scavenger's time), and the runtime's stack bytes in use per stream
+//     (the heap profile's "# Stack" line) before and after that GC. At
+//     K=1,000 (one run): spillway 44.9 -> 44.0 KiB, baseline 90.2 -> 81.9;
+//     stacks 18.3 and 28.4 KiB per stream, unchanged by the GC.
 //   - Fan-out: --changes endpoint changes, one after the other, each on a
 //     different service, alternately adding a new endpoint and removing an
 //     existing one (spillway: Register/Deregister; baseline: its HTTP
@@ -47,8 +55,7 @@
 // round; --out writes the same as markdown. With --pprof and --keep, round
 // 1 of every row saves each server's heap and goroutine profiles, and the
 // heap profile's text form (its runtime.MemStats lines give the stack
-// total), after the sync (spillway, which has no profiling endpoint, is then built with a
-// build overlay that adds net/http/pprof on its own loopback listener).
+// total), after the sync (spillway with its --pprof on its HTTP address).
 //
 // Usage, from the repository root:
 //
@@ -107,6 +114,8 @@ type config struct {
 	baselineBin   string
 	commandLine   string
 	pprof         bool
+	steady        bool          // also measure after one runtime.GC in each server
+	scavenge      time.Duration // wait after that GC for the background scavenger
 }
 
 // result is one target at one K.
@@ -118,8 +127,14 @@ type result struct {
 	err     error
 
 	rssBeforeKiB, rssAfterKiB int64
-	setup                     time.Duration // stream open to all initial EDS
-	badInitial                int64         // initial EDS with a wrong endpoint count
+	// With --steady: the same readings after one runtime.GC in the server
+	// (GET /debug/pprof/heap?gc=1) and --scavenge, and the runtime's
+	// stack bytes in use (MemStats.StackInuse) before and after that GC.
+	rssBeforeGCKiB, rssAfterGCKiB int64
+	stackBefore, stackAfter       int64         // before any forced GC
+	stackBeforeGC, stackAfterGC   int64         // right after the forced GC
+	setup                         time.Duration // stream open to all initial EDS
+	badInitial                    int64         // initial EDS with a wrong endpoint count
 
 	lat          []time.Duration // every affected stream's fan-out latency
 	missed       int             // affected streams that never saw their change
@@ -175,6 +190,21 @@ func (r *result) p(q float64) time.Duration {
 
 func (r *result) rssPerStream() float64 {
 	return float64(r.rssAfterKiB-r.rssBeforeKiB) / float64(r.k)
+}
+
+// rssSteadyPerStream is rssPerStream from the readings after one GC in
+// the server and the scavenger's wait (--steady).
+func (r *result) rssSteadyPerStream() float64 {
+	return float64(r.rssAfterGCKiB-r.rssBeforeGCKiB) / float64(r.k)
+}
+
+// stackPerStream is the server's stack bytes in use per stream, in KiB,
+// before the forced GC (gc false) or right after it (gc true).
+func (r *result) stackPerStream(gc bool) float64 {
+	if gc {
+		return float64(r.stackAfterGC-r.stackBeforeGC) / 1024 / float64(r.k)
+	}
+	return float64(r.stackAfter-r.stackBefore) / 1024 / float64(r.k)
 }
 
 func (r *result) perChange(x float64) float64 { return x / float64(max(1, len(r.calls))) }
@@ -245,8 +275,8 @@ func run() int {
 						failed = true
 						fmt.Printf("   %s K=%d round %d FAILED: %v\n", t, k, round, r.err)
 					} else {
-						fmt.Printf("   round %d %-8s K=%d/%d per conn: RSS/stream %.1f KiB, p99 %s ms, gross CPU %.1f µs per stream update, other processes %.2f cores\n",
-							round, t, k, perConn, r.rssPerStream(), ms(r.p(0.99)), r.grossPerUpdate(), r.otherCPU())
+						fmt.Printf("   round %d %-8s K=%d/%d per conn: RSS/stream %.1f KiB (%s after one GC), p99 %s ms, gross CPU %.1f µs per stream update, other processes %.2f cores\n",
+							round, t, k, perConn, r.rssPerStream(), steadyCell(&cfg, "%.1f", r.rssSteadyPerStream()), ms(r.p(0.99)), r.grossPerUpdate(), r.otherCPU())
 					}
 					rs = append(rs, r)
 				}
@@ -295,7 +325,9 @@ func parseFlags(args []string) (config, error) {
 	fs.DurationVar(&cfg.maxIdle, "max-idle", 10*time.Second, "cap on the idle CPU window (scaled up to the change window if capped)")
 	fs.StringVar(&cfg.out, "out", "", "also write the tables as markdown to this file")
 	fs.StringVar(&cfg.keep, "keep", "", "directory to keep the server logs (and profiles) in (default: a temp dir, removed)")
-	fs.BoolVar(&cfg.pprof, "pprof", false, "save each server's heap profile after the sync (round 1 only) into the --keep directory; spillway is then built with a pprof listener added by a build overlay")
+	fs.BoolVar(&cfg.pprof, "pprof", false, "save each server's heap profile after the sync (round 1 only) into the --keep directory")
+	fs.BoolVar(&cfg.steady, "steady", true, "also measure RSS per stream in steady state: after one runtime.GC in each server (GET /debug/pprof/heap?gc=1, before the streams and with them) and --scavenge; prints both readings")
+	fs.DurationVar(&cfg.scavenge, "scavenge", 5*time.Second, "with --steady, wait after the GC for the background scavenger before the two RSS readings (--settle apart)")
 	fs.StringVar(&cfg.spillwayBin, "spillway-bin", "", "prebuilt spillway binary (default: go build ./cmd/spillway)")
 	fs.StringVar(&cfg.baselineBin, "baseline-bin", "", "prebuilt baseline binary (default: go build ./e2e/bench/xdsbench/baseline)")
 	if err := fs.Parse(args); err != nil {
@@ -334,8 +366,8 @@ func parseFlags(args []string) (config, error) {
 		return cfg, errors.New("--quiet, --sync-timeout, --change-timeout and --max-idle must be positive")
 	case cfg.pprof && cfg.keep == "":
 		return cfg, errors.New("--pprof needs --keep (where the profiles go)")
-	case cfg.pprof && cfg.spillwayBin != "" && slices.Contains(cfg.targets, "spillway"):
-		return cfg, errors.New("--pprof builds spillway itself: drop --spillway-bin")
+	case cfg.scavenge < 0:
+		return cfg, errors.New("--scavenge must not be negative")
 	}
 	if slices.Min(cfg.streams) < cfg.services {
 		fmt.Fprintf(os.Stderr, "xdsbench: warning: K=%d < %d services: some changes have no affected stream\n", slices.Min(cfg.streams), cfg.services)
@@ -354,29 +386,6 @@ func positiveList(name, v string) ([]int, error) {
 	}
 	return out, nil
 }
-
-// pprofOverlay is added to spillway's main package by a build overlay when
-// --pprof is set: spillway has no profiling endpoint of its own. It serves
-// net/http/pprof on $XDSBENCH_PPROF_ADDR, if set, on its own listener.
-const pprofOverlay = `package main
-
-import (
-	"net/http"
-	"net/http/pprof"
-	"os"
-)
-
-func init() {
-	addr := os.Getenv("XDSBENCH_PPROF_ADDR")
-	if addr == "" {
-		return
-	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	go http.ListenAndServe(addr, mux)
-}
-`
 
 // build compiles the binaries that were not given, from the module root.
 func build(ctx context.Context, cfg *config, work string) error {
@@ -397,19 +406,6 @@ func build(ctx context.Context, cfg *config, work string) error {
 		}
 		out := filepath.Join(work, b.target)
 		args := []string{"build", "-o", out}
-		if b.target == "spillway" && cfg.pprof {
-			src := filepath.Join(work, "xdsbench_pprof.go")
-			overlay := filepath.Join(work, "overlay.json")
-			dst := filepath.Join(root, "cmd", "spillway", "zz_xdsbench_pprof.go")
-			js := fmt.Sprintf(`{"Replace": {%q: %q}}`, dst, src)
-			if err := os.WriteFile(src, []byte(pprofOverlay), 0o644); err != nil {
-				return err
-			}
-			if err := os.WriteFile(overlay, []byte(js), 0o644); err != nil {
-				return err
-			}
-			args = append(args, "-overlay", overlay)
-		}
 		bctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 		cmd := exec.CommandContext(bctx, "go", append(args, b.pkg)...)
 		cmd.Dir = root
@@ -454,12 +450,13 @@ func runOne(ctx context.Context, cfg *config, target string, k, perConn, round i
 		return r
 	}
 	profiling := cfg.pprof && round == 1
+	debug := profiling || cfg.steady // the server serves /debug/pprof/
 	var srv *server
 	switch target {
 	case "spillway":
-		srv, err = startSpillway(ctx, cfg.spillwayBin, dir, services, profiling)
+		srv, err = startSpillway(ctx, cfg.spillwayBin, dir, services, debug)
 	case "baseline":
-		srv, err = startBaseline(ctx, cfg.baselineBin, dir, cfg.services, cfg.endpoints, cfg.zones, profiling)
+		srv, err = startBaseline(ctx, cfg.baselineBin, dir, cfg.services, cfg.endpoints, cfg.zones, debug)
 	}
 	if err != nil {
 		r.err = err
@@ -468,13 +465,17 @@ func runOne(ctx context.Context, cfg *config, target string, k, perConn, round i
 	defer srv.stop()
 	say("server pid %d, ADS on %s; data loaded", srv.pid(), srv.adsAddr)
 
-	settled := func() (int64, error) {
+	settled := func(first time.Duration) (int64, error) {
 		var v int64
-		for range 2 {
+		for i := range 2 {
+			wait := cfg.settle
+			if i == 0 {
+				wait = first
+			}
 			select {
 			case <-ctx.Done():
 				return 0, ctx.Err()
-			case <-time.After(cfg.settle):
+			case <-time.After(wait):
 			}
 			if err := srv.alive(); err != nil {
 				return 0, err
@@ -486,11 +487,33 @@ func runOne(ctx context.Context, cfg *config, target string, k, perConn, round i
 		}
 		return v, nil
 	}
-	if r.rssBeforeKiB, err = settled(); err != nil {
+	// steady reads the stacks in use, runs one runtime.GC in the server,
+	// reads the stacks again and, after the scavenger's wait, VmRSS: what
+	// a server that has run its periodic GC (at least every 2 minutes)
+	// holds. No FreeOSMemory, no GOGC or GOMEMLIMIT change.
+	steady := func(rss, stack, stackGC *int64) error {
+		var err error
+		if *stack, err = srv.stackInuse(ctx, false); err != nil {
+			return err
+		}
+		if *stackGC, err = srv.stackInuse(ctx, true); err != nil {
+			return err
+		}
+		*rss, err = settled(cfg.scavenge)
+		return err
+	}
+	if r.rssBeforeKiB, err = settled(cfg.settle); err != nil {
 		r.err = err
 		return r
 	}
 	say("RSS before streams: %d KiB", r.rssBeforeKiB)
+	if cfg.steady {
+		if err := steady(&r.rssBeforeGCKiB, &r.stackBefore, &r.stackBeforeGC); err != nil {
+			r.err = err
+			return r
+		}
+		say("after one GC and %v: RSS %d KiB, stacks %d KiB (%d before the GC)", cfg.scavenge, r.rssBeforeGCKiB, r.stackBeforeGC>>10, r.stackBefore>>10)
+	}
 
 	start := time.Now()
 	fl, err := openFleet(ctx, srv.adsAddr, k, perConn, services, benchdata.Zones(cfg.zones))
@@ -514,11 +537,19 @@ func runOne(ctx context.Context, cfg *config, target string, k, perConn, round i
 	}
 	say("%d streams on %d connections synced in %v (%d initial EDS with a wrong endpoint count)",
 		k, len(fl.conns), r.setup.Round(time.Millisecond), r.badInitial)
-	if r.rssAfterKiB, err = settled(); err != nil {
+	if r.rssAfterKiB, err = settled(cfg.settle); err != nil {
 		r.err = err
 		return r
 	}
 	say("RSS with streams: %d KiB (%.1f KiB per stream)", r.rssAfterKiB, r.rssPerStream())
+	if cfg.steady {
+		if err := steady(&r.rssAfterGCKiB, &r.stackAfter, &r.stackAfterGC); err != nil {
+			r.err = err
+			return r
+		}
+		say("after one GC and %v: RSS %d KiB (%.1f KiB per stream); stacks %.2f KiB per stream before the GC, %.2f after",
+			cfg.scavenge, r.rssAfterGCKiB, r.rssSteadyPerStream(), r.stackPerStream(false), r.stackPerStream(true))
+	}
 	if profiling {
 		// heap?debug=1 is the text form: its runtime.MemStats lines give
 		// the stack and heap totals the profile itself does not show.
@@ -689,8 +720,8 @@ func table(cfg *config, k, perConn int, rs []*result) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "K = %d streams, %d per connection (%d connections); %d services x %d endpoints, %d zones; %d changes per round, %d affected streams each; medians of %d rounds\n\n",
 		k, perConn, (k+perConn-1)/perConn, cfg.services, cfg.endpoints, cfg.zones, cfg.changes, k/cfg.services, cfg.rounds)
-	fmt.Fprintln(&b, "| target | rounds ok | RSS/stream KiB | fan-out p50 ms | p99 ms | max ms | missed | gross CPU µs/stream update | net µs/stream update | CPU µs/EDS response | EDS responses/change | L+R+C responses/change | idle server CPU ms/s | idle responses/s | driver CPU cores | other processes cores (min-max) | setup s |")
-	fmt.Fprintln(&b, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(&b, "| target | rounds ok | RSS/stream KiB | RSS/stream KiB after one GC | stack KiB/stream (before GC / after) | fan-out p50 ms | p99 ms | max ms | missed | gross CPU µs/stream update | net µs/stream update | CPU µs/EDS response | EDS responses/change | L+R+C responses/change | idle server CPU ms/s | idle responses/s | driver CPU cores | other processes cores (min-max) | setup s |")
+	fmt.Fprintln(&b, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	ok := map[string][]*result{}
 	for _, r := range rs {
 		if r.err == nil {
@@ -707,9 +738,11 @@ func table(cfg *config, k, perConn int, rs []*result) string {
 		for i, r := range g {
 			others[i] = r.otherCPU()
 		}
-		fmt.Fprintf(&b, "| %s | %d | %.1f | %.1f | %.1f | %.1f | %d | %.1f | %.1f | %.1f | %.0f | %.0f | %.1f | %.1f | %.2f | %.2f (%.2f-%.2f) | %.1f |\n",
+		fmt.Fprintf(&b, "| %s | %d | %.1f | %s | %s | %.1f | %.1f | %.1f | %d | %.1f | %.1f | %.1f | %.0f | %.0f | %.1f | %.1f | %.2f | %.2f (%.2f-%.2f) | %.1f |\n",
 			t, len(g),
 			med(g, (*result).rssPerStream),
+			steadyCell(cfg, "%.1f", med(g, (*result).rssSteadyPerStream)),
+			steadyCell(cfg, "%.2f / %.2f", med(g, func(r *result) float64 { return r.stackPerStream(false) }), med(g, func(r *result) float64 { return r.stackPerStream(true) })),
 			med(g, func(r *result) float64 { return msf(r.p(0.5)) }),
 			med(g, func(r *result) float64 { return msf(r.p(0.99)) }),
 			med(g, func(r *result) float64 { return msf(r.p(1)) }),
@@ -744,21 +777,32 @@ func table(cfg *config, k, perConn int, rs []*result) string {
 			}
 		}
 		ratio("RSS per stream", (*result).rssPerStream, 0.5)
+		if cfg.steady {
+			ratio("RSS per stream after one GC (steady state)", (*result).rssSteadyPerStream, 0.5)
+		}
 		ratio("gross CPU per stream update", (*result).grossPerUpdate, 0.5)
 		ratio("fan-out p99", func(r *result) float64 { return msf(r.p(0.99)) }, 0.5)
 		ratio("net CPU per stream update", (*result).netPerUpdate, 0)
 	}
-	fmt.Fprintf(&b, "\n| round | target | RSS/stream KiB | p99 ms | gross CPU µs/stream update | net µs/stream update | other processes cores |\n|---:|---|---:|---:|---:|---:|---:|\n")
+	fmt.Fprintf(&b, "\n| round | target | RSS/stream KiB | after one GC | p99 ms | gross CPU µs/stream update | net µs/stream update | other processes cores |\n|---:|---|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range rs {
 		if r.err != nil {
 			fmt.Fprintf(&b, "| %d | %s | failed: %s |\n", r.round, r.target, oneLine(r.err))
 			continue
 		}
-		fmt.Fprintf(&b, "| %d | %s | %.1f | %.1f | %.1f | %.1f | %.2f |\n",
-			r.round, r.target, r.rssPerStream(), msf(r.p(0.99)), r.grossPerUpdate(), r.netPerUpdate(), r.otherCPU())
+		fmt.Fprintf(&b, "| %d | %s | %.1f | %s | %.1f | %.1f | %.1f | %.2f |\n",
+			r.round, r.target, r.rssPerStream(), steadyCell(cfg, "%.1f", r.rssSteadyPerStream()), msf(r.p(0.99)), r.grossPerUpdate(), r.netPerUpdate(), r.otherCPU())
 	}
 	fmt.Fprintf(&b, "\nLoad average after this row: %s (%d CPUs).\n", loadAverage(), runtime.NumCPU())
 	return b.String()
+}
+
+// steadyCell formats a --steady figure, or "-" without --steady.
+func steadyCell(cfg *config, format string, v ...any) string {
+	if !cfg.steady {
+		return "-"
+	}
+	return fmt.Sprintf(format, v...)
 }
 
 func oneLine(err error) string {

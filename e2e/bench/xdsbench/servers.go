@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -145,26 +146,28 @@ func (s *server) waitReady(ctx context.Context, limit time.Duration, ready func(
 
 // startSpillway runs the spillway binary with registrations in memory and
 // leases of an hour, and registers every endpoint through the registry API.
-// With withPprof, the binary (built with the driver's pprof overlay) serves
-// /debug/pprof/ on a free loopback address.
+// With withPprof, it serves /debug/pprof/ (its --pprof) on its HTTP
+// address, a free loopback address.
 func startSpillway(ctx context.Context, bin, dir string, services []benchdata.Service, withPprof bool) (_ *server, err error) {
 	grpcAddr, err := freeAddr()
 	if err != nil {
 		return nil, err
 	}
-	var env []string
+	httpAddr := "127.0.0.1:0"
 	pprofAddr := ""
+	var extra []string
 	if withPprof {
 		if pprofAddr, err = freeAddr(); err != nil {
 			return nil, err
 		}
-		env = append(env, "XDSBENCH_PPROF_ADDR="+pprofAddr)
+		httpAddr = pprofAddr
+		extra = append(extra, "--pprof")
 	}
-	s, err := startProcess("spillway", bin, []string{
+	s, err := startProcess("spillway", bin, append([]string{
 		"--data-dir", "", "--lease-ttl", "1h",
-		"--grpc-addr", grpcAddr, "--http-addr", "127.0.0.1:0", "--dns-addr", "127.0.0.1:0",
+		"--grpc-addr", grpcAddr, "--http-addr", httpAddr, "--dns-addr", "127.0.0.1:0",
 		"--log-level", "warn",
-	}, env, filepath.Join(dir, "spillway.log"))
+	}, extra...), nil, filepath.Join(dir, "spillway.log"))
 	if err != nil {
 		return nil, err
 	}
@@ -347,6 +350,62 @@ func startBaseline(ctx context.Context, bin, dir string, services, endpoints, zo
 		return call(ctx, http.MethodPost, "/change?"+q.Encode())
 	}
 	return s, nil
+}
+
+// stackInuse returns the server's runtime.MemStats.StackInuse, read from
+// the text heap profile (/debug/pprof/heap?debug=1, its "# Stack = inuse
+// / sys" line). With gc, the request has the server run one runtime.GC
+// first (?gc=1), during which the runtime shrinks stacks under 1/4 used.
+func (s *server) stackInuse(ctx context.Context, gc bool) (int64, error) {
+	path := "heap?debug=1"
+	if gc {
+		path += "&gc=1"
+	}
+	b, err := s.getPprof(ctx, path)
+	if err != nil {
+		return 0, err
+	}
+	return parseStackInuse(b)
+}
+
+// parseStackInuse finds "# Stack = <inuse> / <sys>" in a text heap profile.
+func parseStackInuse(b []byte) (int64, error) {
+	for l := range strings.SplitSeq(string(b), "\n") {
+		v, ok := strings.CutPrefix(l, "# Stack = ")
+		if !ok {
+			continue
+		}
+		inuse, _, _ := strings.Cut(v, " ")
+		n, err := strconv.ParseInt(inuse, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("heap profile: Stack line %q: %w", l, err)
+		}
+		return n, nil
+	}
+	return 0, errors.New("heap profile: no \"# Stack = \" line")
+}
+
+// getPprof returns the body of http://<httpAddr>/debug/pprof/<path>.
+func (s *server) getPprof(ctx context.Context, path string) ([]byte, error) {
+	cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(cctx, http.MethodGet, "http://"+s.httpAddr+"/debug/pprof/"+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("pprof %s: %s", path, resp.Status)
+	}
+	return b, nil
 }
 
 // savePprof fetches http://<httpAddr>/debug/pprof/<path> into file.
