@@ -21,6 +21,12 @@ type ServiceSummary struct {
 	// Clients counts the service's xDS streams connected to the sender,
 	// per client zone.
 	Clients []ClientCount
+	// Endpoints has the latest utilization report of each of the
+	// service's endpoints that reported to the sender (its
+	// UtilizationTable), sorted by ID. Utilization is derived from CPU,
+	// InFlight and Limit; Reported is on the clock of whoever holds the
+	// summary (the sender's, then the owner's once Merged stores it).
+	Endpoints []EndpointUtilization
 }
 
 // Flow is the load clients in ClientZone send to the service's endpoints

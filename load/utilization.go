@@ -178,7 +178,7 @@ func (t *UtilizationTable) Record(r UtilizationReport, now time.Time, check func
 		}
 	}
 	u := EndpointUtilization{ID: r.EndpointID, CPU: r.CPU, InFlight: r.InFlight, Limit: r.Limit,
-		Utilization: utilizationOf(r.CPU, r.InFlight, r.Limit), Reported: now, Interval: r.Interval}
+		Utilization: UtilizationOf(r.CPU, r.InFlight, r.Limit), Reported: now, Interval: r.Interval}
 	t.mu.Lock()
 	m := t.entries[r.Service]
 	if m == nil {
@@ -199,7 +199,9 @@ func (t *UtilizationTable) Record(r UtilizationReport, now time.Time, check func
 	return nil
 }
 
-func utilizationOf(cpu float64, inFlight, limit uint32) float64 {
+// UtilizationOf is max(cpu, inFlight/limit), capped at 1; cpu alone
+// when limit is 0.
+func UtilizationOf(cpu float64, inFlight, limit uint32) float64 {
 	u := cpu
 	if limit > 0 {
 		u = max(u, float64(inFlight)/float64(limit))
@@ -227,6 +229,38 @@ func (t *UtilizationTable) Utilizations(service string, now time.Time) []Endpoin
 		delete(t.entries, service)
 	}
 	slices.SortFunc(out, func(a, b EndpointUtilization) int { return strings.Compare(a.ID, b.ID) })
+	return out
+}
+
+// All returns Utilizations(service, now) of every service with a report,
+// leaving out reports that arrived after now (a report recorded while the
+// caller's now was being taken): what a replica sends its services'
+// owners (exchange.SummarizeWith). Lists are sorted by ID.
+func (t *UtilizationTable) All(now time.Time) map[string][]EndpointUtilization {
+	snap := t.store.Snapshot()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make(map[string][]EndpointUtilization, len(t.entries))
+	for name, m := range t.entries {
+		svc, known := snap.Service(name)
+		var us []EndpointUtilization
+		for id, u := range m {
+			if !t.keep(svc, known, id, u, now) {
+				delete(m, id)
+				continue
+			}
+			if !u.Reported.After(now) {
+				us = append(us, u)
+			}
+		}
+		if len(m) == 0 {
+			delete(t.entries, name)
+		}
+		if len(us) > 0 {
+			slices.SortFunc(us, func(a, b EndpointUtilization) int { return strings.Compare(a.ID, b.ID) })
+			out[name] = us
+		}
+	}
 	return out
 }
 

@@ -101,10 +101,13 @@ type meshInputs struct {
 	interval  time.Duration // weights cycle
 	report    time.Duration // LRS interval: one summary per interval
 	xds       *xds.Server
-	local     *weights.Planner
-	storeUp   func() bool
-	metrics   prometheus.Registerer
-	log       *slog.Logger
+	// utilizations are the backends' reports to this replica, sent to
+	// each service's owner with its load.
+	utilizations *load.UtilizationTable
+	local        *weights.Planner
+	storeUp      func() bool
+	metrics      prometheus.Registerer
+	log          *slog.Logger
 }
 
 func newMeshWeights(in meshInputs) (*meshWeights, error) {
@@ -189,7 +192,7 @@ func newMeshWeights(in meshInputs) (*meshWeights, error) {
 	m.sender = &exchange.Sender{
 		ID: in.id, Interval: in.report,
 		Local: func(now time.Time) []load.ServiceSummary {
-			return exchange.Summarize(in.xds.Loads().Loads("", now), in.xds.ClientCounts())
+			return exchange.SummarizeWith(in.xds.Loads().Loads("", now), in.xds.ClientCounts(), in.utilizations.All(now))
 		},
 		Route: func(service string) (string, string, bool) {
 			o, _, ok := m.owners.Owner(service)

@@ -55,6 +55,25 @@ func benchSummary(replica int, at time.Time) load.Summary {
 	return s
 }
 
+// withEndpoints is s with n endpoint utilization reports per service.
+func withEndpoints(s load.Summary, n int) load.Summary {
+	out := s
+	out.Services = make([]load.ServiceSummary, len(s.Services))
+	for i, ss := range s.Services {
+		ss.Endpoints = make([]load.EndpointUtilization, n)
+		for j := range ss.Endpoints {
+			cpu := float64((i*13+j*7)%100) / 100
+			ss.Endpoints[j] = load.EndpointUtilization{
+				ID: fmt.Sprintf("%s-%d", ss.Service, j), CPU: cpu, InFlight: uint32((i + j) % 64), Limit: 100,
+				Utilization: load.UtilizationOf(cpu, uint32((i+j)%64), 100),
+				Reported:    s.At.Add(-time.Duration((i+j)%10000) * time.Millisecond), Interval: 10 * time.Second,
+			}
+		}
+		out.Services[i] = ss
+	}
+	return out
+}
+
 func shardOf(service string) int {
 	h := fnv.New32a()
 	h.Write([]byte(service))
@@ -120,6 +139,25 @@ func BenchmarkExchange(b *testing.B) {
 		}
 		b.ReportMetric(float64(n), "bytes/replica-summary")
 		b.ReportMetric(float64(wire), "wire-bytes/interval")
+		b.ReportMetric(float64(n)/benchServices, "bytes/service")
+	})
+
+	// The same with 6 endpoints per service sending utilization reports.
+	b.Run("encode_6_endpoints", func(b *testing.B) {
+		b.ReportAllocs()
+		sum := withEndpoints(sums[0], 6)
+		n := 0
+		for b.Loop() {
+			n = 0
+			for _, m := range chunk(sum) {
+				buf, err := proto.Marshal(m)
+				if err != nil {
+					b.Fatal(err)
+				}
+				n += len(buf)
+			}
+		}
+		b.ReportMetric(float64(n), "bytes/replica-summary")
 		b.ReportMetric(float64(n)/benchServices, "bytes/service")
 	})
 

@@ -29,8 +29,12 @@ const (
 	MaxCount = 1 << 24
 	// MaxInterval bounds a sender's report interval.
 	MaxInterval = 10 * time.Minute
-	// MaxAge bounds a flow's age (At minus its newest report).
+	// MaxAge bounds a flow's age (At minus its newest report), and an
+	// endpoint report's.
 	MaxAge = time.Hour
+	// MaxEndpoints bounds the endpoint utilization reports of one
+	// service.
+	MaxEndpoints = 10_000
 )
 
 // ErrInvalid is wrapped by every validation error.
@@ -84,6 +88,19 @@ func serviceToProto(ss load.ServiceSummary, at time.Time) *meshv1.ServiceSummary
 		ms.Clients = make([]*meshv1.ClientCount, len(ss.Clients))
 		for j, c := range ss.Clients {
 			ms.Clients[j] = &meshv1.ClientCount{Zone: c.Zone, Count: uint32(c.Count)}
+		}
+	}
+	if len(ss.Endpoints) > 0 {
+		ms.Endpoints = make([]*meshv1.EndpointReport, len(ss.Endpoints))
+		for j, e := range ss.Endpoints {
+			var age int64
+			if !e.Reported.IsZero() {
+				age = max(at.Sub(e.Reported).Milliseconds(), 0)
+			}
+			ms.Endpoints[j] = &meshv1.EndpointReport{
+				Id: e.ID, Cpu: e.CPU, InFlight: e.InFlight, Limit: e.Limit,
+				AgeMs: age, IntervalMs: e.Interval.Milliseconds(),
+			}
 		}
 	}
 	return ms
@@ -154,6 +171,30 @@ func FromProto(m *meshv1.Summary) (load.Summary, error) {
 				return load.Summary{}, errorf(fmt.Sprintf("summary.services[%d].clients[%d].count", i, j), "%d, at most %d", c.Count, MaxCount)
 			}
 			ss.Clients[j] = load.ClientCount{Zone: c.Zone, Count: int(c.Count)}
+		}
+		if len(ms.Endpoints) > MaxEndpoints {
+			return load.Summary{}, errorf(fmt.Sprintf("summary.services[%d].endpoints", i), "%d endpoints, at most %d", len(ms.Endpoints), MaxEndpoints)
+		}
+		if len(ms.Endpoints) > 0 {
+			ss.Endpoints = make([]load.EndpointUtilization, len(ms.Endpoints))
+		}
+		for j, e := range ms.Endpoints {
+			field := fmt.Sprintf("summary.services[%d].endpoints[%d]", i, j)
+			if e == nil {
+				return load.Summary{}, errorf(field, "missing")
+			}
+			if e.AgeMs < 0 || e.AgeMs > MaxAge.Milliseconds() {
+				return load.Summary{}, errorf(field+".age_ms", "%d, want 0..%d", e.AgeMs, MaxAge.Milliseconds())
+			}
+			if e.IntervalMs < load.MinReportInterval.Milliseconds() || e.IntervalMs > load.MaxReportInterval.Milliseconds() {
+				return load.Summary{}, errorf(field+".interval_ms", "%d, want %d..%d", e.IntervalMs, load.MinReportInterval.Milliseconds(), load.MaxReportInterval.Milliseconds())
+			}
+			ss.Endpoints[j] = load.EndpointUtilization{
+				ID: e.Id, CPU: e.Cpu, InFlight: e.InFlight, Limit: e.Limit,
+				Utilization: load.UtilizationOf(e.Cpu, e.InFlight, e.Limit),
+				Reported:    s.At.Add(-time.Duration(e.AgeMs) * time.Millisecond),
+				Interval:    time.Duration(e.IntervalMs) * time.Millisecond,
+			}
 		}
 		s.Services[i] = ss
 	}
@@ -250,6 +291,45 @@ func validateService(i int, ss load.ServiceSummary, at time.Time) error {
 		zones[c.Zone] = struct{}{}
 		if c.Count < 0 || c.Count > MaxCount {
 			return errorf(cf(".count"), "%d, want 0..%d", c.Count, MaxCount)
+		}
+	}
+	return validateEndpoints(field, ss.Endpoints, at)
+}
+
+// validateEndpoints checks a service's endpoint utilization reports (the
+// registry API's bounds, load.ValidateUtilization) under field.
+func validateEndpoints(field string, eps []load.EndpointUtilization, at time.Time) error {
+	if len(eps) > MaxEndpoints {
+		return errorf(field+".endpoints", "%d endpoints, at most %d", len(eps), MaxEndpoints)
+	}
+	if len(eps) == 0 {
+		return nil
+	}
+	ids := make(map[string]struct{}, len(eps))
+	for j, e := range eps {
+		ef := func(sub string) string { return fmt.Sprintf("%s.endpoints[%d]%s", field, j, sub) }
+		if err := names.ValidateLabel("", e.ID); err != nil {
+			return fmt.Errorf("%w: %w", names.ValidateLabel(ef(".id"), e.ID), ErrInvalid)
+		}
+		if _, dup := ids[e.ID]; dup {
+			return errorf(ef(".id"), "%q appears twice", e.ID)
+		}
+		ids[e.ID] = struct{}{}
+		switch {
+		case !(e.CPU >= 0 && e.CPU <= load.MaxCPU): // also NaN
+			return errorf(ef(".cpu"), "%v, want 0..%v", e.CPU, load.MaxCPU)
+		case e.InFlight > load.MaxLimit:
+			return errorf(ef(".in_flight"), "%d, want 0..%d", e.InFlight, load.MaxLimit)
+		case e.Limit > load.MaxLimit:
+			return errorf(ef(".limit"), "%d, want 0..%d", e.Limit, load.MaxLimit)
+		case e.Limit == 0 && e.InFlight != 0:
+			return errorf(ef(".limit"), "0 (in-flight unknown) but in_flight is %d", e.InFlight)
+		case e.Interval < load.MinReportInterval || e.Interval > load.MaxReportInterval:
+			return errorf(ef(".interval_ms"), "%d, want %d..%d", e.Interval.Milliseconds(), load.MinReportInterval.Milliseconds(), load.MaxReportInterval.Milliseconds())
+		case e.Reported.IsZero() || e.Reported.After(at) || at.Sub(e.Reported) > MaxAge:
+			return errorf(ef(".age_ms"), "reported %v, want within %v before the summary's time %v", e.Reported, MaxAge, at)
+		case e.Utilization != load.UtilizationOf(e.CPU, e.InFlight, e.Limit):
+			return errorf(ef(".cpu"), "utilization %v does not match cpu, in_flight and limit", e.Utilization)
 		}
 	}
 	return nil

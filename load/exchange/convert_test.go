@@ -28,10 +28,20 @@ func goodSummary(replica string, at time.Time) load.Summary {
 					{ClientZone: "zone-a", Zone: "zone-b", Issued: 10, Succeeded: 10, Reporters: 2, Updated: at.Add(-time.Second)},
 				},
 				Clients: []load.ClientCount{{Zone: "zone-a", Count: 2}},
+				Endpoints: []load.EndpointUtilization{
+					report("pay-1", 0.4, 30, 100, at.Add(-200*time.Millisecond), time.Second),
+					report("pay-2", 0.9, 0, 0, at.Add(-3*time.Second), 2*time.Second),
+				},
 			},
 			{Service: "search.prod", Clients: []load.ClientCount{{Zone: "", Count: 1}, {Zone: "zone-b", Count: 4}}},
 		},
 	}
+}
+
+// report is an endpoint's utilization report as the table holds it.
+func report(id string, cpu float64, inFlight, limit uint32, reported time.Time, interval time.Duration) load.EndpointUtilization {
+	return load.EndpointUtilization{ID: id, CPU: cpu, InFlight: inFlight, Limit: limit,
+		Utilization: load.UtilizationOf(cpu, inFlight, limit), Reported: reported, Interval: interval}
 }
 
 func TestRoundTrip(t *testing.T) {
@@ -97,6 +107,26 @@ var badCases = []struct {
 	{"nil_client", func(m *meshv1.Summary) { m.Services[1].Clients[0] = nil }, "summary.services[1].clients[0]"},
 	{"bad_client_count_zone", func(m *meshv1.Summary) { m.Services[1].Clients[1].Zone = "ZONE-B" }, "summary.services[1].clients[1].zone"},
 	{"duplicate_client_zone", func(m *meshv1.Summary) { m.Services[1].Clients[1].Zone = "" }, "summary.services[1].clients[1].zone"},
+	{"too_many_endpoints", func(m *meshv1.Summary) {
+		for i := 0; i <= MaxEndpoints; i++ {
+			m.Services[1].Endpoints = append(m.Services[1].Endpoints, &meshv1.EndpointReport{})
+		}
+	}, "summary.services[1].endpoints"},
+	{"nil_endpoint", func(m *meshv1.Summary) { m.Services[0].Endpoints[1] = nil }, "summary.services[0].endpoints[1]"},
+	{"endpoint_no_id", func(m *meshv1.Summary) { m.Services[0].Endpoints[0].Id = "" }, "summary.services[0].endpoints[0].id"},
+	{"endpoint_bad_id", func(m *meshv1.Summary) { m.Services[0].Endpoints[1].Id = "pay_2/x" }, "summary.services[0].endpoints[1].id"},
+	{"endpoint_duplicate_id", func(m *meshv1.Summary) { m.Services[0].Endpoints[1].Id = "pay-1" }, "summary.services[0].endpoints[1].id"},
+	{"endpoint_nan_cpu", func(m *meshv1.Summary) { m.Services[0].Endpoints[0].Cpu = math.NaN() }, "summary.services[0].endpoints[0].cpu"},
+	{"endpoint_inf_cpu", func(m *meshv1.Summary) { m.Services[0].Endpoints[0].Cpu = math.Inf(1) }, "summary.services[0].endpoints[0].cpu"},
+	{"endpoint_negative_cpu", func(m *meshv1.Summary) { m.Services[0].Endpoints[0].Cpu = -0.1 }, "summary.services[0].endpoints[0].cpu"},
+	{"endpoint_high_cpu", func(m *meshv1.Summary) { m.Services[0].Endpoints[0].Cpu = load.MaxCPU + 0.01 }, "summary.services[0].endpoints[0].cpu"},
+	{"endpoint_huge_in_flight", func(m *meshv1.Summary) { m.Services[0].Endpoints[0].InFlight = load.MaxLimit + 1 }, "summary.services[0].endpoints[0].in_flight"},
+	{"endpoint_huge_limit", func(m *meshv1.Summary) { m.Services[0].Endpoints[0].Limit = load.MaxLimit + 1 }, "summary.services[0].endpoints[0].limit"},
+	{"endpoint_in_flight_without_limit", func(m *meshv1.Summary) { m.Services[0].Endpoints[1].InFlight = 3 }, "summary.services[0].endpoints[1].limit"},
+	{"endpoint_short_interval", func(m *meshv1.Summary) { m.Services[0].Endpoints[0].IntervalMs = 99 }, "summary.services[0].endpoints[0].interval_ms"},
+	{"endpoint_long_interval", func(m *meshv1.Summary) { m.Services[0].Endpoints[0].IntervalMs = 300_001 }, "summary.services[0].endpoints[0].interval_ms"},
+	{"endpoint_negative_age", func(m *meshv1.Summary) { m.Services[0].Endpoints[0].AgeMs = -1 }, "summary.services[0].endpoints[0].age_ms"},
+	{"endpoint_old_age", func(m *meshv1.Summary) { m.Services[0].Endpoints[0].AgeMs = int64(2 * time.Hour / time.Millisecond) }, "summary.services[0].endpoints[0].age_ms"},
 	{"huge_count", func(m *meshv1.Summary) { m.Services[1].Clients[1].Count = MaxCount + 1 }, "summary.services[1].clients[1].count"},
 }
 

@@ -17,8 +17,13 @@
 // Every replica runs a Sender. Local is usually
 //
 //	func(now time.Time) []load.ServiceSummary {
-//		return exchange.Summarize(table.Loads("", now), clientCounts())
+//		return exchange.SummarizeWith(table.Loads("", now), clientCounts(), utilizations.All(now))
 //	}
+//
+// so a summary also carries the latest utilization report of each
+// endpoint that reported to the replica (a backend's reports may reach
+// any replica); like a flow's, a report's arrival travels as its age
+// relative to the summary's time.
 //
 // Route asks ownership for the service's owner and its gRPC address, and
 // Deliver hands the summary of the services the replica owns itself to
@@ -27,7 +32,9 @@
 // The owner side registers a Server on the replica's gRPC server
 // (srv.Register(grpcServer)) over a Merged, which is what the weights
 // planner reads: Loads and ClientCounts (its LoadSource and
-// ClientSource), Contributors (for explain) and Fresh (an owner that just
+// ClientSource), Utilizations (per endpoint the newest report among
+// fresh senders, itself fresh: now - Reported <= 3 × the report's
+// interval), Contributors (for explain) and Fresh (an owner that just
 // took a shard waits for a summary that arrived after it did).
 //
 // # Freshness and bounds
@@ -37,15 +44,18 @@
 // FreshIntervals (3) of their sender's interval. A service a sender stops
 // reporting therefore drops out of the sums after 3 intervals. Senders
 // and services silent for 5 minutes are forgotten; at most 256 senders
-// and 100,000 services per sender are held (MergedConfig), and a summary
+// and 100,000 services and 1,000,000 endpoint reports per sender are
+// held (MergedConfig), and a summary
 // past those bounds is refused whole (ErrFull, ResourceExhausted on the
 // wire).
 //
 // Every received message is validated whole (FromProto) before anything
 // of it is stored: replica id (letters, digits and -_.:=@+, at most 128),
 // interval, service names (registry rules), zones (a DNS label or ""),
-// rates (finite, >= 0), counts and list lengths (bounded), no
-// duplicates. An invalid message ends the stream with InvalidArgument
+// rates (finite, >= 0), counts and list lengths (bounded, at most
+// 10,000 endpoint reports per service), endpoint reports in the registry
+// API's ranges (id a DNS label, cpu 0..1.5, in_flight and limit
+// 0..2^20, interval 100 ms..5 min), no duplicates. An invalid message ends the stream with InvalidArgument
 // naming the field (summary.services[3].flows[0].issued) and leaves
 // Merged unchanged. A stream carries one replica's summaries.
 //

@@ -251,3 +251,55 @@ func TestSenderOwnerDown(t *testing.T) {
 		t.Errorf("delivered summaries metric = %v, want >= 5", got)
 	}
 }
+
+// utilLocal returns the services' reports with Reported placed age before
+// the round's now, as a UtilizationTable would hold them.
+func utilLocal(service string, ages map[string]time.Duration, cpus map[string]float64) func(time.Time) []load.ServiceSummary {
+	return func(now time.Time) []load.ServiceSummary {
+		var eps []load.EndpointUtilization
+		for id, age := range ages {
+			eps = append(eps, report(id, cpus[id], 0, 0, now.Add(-age), time.Second))
+		}
+		return SummarizeWith(nil, nil, map[string][]load.EndpointUtilization{service: eps})
+	}
+}
+
+// TestUtilizationsTwoSenders: a backend's utilization reports may reach
+// any replica; the owner sees those of both senders, and for an endpoint
+// reported through both, the newest report.
+func TestUtilizationsTwoSenders(t *testing.T) {
+	m := NewMerged(MergedConfig{})
+	addr := startServer(t, m)
+	route := func(string) (string, string, bool) { return "owner", addr, true }
+	startSender(t, &Sender{
+		ID: "ra", Interval: testInterval, Route: route, DialOptions: dialInsecure,
+		Local: utilLocal("payments",
+			map[string]time.Duration{"pay-1": 100 * time.Millisecond, "pay-shared": 400 * time.Millisecond},
+			map[string]float64{"pay-1": 0.1, "pay-shared": 0.2}),
+	})
+	startSender(t, &Sender{
+		ID: "rb", Interval: testInterval, Route: route, DialOptions: dialInsecure,
+		Local: utilLocal("payments",
+			map[string]time.Duration{"pay-2": 100 * time.Millisecond, "pay-shared": 10 * time.Millisecond},
+			map[string]float64{"pay-2": 0.5, "pay-shared": 0.8}),
+	})
+	want := map[string]float64{"pay-1": 0.1, "pay-2": 0.5, "pay-shared": 0.8}
+	var got map[string]float64
+	eventually(t, "the owner holds both senders' reports, the newest for pay-shared", func() bool {
+		got = map[string]float64{}
+		us := m.Utilizations("payments", time.Now())
+		for i, u := range us {
+			got[u.ID] = u.CPU
+			if i > 0 && us[i-1].ID >= u.ID {
+				t.Fatalf("Utilizations not sorted by ID: %+v", us)
+			}
+			if u.Utilization != u.CPU || u.Interval != time.Second {
+				t.Fatalf("report %+v: want Utilization = CPU and Interval 1s", u)
+			}
+		}
+		return cmp.Equal(got, want)
+	})
+	if got := m.Utilizations("search", time.Now()); len(got) != 0 {
+		t.Errorf("Utilizations(search) = %+v, want none", got)
+	}
+}

@@ -18,6 +18,10 @@ func FuzzFromProto(f *testing.F) {
 		ToProto(goodSummary("replica-1", t0)),
 		ToProto(goodSummary("spillway-0.pod@x", time.Unix(1, 0))),
 		{Replica: "r", AtUnixNano: 1, IntervalMs: 1},
+		{Replica: "r", AtUnixNano: 1e18, IntervalMs: 1000, Services: []*meshv1.ServiceSummary{{Service: "s", Endpoints: []*meshv1.EndpointReport{
+			{Id: "e-1", Cpu: 1.5, InFlight: 1 << 20, Limit: 1 << 20, AgeMs: 3_600_000, IntervalMs: 100},
+			{Id: "e-2", IntervalMs: 300_000},
+		}}}},
 	} {
 		b, err := proto.Marshal(s)
 		if err != nil {

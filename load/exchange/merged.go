@@ -16,6 +16,7 @@ const (
 	DefaultMaxSenders  = 256
 	DefaultMaxServices = 100_000
 	DefaultForget      = 5 * time.Minute
+	DefaultMaxReports  = 1_000_000
 	// FreshIntervals is how many of its sender's intervals a summary
 	// stays fresh after it arrived.
 	FreshIntervals = 3
@@ -31,6 +32,9 @@ type MergedConfig struct {
 	MaxSenders int
 	// MaxServices bounds the services remembered per sender; 0: 100,000.
 	MaxServices int
+	// MaxReports bounds the endpoint utilization reports remembered per
+	// sender, summed over its services; 0: 1,000,000.
+	MaxReports int
 	// Forget is how long a sender, or one of its services, is remembered
 	// after its last summary; 0: 5 minutes.
 	Forget time.Duration
@@ -62,6 +66,7 @@ type senderState struct {
 	last     time.Time // arrival of its latest summary
 	interval time.Duration
 	services map[string]*entry
+	reports  int // endpoint reports, summed over services
 }
 
 type entry struct {
@@ -82,6 +87,9 @@ func NewMerged(cfg MergedConfig) *Merged {
 	}
 	if cfg.MaxServices <= 0 {
 		cfg.MaxServices = DefaultMaxServices
+	}
+	if cfg.MaxReports <= 0 {
+		cfg.MaxReports = DefaultMaxReports
 	}
 	if cfg.Forget <= 0 {
 		cfg.Forget = DefaultForget
@@ -118,6 +126,13 @@ func (m *Merged) add(s load.Summary, now time.Time) error {
 				out.Flows[j] = f
 			}
 		}
+		if len(ss.Endpoints) > 0 {
+			out.Endpoints = make([]load.EndpointUtilization, len(ss.Endpoints))
+			for j, e := range ss.Endpoints {
+				e.Reported = now.Add(-s.At.Sub(e.Reported))
+				out.Endpoints[j] = e
+			}
+		}
 		entries[i] = entry{arrived: now, interval: s.Interval, sum: out}
 	}
 
@@ -125,6 +140,21 @@ func (m *Merged) add(s load.Summary, now time.Time) error {
 	defer m.mu.Unlock()
 	m.pruneLocked(now)
 	st := m.senders[s.Replica]
+	reports := 0
+	if st != nil {
+		reports = st.reports
+		for _, ss := range s.Services {
+			if e := st.services[ss.Service]; e != nil {
+				reports -= len(e.sum.Endpoints)
+			}
+		}
+	}
+	for _, ss := range s.Services {
+		reports += len(ss.Endpoints)
+	}
+	if reports > m.cfg.MaxReports {
+		return fmt.Errorf("summary.services: sender %q would have %d endpoint reports, at most %d: %w", s.Replica, reports, m.cfg.MaxReports, ErrFull)
+	}
 	if st == nil {
 		if len(m.senders) >= m.cfg.MaxSenders {
 			return fmt.Errorf("summary.replica: %q: already %d senders: %w", s.Replica, len(m.senders), ErrFull)
@@ -147,7 +177,7 @@ func (m *Merged) add(s load.Summary, now time.Time) error {
 		st = &senderState{services: make(map[string]*entry, len(s.Services))}
 		m.senders[s.Replica] = st
 	}
-	st.last, st.interval = now, s.Interval
+	st.last, st.interval, st.reports = now, s.Interval, reports
 	for i := range entries {
 		st.services[entries[i].sum.Service] = &entries[i]
 	}
@@ -164,6 +194,7 @@ func (m *Merged) pruneLocked(now time.Time) {
 	for id, st := range m.senders {
 		for svc, e := range st.services {
 			if now.Sub(e.arrived) > m.cfg.Forget {
+				st.reports -= len(e.sum.Endpoints)
 				delete(st.services, svc)
 			}
 		}
@@ -275,6 +306,44 @@ func (m *Merged) Contributors(service string, now time.Time) []Contributor {
 	}
 	m.mu.Unlock()
 	slices.SortFunc(out, func(a, b Contributor) int { return strings.Compare(a.Replica, b.Replica) })
+	return out
+}
+
+// Utilizations returns, per endpoint of service, the newest utilization
+// report (by Reported, on the owner's clock) among the senders whose
+// latest summary of service is fresh, counting only reports still fresh
+// themselves (now - Reported <= FreshIntervals × the report's interval),
+// sorted by ID (equal times: the lowest sender replica id's). A backend's reports may reach any replica; this is every
+// replica's view of them merged.
+func (m *Merged) Utilizations(service string, now time.Time) []load.EndpointUtilization {
+	type pick struct {
+		u      load.EndpointUtilization
+		sender string
+	}
+	newest := map[string]pick{}
+	m.mu.Lock()
+	for id, st := range m.senders {
+		e := st.services[service]
+		if e == nil || !e.fresh(now) {
+			continue
+		}
+		for _, u := range e.sum.Endpoints {
+			if now.Sub(u.Reported) > FreshIntervals*u.Interval {
+				continue
+			}
+			// Equal times: the lower sender id, so every call agrees.
+			old, ok := newest[u.ID]
+			if !ok || u.Reported.After(old.u.Reported) || u.Reported.Equal(old.u.Reported) && id < old.sender {
+				newest[u.ID] = pick{u, id}
+			}
+		}
+	}
+	m.mu.Unlock()
+	out := make([]load.EndpointUtilization, 0, len(newest))
+	for _, p := range newest {
+		out = append(out, p.u)
+	}
+	slices.SortFunc(out, func(a, b load.EndpointUtilization) int { return strings.Compare(a.ID, b.ID) })
 	return out
 }
 

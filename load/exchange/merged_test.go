@@ -154,3 +154,63 @@ func TestContributorArrivedAfterNow(t *testing.T) {
 		t.Errorf("Contributors = %+v, want r1 with age 0", got)
 	}
 }
+
+// TestMergedUtilizationsFreshness: a report counts while now - Reported
+// <= 3 × its interval, and only from a sender whose summary is fresh;
+// reports are placed on the owner's clock (the sender's At is skewed).
+func TestMergedUtilizationsFreshness(t *testing.T) {
+	owner := t0
+	senderAt := t0.Add(-time.Hour) // sender clock an hour behind
+	ss := load.ServiceSummary{Service: "payments", Endpoints: []load.EndpointUtilization{
+		report("pay-1", 0.3, 0, 0, senderAt.Add(-time.Second), time.Second),     // expires 2s after arrival
+		report("pay-2", 0.6, 5, 10, senderAt.Add(-time.Second), 10*time.Second), // 29s, but the sender goes stale at 30s
+	}}
+	m := NewMerged(MergedConfig{})
+	must(t, m.Add(summary("ra", senderAt, 10*time.Second, ss), owner))
+	ids := func(now time.Time) []string {
+		var out []string
+		for _, u := range m.Utilizations("payments", now) {
+			out = append(out, u.ID)
+			if !u.Reported.Equal(owner.Add(-time.Second)) {
+				t.Errorf("%s Reported = %v, want on the owner's clock %v", u.ID, u.Reported, owner.Add(-time.Second))
+			}
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		after time.Duration
+		want  []string
+	}{
+		{0, []string{"pay-1", "pay-2"}},
+		{2 * time.Second, []string{"pay-1", "pay-2"}},
+		{2*time.Second + time.Millisecond, []string{"pay-2"}},
+		{29 * time.Second, []string{"pay-2"}},
+		{29*time.Second + time.Millisecond, nil},
+	} {
+		if got := ids(owner.Add(tc.after)); !cmp.Equal(got, tc.want) {
+			t.Errorf("%v after arrival: Utilizations = %v, want %v", tc.after, got, tc.want)
+		}
+	}
+	// A newer summary without pay-1 drops it at once.
+	ss.Endpoints = ss.Endpoints[1:]
+	must(t, m.Add(summary("ra", senderAt.Add(time.Second), 10*time.Second, ss), owner.Add(time.Second)))
+	if got := m.Utilizations("payments", owner.Add(time.Second)); len(got) != 1 || got[0].ID != "pay-2" {
+		t.Errorf("after a summary without pay-1: %+v, want pay-2 only", got)
+	}
+}
+
+func TestMergedReportsBound(t *testing.T) {
+	m := NewMerged(MergedConfig{MaxReports: 2})
+	eps := []load.EndpointUtilization{report("a", 0.1, 0, 0, t0, time.Second), report("b", 0.1, 0, 0, t0, time.Second)}
+	must(t, m.Add(summary("ra", t0, time.Second, load.ServiceSummary{Service: "s1", Endpoints: eps}), t0))
+	// Replacing s1's reports stays within the bound.
+	must(t, m.Add(summary("ra", t0, time.Second, load.ServiceSummary{Service: "s1", Endpoints: eps[:1]}), t0))
+	must(t, m.Add(summary("ra", t0, time.Second, load.ServiceSummary{Service: "s2", Endpoints: eps[:1]}), t0))
+	err := m.Add(summary("ra", t0, time.Second, load.ServiceSummary{Service: "s3", Endpoints: eps[:1]}), t0)
+	if !errors.Is(err, ErrFull) {
+		t.Fatalf("third report: %v, want ErrFull", err)
+	}
+	if got := m.Size().Services; got != 2 {
+		t.Errorf("Size().Services = %d after a refused summary, want 2", got)
+	}
+}

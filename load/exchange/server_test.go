@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/spillway/spillway/load"
 	"github.com/spillway/spillway/load/exchange/meshv1"
 )
 
@@ -50,10 +51,11 @@ type state struct {
 	Loads   any
 	Clients map[string]map[string]int
 	Size    Size
+	Utils   []load.EndpointUtilization
 }
 
 func stateOf(m *Merged, now time.Time) state {
-	return state{Loads: m.Loads("", now), Clients: m.ClientCounts(), Size: m.Size()}
+	return state{Loads: m.Loads("", now), Clients: m.ClientCounts(), Size: m.Size(), Utils: m.Utilizations("payments", now)}
 }
 
 func TestServerRejectsInvalid(t *testing.T) {
@@ -74,6 +76,9 @@ func TestServerRejectsInvalid(t *testing.T) {
 	}
 	now := time.Now()
 	before := stateOf(m, now)
+	if len(before.Utils) != 2 {
+		t.Fatalf("after a good summary Utilizations = %+v, want 2 endpoints", before.Utils)
+	}
 	if before.Size.Services != 2 {
 		t.Fatalf("after a good summary Size = %+v, want 2 services", before.Size)
 	}
@@ -97,6 +102,7 @@ func TestServerRejectsInvalid(t *testing.T) {
 			bad := ToProto(goodSummary(first, now))
 			// Values that differ from the stored ones, so a partial store would show.
 			bad.Services[0].Flows[0].Issued = 7777
+			bad.Services[0].Endpoints[0].Cpu = 0.77
 			tc.mutate(bad)
 			_ = st.Send(bad) // io.EOF if the server has already failed the stream
 			_, err = st.CloseAndRecv()

@@ -15,10 +15,20 @@ import (
 // service with neither flows nor clients is left out. The result is
 // sorted by service, flows by client zone and zone, clients by zone.
 func Summarize(loads []load.Load, clients map[string]map[string]int) []load.ServiceSummary {
+	return SummarizeWith(loads, clients, nil)
+}
+
+// SummarizeWith is Summarize that also carries each service's endpoint
+// utilization reports (a load.UtilizationTable's All(now)): a service
+// with reports but no load or clients is summarised too. Each service's
+// reports are sent sorted by ID; past MaxEndpoints, the first
+// MaxEndpoints.
+func SummarizeWith(loads []load.Load, clients map[string]map[string]int, endpoints map[string][]load.EndpointUtilization) []load.ServiceSummary {
 	type pair struct{ cz, z string }
 	type acc struct {
-		flows   map[pair]*load.Flow
-		clients []load.ClientCount
+		flows     map[pair]*load.Flow
+		clients   []load.ClientCount
+		endpoints []load.EndpointUtilization
 	}
 	by := map[string]*acc{}
 	get := func(svc string) *acc {
@@ -62,9 +72,17 @@ func Summarize(loads []load.Load, clients map[string]map[string]int) []load.Serv
 		slices.SortFunc(cs, func(a, b load.ClientCount) int { return strings.Compare(a.Zone, b.Zone) })
 		get(svc).clients = cs
 	}
+	for svc, eps := range endpoints {
+		if len(eps) == 0 {
+			continue
+		}
+		eps = slices.Clone(eps)
+		slices.SortFunc(eps, func(a, b load.EndpointUtilization) int { return strings.Compare(a.ID, b.ID) })
+		get(svc).endpoints = eps[:min(len(eps), MaxEndpoints)]
+	}
 	out := make([]load.ServiceSummary, 0, len(by))
 	for svc, a := range by {
-		ss := load.ServiceSummary{Service: svc, Clients: a.clients}
+		ss := load.ServiceSummary{Service: svc, Clients: a.clients, Endpoints: a.endpoints}
 		if len(a.flows) > 0 {
 			ss.Flows = make([]load.Flow, 0, len(a.flows))
 			for _, f := range a.flows {

@@ -68,3 +68,19 @@ func TestSummarize(t *testing.T) {
 		})
 	}
 }
+
+// TestSummarizeWithEndpointsOnly: a service with utilization reports but
+// no LRS load or clients is still summarised, its reports sorted by ID.
+func TestSummarizeWithEndpointsOnly(t *testing.T) {
+	a := report("pay-a", 0.2, 1, 10, t0, time.Second)
+	b := report("pay-b", 0.5, 0, 0, t0, time.Second)
+	got := SummarizeWith([]load.Load{mkLoad("search", "zone-a", "zone-a", 1, 1, t0)}, nil,
+		map[string][]load.EndpointUtilization{"payments": {b, a}, "empty": nil})
+	want := []load.ServiceSummary{
+		{Service: "payments", Endpoints: []load.EndpointUtilization{a, b}},
+		{Service: "search", Flows: []load.Flow{{ClientZone: "zone-a", Zone: "zone-a", Issued: 1, Succeeded: 1, Reporters: 1, Updated: t0}}},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("SummarizeWith (-want +got):\n%s", diff)
+	}
+}

@@ -94,10 +94,13 @@ func (x *Summary) GetServices() []*ServiceSummary {
 }
 
 type ServiceSummary struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Service       string                 `protobuf:"bytes,1,opt,name=service,proto3" json:"service,omitempty"`
-	Flows         []*Flow                `protobuf:"bytes,2,rep,name=flows,proto3" json:"flows,omitempty"` // one per (client zone, upstream zone)
-	Clients       []*ClientCount         `protobuf:"bytes,3,rep,name=clients,proto3" json:"clients,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Service string                 `protobuf:"bytes,1,opt,name=service,proto3" json:"service,omitempty"`
+	Flows   []*Flow                `protobuf:"bytes,2,rep,name=flows,proto3" json:"flows,omitempty"` // one per (client zone, upstream zone)
+	Clients []*ClientCount         `protobuf:"bytes,3,rep,name=clients,proto3" json:"clients,omitempty"`
+	// The latest utilization report of each endpoint that reported to the
+	// sender, one per endpoint id.
+	Endpoints     []*EndpointReport `protobuf:"bytes,4,rep,name=endpoints,proto3" json:"endpoints,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -149,6 +152,13 @@ func (x *ServiceSummary) GetFlows() []*Flow {
 func (x *ServiceSummary) GetClients() []*ClientCount {
 	if x != nil {
 		return x.Clients
+	}
+	return nil
+}
+
+func (x *ServiceSummary) GetEndpoints() []*EndpointReport {
+	if x != nil {
+		return x.Endpoints
 	}
 	return nil
 }
@@ -253,6 +263,90 @@ func (x *Flow) GetAgeMs() int64 {
 	return 0
 }
 
+type EndpointReport struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`                                    // endpoint id (a DNS label)
+	Cpu           float64                `protobuf:"fixed64,2,opt,name=cpu,proto3" json:"cpu,omitempty"`                                // share of the CPU quota, 0..1.5
+	InFlight      uint32                 `protobuf:"varint,3,opt,name=in_flight,json=inFlight,proto3" json:"in_flight,omitempty"`       // 0..2^20
+	Limit         uint32                 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`                             // 0..2^20; 0: in-flight unknown (in_flight 0)
+	AgeMs         int64                  `protobuf:"varint,5,opt,name=age_ms,json=ageMs,proto3" json:"age_ms,omitempty"`                // at - the report's arrival at the sender, >= 0
+	IntervalMs    int64                  `protobuf:"varint,6,opt,name=interval_ms,json=intervalMs,proto3" json:"interval_ms,omitempty"` // the backend's report interval, 100..300000
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EndpointReport) Reset() {
+	*x = EndpointReport{}
+	mi := &file_mesh_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EndpointReport) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EndpointReport) ProtoMessage() {}
+
+func (x *EndpointReport) ProtoReflect() protoreflect.Message {
+	mi := &file_mesh_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EndpointReport.ProtoReflect.Descriptor instead.
+func (*EndpointReport) Descriptor() ([]byte, []int) {
+	return file_mesh_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *EndpointReport) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *EndpointReport) GetCpu() float64 {
+	if x != nil {
+		return x.Cpu
+	}
+	return 0
+}
+
+func (x *EndpointReport) GetInFlight() uint32 {
+	if x != nil {
+		return x.InFlight
+	}
+	return 0
+}
+
+func (x *EndpointReport) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *EndpointReport) GetAgeMs() int64 {
+	if x != nil {
+		return x.AgeMs
+	}
+	return 0
+}
+
+func (x *EndpointReport) GetIntervalMs() int64 {
+	if x != nil {
+		return x.IntervalMs
+	}
+	return 0
+}
+
 type ClientCount struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Zone          string                 `protobuf:"bytes,1,opt,name=zone,proto3" json:"zone,omitempty"`
@@ -263,7 +357,7 @@ type ClientCount struct {
 
 func (x *ClientCount) Reset() {
 	*x = ClientCount{}
-	mi := &file_mesh_proto_msgTypes[3]
+	mi := &file_mesh_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -275,7 +369,7 @@ func (x *ClientCount) String() string {
 func (*ClientCount) ProtoMessage() {}
 
 func (x *ClientCount) ProtoReflect() protoreflect.Message {
-	mi := &file_mesh_proto_msgTypes[3]
+	mi := &file_mesh_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -288,7 +382,7 @@ func (x *ClientCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClientCount.ProtoReflect.Descriptor instead.
 func (*ClientCount) Descriptor() ([]byte, []int) {
-	return file_mesh_proto_rawDescGZIP(), []int{3}
+	return file_mesh_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ClientCount) GetZone() string {
@@ -314,7 +408,7 @@ type ReportAck struct {
 
 func (x *ReportAck) Reset() {
 	*x = ReportAck{}
-	mi := &file_mesh_proto_msgTypes[4]
+	mi := &file_mesh_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -326,7 +420,7 @@ func (x *ReportAck) String() string {
 func (*ReportAck) ProtoMessage() {}
 
 func (x *ReportAck) ProtoReflect() protoreflect.Message {
-	mi := &file_mesh_proto_msgTypes[4]
+	mi := &file_mesh_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -339,7 +433,7 @@ func (x *ReportAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportAck.ProtoReflect.Descriptor instead.
 func (*ReportAck) Descriptor() ([]byte, []int) {
-	return file_mesh_proto_rawDescGZIP(), []int{4}
+	return file_mesh_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ReportAck) GetSummaries() uint64 {
@@ -361,11 +455,12 @@ const file_mesh_proto_rawDesc = "" +
 	"atUnixNano\x12\x1f\n" +
 	"\vinterval_ms\x18\x03 \x01(\x03R\n" +
 	"intervalMs\x12<\n" +
-	"\bservices\x18\x04 \x03(\v2 .spillway.mesh.v1.ServiceSummaryR\bservices\"\x91\x01\n" +
+	"\bservices\x18\x04 \x03(\v2 .spillway.mesh.v1.ServiceSummaryR\bservices\"\xd1\x01\n" +
 	"\x0eServiceSummary\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x12,\n" +
 	"\x05flows\x18\x02 \x03(\v2\x16.spillway.mesh.v1.FlowR\x05flows\x127\n" +
-	"\aclients\x18\x03 \x03(\v2\x1d.spillway.mesh.v1.ClientCountR\aclients\"\xe1\x01\n" +
+	"\aclients\x18\x03 \x03(\v2\x1d.spillway.mesh.v1.ClientCountR\aclients\x12>\n" +
+	"\tendpoints\x18\x04 \x03(\v2 .spillway.mesh.v1.EndpointReportR\tendpoints\"\xe1\x01\n" +
 	"\x04Flow\x12\x1f\n" +
 	"\vclient_zone\x18\x01 \x01(\tR\n" +
 	"clientZone\x12\x12\n" +
@@ -376,7 +471,15 @@ const file_mesh_proto_rawDesc = "" +
 	"\vin_progress\x18\x06 \x01(\x04R\n" +
 	"inProgress\x12\x1c\n" +
 	"\treporters\x18\a \x01(\rR\treporters\x12\x15\n" +
-	"\x06age_ms\x18\b \x01(\x03R\x05ageMs\"7\n" +
+	"\x06age_ms\x18\b \x01(\x03R\x05ageMs\"\x9d\x01\n" +
+	"\x0eEndpointReport\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x10\n" +
+	"\x03cpu\x18\x02 \x01(\x01R\x03cpu\x12\x1b\n" +
+	"\tin_flight\x18\x03 \x01(\rR\binFlight\x12\x14\n" +
+	"\x05limit\x18\x04 \x01(\rR\x05limit\x12\x15\n" +
+	"\x06age_ms\x18\x05 \x01(\x03R\x05ageMs\x12\x1f\n" +
+	"\vinterval_ms\x18\x06 \x01(\x03R\n" +
+	"intervalMs\"7\n" +
 	"\vClientCount\x12\x12\n" +
 	"\x04zone\x18\x01 \x01(\tR\x04zone\x12\x14\n" +
 	"\x05count\x18\x02 \x01(\rR\x05count\")\n" +
@@ -397,25 +500,27 @@ func file_mesh_proto_rawDescGZIP() []byte {
 	return file_mesh_proto_rawDescData
 }
 
-var file_mesh_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_mesh_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_mesh_proto_goTypes = []any{
 	(*Summary)(nil),        // 0: spillway.mesh.v1.Summary
 	(*ServiceSummary)(nil), // 1: spillway.mesh.v1.ServiceSummary
 	(*Flow)(nil),           // 2: spillway.mesh.v1.Flow
-	(*ClientCount)(nil),    // 3: spillway.mesh.v1.ClientCount
-	(*ReportAck)(nil),      // 4: spillway.mesh.v1.ReportAck
+	(*EndpointReport)(nil), // 3: spillway.mesh.v1.EndpointReport
+	(*ClientCount)(nil),    // 4: spillway.mesh.v1.ClientCount
+	(*ReportAck)(nil),      // 5: spillway.mesh.v1.ReportAck
 }
 var file_mesh_proto_depIdxs = []int32{
 	1, // 0: spillway.mesh.v1.Summary.services:type_name -> spillway.mesh.v1.ServiceSummary
 	2, // 1: spillway.mesh.v1.ServiceSummary.flows:type_name -> spillway.mesh.v1.Flow
-	3, // 2: spillway.mesh.v1.ServiceSummary.clients:type_name -> spillway.mesh.v1.ClientCount
-	0, // 3: spillway.mesh.v1.LoadExchange.Report:input_type -> spillway.mesh.v1.Summary
-	4, // 4: spillway.mesh.v1.LoadExchange.Report:output_type -> spillway.mesh.v1.ReportAck
-	4, // [4:5] is the sub-list for method output_type
-	3, // [3:4] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	4, // 2: spillway.mesh.v1.ServiceSummary.clients:type_name -> spillway.mesh.v1.ClientCount
+	3, // 3: spillway.mesh.v1.ServiceSummary.endpoints:type_name -> spillway.mesh.v1.EndpointReport
+	0, // 4: spillway.mesh.v1.LoadExchange.Report:input_type -> spillway.mesh.v1.Summary
+	5, // 5: spillway.mesh.v1.LoadExchange.Report:output_type -> spillway.mesh.v1.ReportAck
+	5, // [5:6] is the sub-list for method output_type
+	4, // [4:5] is the sub-list for method input_type
+	4, // [4:4] is the sub-list for extension type_name
+	4, // [4:4] is the sub-list for extension extendee
+	0, // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_mesh_proto_init() }
@@ -429,7 +534,7 @@ func file_mesh_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mesh_proto_rawDesc), len(file_mesh_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   5,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
