@@ -181,6 +181,11 @@ type meshPlan struct {
 		}
 	}
 	Fallback struct{ Key string }
+	// Endpoints are the PID endpoint weights, when the service has them.
+	Endpoints []struct {
+		ID     string
+		Weight uint32
+	}
 	SameZone float64 `json:"same_zone"`
 	Optimum  float64
 	Routes   []struct {
@@ -218,7 +223,13 @@ func (p *meshPlan) contributors() []string {
 // none (404) or the replica is down.
 func meshWeights(t *testing.T, hc *http.Client, s *server) *meshPlan {
 	t.Helper()
-	resp, err := hc.Get("http://" + s.httpAddr + "/v1/weights?service=" + zaService)
+	return meshWeightsOf(t, hc, s, zaService)
+}
+
+// meshWeightsOf is meshWeights for any service.
+func meshWeightsOf(t *testing.T, hc *http.Client, s *server, service string) *meshPlan {
+	t.Helper()
+	resp, err := hc.Get("http://" + s.httpAddr + "/v1/weights?service=" + service)
 	if err != nil {
 		return nil
 	}
@@ -568,7 +579,14 @@ type publishedPlan struct {
 	Owner        string
 	Epoch        int64
 	Contributors []struct{ Replica string }
-	Result       struct {
+	// PID endpoint weights and the round's outcome, when the service
+	// has them (weights.EndpointWeight, weights.PIDExplain).
+	Endpoints map[string]struct {
+		Weight uint32
+		Status string
+	}
+	PID    *struct{ Outcome string }
+	Result struct {
 		Routes []struct {
 			ClientZone string
 			Weights    []struct {
@@ -602,6 +620,12 @@ type planLog struct {
 
 func watchPlans(t *testing.T, endpoint string) *planLog {
 	t.Helper()
+	return watchPlansOf(t, endpoint, zaService)
+}
+
+// watchPlansOf is watchPlans for any service.
+func watchPlansOf(t *testing.T, endpoint, service string) *planLog {
+	t.Helper()
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
@@ -610,7 +634,7 @@ func watchPlans(t *testing.T, endpoint string) *planLog {
 	l := &planLog{}
 	done := make(chan struct{})
 	t.Cleanup(func() { cancel(); <-done; cli.Close() })
-	key := "/" + etcdPrefix + "/weights/plan/" + zaService
+	key := "/" + etcdPrefix + "/weights/plan/" + service
 	wch := cli.Watch(ctx, key, clientv3.WithRev(1))
 	go func() {
 		defer close(done)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -316,4 +317,156 @@ func TestPIDBalancesSpeeds(t *testing.T) {
 		t.Errorf("spillwayctl weights %s shows no endpoint table:\n%s", pidService, out)
 	}
 	t.Logf("spillwayctl weights %s:\n%s", pidService, out)
+}
+
+// TestPIDOwnerChange is issue 14's acceptance 3: three replicas on one
+// etcd, the service's PID weights computed by its owner from the
+// utilization reports the other two replicas forward; the owner is
+// killed (SIGKILL). The new owner restores the controller's state from
+// the store: it never publishes a reset to equal weights, and holds the
+// restored weights ("waiting") until fresh reports arrive.
+func TestPIDOwnerChange(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, pidService+".yaml"), []byte("strategy: zone-aware+pid\nreport_interval: 1s\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := newReplicaClusterWith(t, 3, "--xds-debounce", "20ms", "--lrs-interval", "1s", "--weights-interval", "1s",
+		"--lease-ttl", "1h", "--mesh-stale-cycles", "6", "--service-config-dir", dir)
+	hc := &http.Client{Timeout: 5 * time.Second}
+	reg := c.servers[0].client()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	f := &pidFixture{dir: dir}
+	var leases []string
+	for i, speed := range pidSpeeds {
+		b := startPIDBackend(t, fmt.Sprintf("b%d", i), speed)
+		resp, err := reg.Register(ctx, &pb.RegisterRequest{Service: pidService, Endpoint: &pb.Endpoint{
+			Id: b.id, Address: "127.0.0.1", Ports: []*pb.Port{{Name: "grpc", Number: b.port}},
+			Locality: &pb.Locality{Region: "r1", Zone: "zone-a"},
+		}})
+		if err != nil {
+			t.Fatalf("register %s: %v", b.id, err)
+		}
+		f.backends, leases = append(f.backends, b), append(leases, resp.GetLeaseId())
+	}
+	owner := -1
+	for deadline := time.Now().Add(30 * time.Second); owner < 0; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no owner of the service named within 30s")
+		}
+		if p := meshWeightsOf(t, hc, c.servers[0], pidService); p != nil && p.Origin.Source == "mesh" {
+			owner = replicaIndex(c, p.Origin.Owner)
+		}
+	}
+	var others []int
+	for i := range c.servers {
+		if i != owner {
+			others = append(others, i)
+		}
+	}
+	// Reports go to the two replicas that do not own the service, the
+	// client to the first of them.
+	rctx, rcancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() { rcancel(); wg.Wait() })
+	for i, b := range f.backends {
+		r := &utilization.Reporter{Target: c.servers[others[i%2]].grpcAddr, Service: pidService, EndpointID: b.id, LeaseID: leases[i], Interval: 500 * time.Millisecond, Source: b.util}
+		wg.Go(func() { r.Run(rctx) })
+	}
+	f.s = c.servers[others[0]]
+	rollout := filepath.Join(t.TempDir(), "rollout.yaml")
+	if err := os.WriteFile(rollout, []byte("rules:\n  - name: everyone\n    match: {}\n    percent: 100\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := clientlib.Dial(context.Background(), pidService,
+		clientlib.WithService("pid-caller"), clientlib.WithZone("zone-a"), clientlib.WithRegion("r1"),
+		clientlib.WithControlPlane(f.s.grpcAddr), clientlib.WithDNSServer(f.s.flag("--dns-addr")),
+		clientlib.WithRolloutFile(rollout), clientlib.WithXDSTimeout(10*time.Second), clientlib.WithPerConnBootstrap())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	f.conn = conn
+	stop := f.load()
+	defer stop()
+	published := watchPlansOf(t, c.etcd.Endpoint, pidService)
+
+	// Converged on the owner's mesh-wide PID weights.
+	time.Sleep(15 * time.Second)
+	u, ratio := f.utilization(pidWindow)
+	t.Logf("before the kill (owner r%d, reports on r%d and r%d): %s; max/avg %.3f", owner, others[0], others[1], fmtUtil(u), ratio)
+	if ratio > pidBound {
+		t.Errorf("max/avg utilization before the kill = %.3f, want at most %.2f", ratio, pidBound)
+	}
+	before := map[string]uint32{}
+	if p := meshWeightsOf(t, hc, f.s, pidService); p != nil {
+		for _, e := range p.Endpoints {
+			before[e.ID] = e.Weight
+		}
+	}
+	t.Logf("endpoint weights before the kill: %v", before)
+	if len(before) != len(f.backends) {
+		t.Fatalf("plan before the kill has endpoint weights %v, want one per backend", before)
+	}
+	old := fmt.Sprintf("r%d", owner)
+	killed := time.Now()
+	c.servers[owner].kill()
+
+	// The new owner's records: none resets the weights.
+	var mine []publishedPlan
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		published.mu.Lock()
+		mine = mine[:0]
+		for _, p := range published.plans {
+			if p.Owner != old {
+				mine = append(mine, p)
+			}
+		}
+		published.mu.Unlock()
+		if len(mine) > 0 && time.Since(killed) > 8*time.Second {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no plan from a new owner within 30s of killing %s", old)
+		}
+	}
+	for i, p := range mine {
+		outcome := ""
+		if p.PID != nil {
+			outcome = p.PID.Outcome
+		}
+		w := map[string]uint32{}
+		for id, e := range p.Endpoints {
+			w[id] = e.Weight
+		}
+		t.Logf("new owner %s record %d: outcome %s, weights %v", p.Owner, i, outcome, w)
+		for id, b := range before {
+			if d := float64(w[id])/float64(b) - 1; d > 0.2 || d < -0.2 {
+				t.Errorf("new owner's record %d: %s weight %d, %+.0f%% from %d before the kill: not restored", i, id, w[id], 100*d, b)
+			}
+		}
+		if i == 0 && outcome != "waiting" && outcome != "computed" {
+			t.Errorf("new owner's first record: outcome %q, want waiting (restored, before fresh reports) or computed", outcome)
+		}
+	}
+	// Every live replica serves the same endpoint weights: the new
+	// owner's published plan.
+	var seen []map[string]uint32
+	for _, i := range others {
+		w := map[string]uint32{}
+		if p := meshWeightsOf(t, hc, c.servers[i], pidService); p != nil && p.Origin.Source == "mesh" {
+			for _, e := range p.Endpoints {
+				w[e.ID] = e.Weight
+			}
+		}
+		seen = append(seen, w)
+	}
+	if !equalWeights(seen[0], seen[1]) || len(seen[0]) != len(f.backends) {
+		t.Errorf("endpoint weights after the handover: r%d serves %v, r%d %v; want the same published weights", others[0], seen[0], others[1], seen[1])
+	}
+	u, ratio = f.utilization(pidWindow)
+	t.Logf("after the handover: %s; max/avg %.3f", fmtUtil(u), ratio)
+	if ratio > pidBound {
+		t.Errorf("max/avg utilization after the handover = %.3f, want at most %.2f", ratio, pidBound)
+	}
 }

@@ -104,6 +104,7 @@ type meshInputs struct {
 	// utilizations are the backends' reports to this replica, sent to
 	// each service's owner with its load.
 	utilizations *load.UtilizationTable
+	strategies   weights.StrategySource
 	local        *weights.Planner
 	storeUp      func() bool
 	metrics      prometheus.Registerer
@@ -155,6 +156,9 @@ func newMeshWeights(in meshInputs) (*meshWeights, error) {
 		Registry: in.store, Loads: m.merged, Clients: m.merged, Zones: anyZone{},
 		PortName: in.portName, ZoneAware: in.zoneAware, Interval: in.interval,
 		Owns: m.owners.Owns, Logger: in.log.With("component", "mesh-owner-planner"),
+		// The same per-service strategies as the local planner, and the
+		// utilization reports every replica forwards.
+		Strategies: in.strategies, Utilization: utilizationsOf(m.merged.Utilizations),
 	})
 	if err != nil {
 		return nil, err
