@@ -86,8 +86,11 @@ type Config struct {
 // serialised; readers load the published plans with one atomic load.
 type Planner struct {
 	// Read-only after NewPlanner.
-	cfg     Config
-	calc    *zoneaware.Calculator
+	cfg  Config
+	calc *zoneaware.Calculator
+	// calcs are the calculators of services with their own zone-aware
+	// config (Strategy.ZoneAwareConfig), by config; owned by the cycle.
+	calcs   map[string]*zoneaware.Calculator
 	metrics *plannerMetrics
 
 	plans atomic.Pointer[map[string]*Plan]
@@ -210,7 +213,7 @@ func (p *Planner) cycle(now time.Time) []string {
 		}
 		in := p.input(&p.in, svc, byService[name], clients[name], now)
 		res := &zoneaware.Result{}
-		p.calc.Compute(ss.za, in, res)
+		p.calculator(name).Compute(ss.za, in, res)
 		plan := &Plan{Result: res, Source: SourceLocal}
 		p.endpointWeights(plan, ss, svc, now)
 		prev := old[name]
@@ -406,4 +409,41 @@ func (p *Planner) ImportState(service string, b []byte) error {
 type exportedState struct {
 	ZoneAware zoneaware.Snapshot `json:"zoneaware"`
 	PID       *pid.Snapshot      `json:"pid,omitempty"`
+}
+
+// calculator is the zone-aware calculator for service: the planner's, or
+// one for the service's own zone-aware config. A config the calculator
+// refuses is logged and the planner's is used. Called with p.mu held.
+func (p *Planner) calculator(service string) *zoneaware.Calculator {
+	if p.cfg.Strategies == nil {
+		return p.calc
+	}
+	zc := p.cfg.Strategies.Strategy(service).ZoneAwareConfig
+	if zc == nil {
+		return p.calc
+	}
+	key := fmt.Sprintf("%+v/%v/%v/%v", *zc, deref(zc.ProbeShare), deref(zc.QueueSensitivity), deref(zc.ErrorSensitivity))
+	if c, ok := p.calcs[key]; ok {
+		return c
+	}
+	c, err := zoneaware.New(*zc)
+	if err != nil {
+		p.cfg.Logger.Warn("service's zone-aware config refused; using the server's", "service", service, "err", err)
+		return p.calc
+	}
+	if p.calcs == nil || len(p.calcs) >= maxCalculators {
+		p.calcs = map[string]*zoneaware.Calculator{} // bounded: rebuilt on demand
+	}
+	p.calcs[key] = c
+	return c
+}
+
+// maxCalculators bounds the distinct per-service zone-aware configs kept.
+const maxCalculators = 1024
+
+func deref(f *float64) any {
+	if f == nil {
+		return nil
+	}
+	return *f
 }

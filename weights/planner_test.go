@@ -187,3 +187,45 @@ func TestNewPlannerRejects(t *testing.T) {
 		})
 	}
 }
+
+// TestPlannerServiceZoneAwareConfig: a service whose strategy carries its
+// own zone-aware config is computed with it (here: no probe share, so a
+// zone with spare capacity keeps all of its clients' traffic); the other
+// services keep the planner's (the default probe).
+func TestPlannerServiceZoneAwareConfig(t *testing.T) {
+	store := testStore(t, t0.Add(-time.Hour))
+	loads := fakeLoads{
+		flowTo("web", "a", "a", 100, t0), flowTo("web", "b", "b", 100, t0),
+		flowTo("api", "a", "a", 100, t0), flowTo("api", "b", "b", 100, t0),
+	}
+	noProbe := 0.0
+	own := zoneaware.Config{ReportInterval: 10 * time.Second, ProbeShare: &noProbe}
+	p, err := NewPlanner(Config{
+		Registry: store, Loads: loads, Clients: fakeClients{}, Zones: fakeZones{},
+		ZoneAware: zoneaware.Config{ReportInterval: 10 * time.Second},
+		Strategies: StrategyFunc(func(s string) Strategy {
+			if s == "web" {
+				return Strategy{ZoneAware: true, ZoneAwareConfig: &own}
+			}
+			return Strategy{ZoneAware: true}
+		}),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Cycle(t0)
+	local := func(service string) float64 {
+		for _, w := range p.Plan(service).Result.Route("a").Weights {
+			if w.Zone == "a" {
+				return w.Share
+			}
+		}
+		return 0
+	}
+	if got := local("web"); got != 1 {
+		t.Errorf("web (probe share 0): zone a keeps %.3f of its clients' traffic, want 1", got)
+	}
+	if got := local("api"); got >= 1 || got < 0.98 {
+		t.Errorf("api (default probe 1%%): zone a keeps %.3f, want just under 1", got)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/spillway/spillway/weights/pid"
+	"github.com/spillway/spillway/weights/zoneaware"
 )
 
 // EndpointUtilization is one endpoint's latest utilization report, as the
@@ -41,6 +42,10 @@ type Strategy struct {
 	Metric pid.Metric
 	// Blend, when non-nil, blends two strategies' endpoint weights.
 	Blend *Blend
+	// ZoneAwareConfig, when non-nil, replaces the planner's
+	// Config.ZoneAware for this service (its own probe share, headroom,
+	// slow start); nil uses the planner's.
+	ZoneAwareConfig *zoneaware.Config
 }
 
 // Blend moves a service between two strategies: the pushed endpoint

@@ -145,7 +145,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			OnChange:  func(services []string, now time.Time) { onLocal(services, now) },
 			// Per-service strategy (zone-aware, pid, ...) and the backends'
 			// utilization reports for PID endpoint weights.
-			Strategies:  strategies(svcStore.Load),
+			Strategies:  strategies(svcStore.Load, *zoneAware),
 			Utilization: utilizationsOf(utilizations.Utilizations),
 			Logger:      log.With("component", "weights"),
 			Registerer:  metrics,
@@ -162,7 +162,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			cfg: cfg.Store.Replica.Mesh, store: store, kv: repl.kv, id: repl.id(), grpcAddr: cfg.GRPCAddr,
 			ttl: cmp.Or(cfg.Store.Replica.ElectionTTL, etcdstore.DefaultSessionTTL), zoneAware: *zoneAware,
 			portName: cfg.XDS.PortName, interval: cfg.XDS.WeightsInterval, report: cfg.XDS.LRSInterval,
-			xds: xdsSrv, utilizations: utilizations, strategies: strategies(svcStore.Load), local: planner, storeUp: func() bool { return rep.Status().Up },
+			xds: xdsSrv, utilizations: utilizations, strategies: strategies(svcStore.Load, *zoneAware), local: planner, storeUp: func() bool { return rep.Status().Up },
 			metrics: metrics, log: log,
 		})
 		if err != nil {

@@ -7,13 +7,12 @@ import (
 	"github.com/spillway/spillway/weights"
 	"github.com/spillway/spillway/weights/pid"
 	"github.com/spillway/spillway/weights/svcconfig"
+	"github.com/spillway/spillway/weights/zoneaware"
 )
 
 // strategyOf turns a service's config (weights/svcconfig) into what the
 // planner needs (weights.Strategy). A service without a config, or whose
-// tombstone has run out, gets the defaults: zone-aware only. The
-// per-service zone-aware knobs (probe share, headroom, slow start) are
-// not applied yet: every service uses the server's zone-aware config.
+// tombstone has run out, gets the defaults: zone-aware only.
 func strategyOf(c svcconfig.Config) weights.Strategy {
 	s := weights.Strategy{ZoneAware: true}
 	switch c.Strategy {
@@ -54,15 +53,28 @@ func strategyOf(c svcconfig.Config) weights.Strategy {
 }
 
 // strategies reads the service config store; nil (not started yet, or
-// no store) gives the defaults.
-func strategies(get func() *svcconfig.Store) weights.StrategySource {
+// no store) gives the defaults. A service with a config also gets its own
+// zone-aware knobs (probe share, headroom, slow start) over base, the
+// server's zone-aware config; one without keeps base.
+func strategies(get func() *svcconfig.Store, base zoneaware.Config) weights.StrategySource {
 	return weights.StrategyFunc(func(service string) weights.Strategy {
 		st := get()
 		if st == nil {
 			return weights.Strategy{ZoneAware: true}
 		}
-		c, _, _ := st.Get(service)
-		return strategyOf(c)
+		c, _, ok := st.Get(service)
+		s := strategyOf(c)
+		if ok {
+			zc := base
+			probe := c.ProbeShare
+			zc.ProbeShare = &probe
+			zc.TargetUtilization = c.Headroom
+			zc.SlowStartFraction = c.SlowStart.Fraction
+			zc.SlowStartRamp = time.Duration(c.SlowStart.Ramp)
+			zc.SlowStartRequests = float64(c.SlowStart.Requests)
+			s.ZoneAwareConfig = &zc
+		}
+		return s
 	})
 }
 

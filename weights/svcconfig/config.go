@@ -72,7 +72,8 @@ type Config struct {
 	// other healthy zone, 0..0.5; default 0.01.
 	ProbeShare float64 `json:"probe_share"`
 	// Headroom is the target utilization of a zone's capacity, (0,1];
-	// default 0.8.
+	// default 1 (fill a zone to its full capacity share, as zone-aware
+	// weights do without a config).
 	Headroom float64 `json:"headroom"`
 	// SlowStart is how a new endpoint earns its weight.
 	SlowStart SlowStart `json:"slow_start"`
@@ -96,8 +97,8 @@ type SlowStart struct {
 	Fraction float64 `json:"fraction"`
 	// Ramp is how long it takes to reach full weight, 0..1h; default 60s.
 	Ramp Duration `json:"ramp"`
-	// Requests is how many successful requests end slow start early, ≥0;
-	// default 100 (0: time only).
+	// Requests is how many successful requests earn a new endpoint full
+	// trust when its zone has load reports, ≥1; default 1000.
 	Requests int64 `json:"requests"`
 }
 
@@ -136,8 +137,8 @@ func Default() Config {
 	return Config{
 		Strategy:       ZoneAware,
 		ProbeShare:     0.01,
-		Headroom:       0.8,
-		SlowStart:      SlowStart{Fraction: 0.05, Ramp: Duration(60 * time.Second), Requests: 100},
+		Headroom:       1,
+		SlowStart:      SlowStart{Fraction: 0.05, Ramp: Duration(60 * time.Second), Requests: 1000},
 		PID:            PIDConfig{Kp: 0.5, Ki: 0.02, MinWeight: 0.1, MaxWeight: 5, InitialWeight: 0.2, SkipMissingShare: 0.3},
 		Metric:         MetricMax,
 		ReportInterval: Duration(10 * time.Second),
@@ -423,7 +424,7 @@ func (p parser) slowStart(n *yaml.Node, s *SlowStart) error {
 		}
 	}
 	if v := m["requests"]; v != nil {
-		if s.Requests, err = p.integer(v, "slow_start.requests", 0, 1_000_000_000); err != nil {
+		if s.Requests, err = p.integer(v, "slow_start.requests", 1, 1_000_000_000); err != nil {
 			return err
 		}
 	}
