@@ -10,6 +10,18 @@ type Summary struct {
 	At       time.Time     // when it was taken, by the sender's clock
 	Interval time.Duration // the sender's report interval
 	Services []ServiceSummary
+	// Shards are the shards, with their ownership epoch, that the sender
+	// routes to the summary's recipient by its own view of the ownership
+	// records: its acknowledgement that it sends that owner the load of
+	// those shards. Sent even when Services is empty.
+	Shards []ShardEpoch
+}
+
+// ShardEpoch names one hold of a shard: the shard and the epoch of its
+// ownership record.
+type ShardEpoch struct {
+	Shard int
+	Epoch int64
 }
 
 // ServiceSummary is one service's part of a Summary.

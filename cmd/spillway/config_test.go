@@ -7,6 +7,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/spillway/spillway/load/exchange"
+	"github.com/spillway/spillway/registry/replica/ownership"
 )
 
 func TestParseConfig(t *testing.T) {
@@ -74,5 +77,13 @@ func TestParseConfig(t *testing.T) {
 				t.Errorf("parseConfig(%q) = %+v", tt.args, c)
 			}
 		})
+	}
+}
+
+// TestMaxShardsAgree: the load exchange bounds the shards a summary
+// lists by the ownership's shard bound.
+func TestMaxShardsAgree(t *testing.T) {
+	if exchange.MaxShards != ownership.MaxShards {
+		t.Errorf("exchange.MaxShards = %d, want ownership.MaxShards %d", exchange.MaxShards, ownership.MaxShards)
 	}
 }

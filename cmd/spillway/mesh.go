@@ -202,6 +202,18 @@ func newMeshWeights(in meshInputs) (*meshWeights, error) {
 			o, _, ok := m.owners.Owner(service)
 			return o.ID, o.GRPCAddr, ok && (o.ID == in.id || o.GRPCAddr != "")
 		},
+		// Every recorded owner hears each round which shards this replica
+		// routes to it: a new owner publishes once every live replica
+		// has acknowledged its hold (mesh.Publisher).
+		Owners: func() []exchange.ShardOwner {
+			var out []exchange.ShardOwner
+			for s, r := range m.owners.Records() {
+				if r.Owner != "" && !r.Released {
+					out = append(out, exchange.ShardOwner{Shard: s, Replica: r.Owner, Addr: r.GRPCAddr, Epoch: r.Epoch})
+				}
+			}
+			return out
+		},
 		Deliver:     func(s load.Summary) { m.merged.Add(s, time.Now()) },
 		DialOptions: []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())},
 		Logger:      in.log, Registerer: in.metrics,
@@ -243,7 +255,9 @@ func (a meshOwnership) LiveMembers() (ids []string) {
 // meshMerged adapts exchange.Merged to mesh.MergedLoad.
 type meshMerged struct{ m *exchange.Merged }
 
-func (a meshMerged) Fresh(replica string, since time.Time) bool { return a.m.Fresh(replica, since) }
+func (a meshMerged) Acked(replica string, shard int, epoch int64, since time.Time) bool {
+	return a.m.Acked(replica, shard, epoch, since)
+}
 func (a meshMerged) Contributors(service string, now time.Time) []weights.Contributor {
 	cs := a.m.Contributors(service, now)
 	out := make([]weights.Contributor, len(cs))

@@ -35,6 +35,9 @@ const (
 	// MaxEndpoints bounds the endpoint utilization reports of one
 	// service.
 	MaxEndpoints = 10_000
+	// MaxShards bounds a shard number (0..MaxShards-1) and so the shards
+	// a summary lists: ownership.MaxShards, which cmd/spillway checks.
+	MaxShards = 100
 )
 
 // ErrInvalid is wrapped by every validation error.
@@ -65,7 +68,19 @@ func ToProto(s load.Summary) *meshv1.Summary {
 	for i, ss := range s.Services {
 		m.Services[i] = serviceToProto(ss, s.At)
 	}
+	m.Shards = shardsToProto(s.Shards)
 	return m
+}
+
+func shardsToProto(shards []load.ShardEpoch) []*meshv1.ShardEpoch {
+	if len(shards) == 0 {
+		return nil
+	}
+	out := make([]*meshv1.ShardEpoch, len(shards))
+	for i, se := range shards {
+		out[i] = &meshv1.ShardEpoch{Shard: uint32(se.Shard), Epoch: se.Epoch}
+	}
+	return out
 }
 
 func serviceToProto(ss load.ServiceSummary, at time.Time) *meshv1.ServiceSummary {
@@ -121,6 +136,9 @@ func FromProto(m *meshv1.Summary) (load.Summary, error) {
 	}
 	if len(m.Services) > MaxServices {
 		return load.Summary{}, errorf("summary.services", "%d services, at most %d in one message", len(m.Services), MaxServices)
+	}
+	if len(m.Shards) > MaxShards {
+		return load.Summary{}, errorf("summary.shards", "%d shards, at most %d", len(m.Shards), MaxShards)
 	}
 	s := load.Summary{
 		Replica:  m.Replica,
@@ -198,6 +216,18 @@ func FromProto(m *meshv1.Summary) (load.Summary, error) {
 		}
 		s.Services[i] = ss
 	}
+	if len(m.Shards) > 0 {
+		s.Shards = make([]load.ShardEpoch, len(m.Shards))
+	}
+	for i, se := range m.Shards {
+		if se == nil {
+			return load.Summary{}, errorf(fmt.Sprintf("summary.shards[%d]", i), "missing")
+		}
+		if se.Shard >= MaxShards {
+			return load.Summary{}, errorf(fmt.Sprintf("summary.shards[%d].shard", i), "%d, want 0..%d", se.Shard, MaxShards-1)
+		}
+		s.Shards[i] = load.ShardEpoch{Shard: int(se.Shard), Epoch: se.Epoch}
+	}
 	if err := Validate(s); err != nil {
 		return load.Summary{}, err
 	}
@@ -207,7 +237,8 @@ func FromProto(m *meshv1.Summary) (load.Summary, error) {
 // Validate checks a Summary: the sender's replica id, the interval, every
 // service name (registry rules), zone (a DNS label or ""), rate (finite,
 // non-negative) and count (bounded), and that no service, flow or client
-// zone appears twice. The error names the field in the proto's spelling
+// zone appears twice; every shard is 0..MaxShards-1 with an epoch >= 1,
+// listed once. The error names the field in the proto's spelling
 // and wraps ErrInvalid.
 func Validate(s load.Summary) error {
 	if err := validateReplica(s.Replica); err != nil {
@@ -235,6 +266,26 @@ func Validate(s load.Summary) error {
 		if err := validateService(i, ss, s.At); err != nil {
 			return err
 		}
+	}
+	return validateShards(s.Shards)
+}
+
+// validateShards checks a summary's shard acknowledgements.
+func validateShards(shards []load.ShardEpoch) error {
+	if len(shards) > MaxShards {
+		return errorf("summary.shards", "%d shards, at most %d", len(shards), MaxShards)
+	}
+	var seen [MaxShards]bool
+	for i, se := range shards {
+		switch {
+		case se.Shard < 0 || se.Shard >= MaxShards:
+			return errorf(fmt.Sprintf("summary.shards[%d].shard", i), "%d, want 0..%d", se.Shard, MaxShards-1)
+		case se.Epoch < 1:
+			return errorf(fmt.Sprintf("summary.shards[%d].epoch", i), "%d, want >= 1", se.Epoch)
+		case seen[se.Shard]:
+			return errorf(fmt.Sprintf("summary.shards[%d].shard", i), "%d appears twice", se.Shard)
+		}
+		seen[se.Shard] = true
 	}
 	return nil
 }

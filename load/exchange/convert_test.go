@@ -35,6 +35,7 @@ func goodSummary(replica string, at time.Time) load.Summary {
 			},
 			{Service: "search.prod", Clients: []load.ClientCount{{Zone: "", Count: 1}, {Zone: "zone-b", Count: 4}}},
 		},
+		Shards: []load.ShardEpoch{{Shard: 0, Epoch: 1}, {Shard: 7, Epoch: 3}, {Shard: MaxShards - 1, Epoch: 1 << 40}},
 	}
 }
 
@@ -127,6 +128,17 @@ var badCases = []struct {
 	{"endpoint_long_interval", func(m *meshv1.Summary) { m.Services[0].Endpoints[0].IntervalMs = 300_001 }, "summary.services[0].endpoints[0].interval_ms"},
 	{"endpoint_negative_age", func(m *meshv1.Summary) { m.Services[0].Endpoints[0].AgeMs = -1 }, "summary.services[0].endpoints[0].age_ms"},
 	{"endpoint_old_age", func(m *meshv1.Summary) { m.Services[0].Endpoints[0].AgeMs = int64(2 * time.Hour / time.Millisecond) }, "summary.services[0].endpoints[0].age_ms"},
+	{"too_many_shards", func(m *meshv1.Summary) {
+		for i := 0; i <= MaxShards; i++ {
+			m.Shards = append(m.Shards, &meshv1.ShardEpoch{Shard: uint32(i), Epoch: 1})
+		}
+	}, "summary.shards"},
+	{"nil_shard", func(m *meshv1.Summary) { m.Shards[1] = nil }, "summary.shards[1]"},
+	{"shard_out_of_range", func(m *meshv1.Summary) { m.Shards[1].Shard = MaxShards }, "summary.shards[1].shard"},
+	{"shard_huge", func(m *meshv1.Summary) { m.Shards[0].Shard = math.MaxUint32 }, "summary.shards[0].shard"},
+	{"shard_zero_epoch", func(m *meshv1.Summary) { m.Shards[1].Epoch = 0 }, "summary.shards[1].epoch"},
+	{"shard_negative_epoch", func(m *meshv1.Summary) { m.Shards[2].Epoch = -5 }, "summary.shards[2].epoch"},
+	{"shard_duplicate", func(m *meshv1.Summary) { m.Shards[2].Shard = 7 }, "summary.shards[2].shard"},
 	{"huge_count", func(m *meshv1.Summary) { m.Services[1].Clients[1].Count = MaxCount + 1 }, "summary.services[1].clients[1].count"},
 }
 

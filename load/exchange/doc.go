@@ -34,8 +34,12 @@
 // planner reads: Loads and ClientCounts (its LoadSource and
 // ClientSource), Utilizations (per endpoint the newest report among
 // fresh senders, itself fresh: now - Reported <= 3 × the report's
-// interval), Contributors (for explain) and Fresh (an owner that just
-// took a shard waits for a summary that arrived after it did).
+// interval), Contributors (for explain), Fresh (a summary arrived after
+// a time) and Acked (a summary that arrived after a time lists a shard at
+// an epoch: an owner that just took a shard waits for it from every live
+// replica). With Owners set, a Sender sends every recorded owner one
+// summary each round, even with no services, listing the shards (with
+// their ownership epochs) it routes to that owner.
 //
 // # Freshness and bounds
 //

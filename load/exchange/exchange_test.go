@@ -303,3 +303,60 @@ func TestUtilizationsTwoSenders(t *testing.T) {
 		t.Errorf("Utilizations(search) = %+v, want none", got)
 	}
 }
+
+// TestSenderAcksEveryOwner: each round every owner in the records gets
+// one summary listing the shards routed to it, even with no services;
+// this replica's own shards go through Deliver.
+func TestSenderAcksEveryOwner(t *testing.T) {
+	mb, mc := NewMerged(MergedConfig{}), NewMerged(MergedConfig{})
+	addrB, addrC := startServer(t, mb), startServer(t, mc)
+	var mu sync.Mutex
+	var delivered []load.Summary
+	owners := []ShardOwner{
+		{Shard: 0, Replica: "ra", Addr: "unused", Epoch: 4},
+		{Shard: 1, Replica: "rb", Addr: addrB, Epoch: 2},
+		{Shard: 2, Replica: "rc", Addr: addrC, Epoch: 7},
+		{Shard: 3, Replica: "rb", Addr: addrB, Epoch: 1},
+		{Shard: 4, Replica: "rd", Addr: "", Epoch: 1},    // no address: skipped
+		{Shard: 5, Replica: "rb", Addr: addrB, Epoch: 0}, // invalid: skipped
+	}
+	since := time.Now()
+	startSender(t, &Sender{
+		ID: "ra", Interval: testInterval, DialOptions: dialInsecure,
+		Owners: func() []ShardOwner { return owners },
+		// Only rb's shard 1 has load here; rc has none.
+		Route: func(string) (string, string, bool) { return "rb", addrB, true },
+		Local: fixedLocal(load.ServiceSummary{Service: "svc", Clients: []load.ClientCount{{Zone: "zone-a", Count: 1}}}),
+		Deliver: func(s load.Summary) {
+			mu.Lock()
+			defer mu.Unlock()
+			delivered = append(delivered, s)
+		},
+	})
+	eventually(t, "rb acked shards 1 and 3", func() bool { return mb.Acked("ra", 1, 2, since) && mb.Acked("ra", 3, 1, since) })
+	eventually(t, "rc (no services) acked shard 2", func() bool { return mc.Acked("ra", 2, 7, since) })
+	for _, tc := range []struct {
+		m     *Merged
+		shard int
+		epoch int64
+	}{{mb, 2, 7}, {mb, 0, 4}, {mb, 4, 1}, {mb, 5, 0}, {mc, 1, 2}, {mc, 0, 4}} {
+		if tc.m.Acked("ra", tc.shard, tc.epoch, since) {
+			t.Errorf("Acked(ra, %d, %d) = true at an owner the shard is not routed to", tc.shard, tc.epoch)
+		}
+	}
+	if got := mc.Size(); got != (Size{Senders: 1}) {
+		t.Errorf("rc's Merged = %+v, want one sender and no services", got)
+	}
+	if got := mb.Size(); got != (Size{Senders: 1, Services: 1}) {
+		t.Errorf("rb's Merged = %+v, want one sender with svc", got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(delivered) == 0 {
+		t.Fatal("nothing delivered to this replica's own Merged")
+	}
+	last := delivered[len(delivered)-1]
+	if diff := cmp.Diff([]load.ShardEpoch{{Shard: 0, Epoch: 4}}, last.Shards); diff != "" || len(last.Services) != 0 {
+		t.Errorf("delivered %+v, want shard 0 epoch 4 and no services (-want +got shards):\n%s", last, diff)
+	}
+}

@@ -18,6 +18,9 @@ func FuzzFromProto(f *testing.F) {
 		ToProto(goodSummary("replica-1", t0)),
 		ToProto(goodSummary("spillway-0.pod@x", time.Unix(1, 0))),
 		{Replica: "r", AtUnixNano: 1, IntervalMs: 1},
+		// A round's acknowledgement with no services.
+		{Replica: "r", AtUnixNano: 1, IntervalMs: 1000, Shards: []*meshv1.ShardEpoch{{Shard: 3, Epoch: 2}, {Shard: 99, Epoch: 1}}},
+		{Replica: "r", AtUnixNano: 1, IntervalMs: 1000, Shards: []*meshv1.ShardEpoch{{Shard: 3, Epoch: 2}, {Shard: 3, Epoch: 3}}},
 		{Replica: "r", AtUnixNano: 1e18, IntervalMs: 1000, Services: []*meshv1.ServiceSummary{{Service: "s", Endpoints: []*meshv1.EndpointReport{
 			{Id: "e-1", Cpu: 1.5, InFlight: 1 << 20, Limit: 1 << 20, AgeMs: 3_600_000, IntervalMs: 100},
 			{Id: "e-2", IntervalMs: 300_000},
@@ -51,6 +54,11 @@ func FuzzFromProto(f *testing.F) {
 		}
 		if got := mg.Size().Services; got != len(s.Services) {
 			t.Fatalf("Merged holds %d services, want %d", got, len(s.Services))
+		}
+		for _, se := range s.Shards {
+			if !mg.Acked(s.Replica, se.Shard, se.Epoch, time.Time{}) {
+				t.Fatalf("Acked(%s, %d, %d) = false for a listed shard", s.Replica, se.Shard, se.Epoch)
+			}
 		}
 	})
 }

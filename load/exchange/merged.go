@@ -67,6 +67,9 @@ type senderState struct {
 	interval time.Duration
 	services map[string]*entry
 	reports  int // endpoint reports, summed over services
+	// shards are the shards its latest summary (arrived at last) lists
+	// as routed here.
+	shards []load.ShardEpoch
 }
 
 type entry struct {
@@ -178,6 +181,7 @@ func (m *Merged) add(s load.Summary, now time.Time) error {
 		m.senders[s.Replica] = st
 	}
 	st.last, st.interval, st.reports = now, s.Interval, reports
+	st.shards = slices.Clone(s.Shards)
 	for i := range entries {
 		st.services[entries[i].sum.Service] = &entries[i]
 	}
@@ -354,6 +358,20 @@ func (m *Merged) Fresh(replica string, since time.Time) bool {
 	defer m.mu.Unlock()
 	st := m.senders[replica]
 	return st != nil && st.last.After(since)
+}
+
+// Acked reports whether the latest summary from replica arrived after
+// since and lists (shard, epoch): replica routes that shard's load here
+// under that hold of the shard. The owner that took shard at epoch at
+// since waits for it from every live replica before publishing.
+func (m *Merged) Acked(replica string, shard int, epoch int64, since time.Time) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	st := m.senders[replica]
+	if st == nil || !st.last.After(since) {
+		return false
+	}
+	return slices.Contains(st.shards, load.ShardEpoch{Shard: shard, Epoch: epoch})
 }
 
 // Size is how much a Merged holds.

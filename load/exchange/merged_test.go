@@ -214,3 +214,57 @@ func TestMergedReportsBound(t *testing.T) {
 		t.Errorf("Size().Services = %d after a refused summary, want 2", got)
 	}
 }
+
+func TestMergedAcked(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := NewMerged(MergedConfig{})
+		ack := func(replica string, at time.Time, shards ...load.ShardEpoch) {
+			t.Helper()
+			s := summary(replica, at, time.Second)
+			s.Shards = shards
+			must(t, m.Add(s, at))
+		}
+		before := time.Now()
+		time.Sleep(time.Millisecond)
+		ack("r1", time.Now(), load.ShardEpoch{Shard: 3, Epoch: 1})
+		time.Sleep(time.Second)
+		taken := time.Now()
+		for _, tc := range []struct {
+			name    string
+			replica string
+			shard   int
+			epoch   int64
+			since   time.Time
+			want    bool
+		}{
+			{"listed_after_since", "r1", 3, 1, before, true},
+			{"arrived_before_since", "r1", 3, 1, taken, false},
+			{"other_epoch", "r1", 3, 2, before, false},
+			{"other_shard", "r1", 4, 1, before, false},
+			{"unknown_sender", "r9", 3, 1, time.Time{}, false},
+		} {
+			if got := m.Acked(tc.replica, tc.shard, tc.epoch, tc.since); got != tc.want {
+				t.Errorf("%s: Acked(%s, %d, %d) = %v, want %v", tc.name, tc.replica, tc.shard, tc.epoch, got, tc.want)
+			}
+		}
+
+		// r1 still routes shard 3 to the old hold: no ack of epoch 2.
+		time.Sleep(time.Second)
+		ack("r1", time.Now(), load.ShardEpoch{Shard: 3, Epoch: 1})
+		if m.Acked("r1", 3, 2, taken) {
+			t.Errorf("Acked(r1, 3, 2) = true while r1 lists epoch 1")
+		}
+		// It sees the new record: an empty summary listing (3, 2).
+		time.Sleep(time.Second)
+		ack("r1", time.Now(), load.ShardEpoch{Shard: 3, Epoch: 2}, load.ShardEpoch{Shard: 5, Epoch: 1})
+		if !m.Acked("r1", 3, 2, taken) {
+			t.Errorf("Acked(r1, 3, 2) = false after r1 listed it")
+		}
+		// The latest summary counts: one that no longer lists it un-acks.
+		time.Sleep(time.Second)
+		ack("r1", time.Now(), load.ShardEpoch{Shard: 5, Epoch: 1})
+		if m.Acked("r1", 3, 2, taken) {
+			t.Errorf("Acked(r1, 3, 2) = true after r1's latest summary stopped listing it")
+		}
+	})
+}

@@ -1,11 +1,13 @@
 package exchange
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -28,8 +30,11 @@ const maxChunkBytes = 1 << 20
 const idleRounds = 3
 
 // Sender runs on every replica: each Interval it sends the owner of every
-// service with local load or clients that service's summary. Configure
-// the exported fields, then call Run once.
+// service with local load or clients that service's summary, and (with
+// Owners set) every owner in the ownership records one summary listing
+// the shards this replica routes to it, even with no services: the
+// acknowledgement a new owner waits for. Configure the exported fields,
+// then call Run once.
 type Sender struct {
 	// ID is this replica's id; required (letters, digits and -_.:=@+).
 	ID string
@@ -42,6 +47,13 @@ type Sender struct {
 	// Route returns the owner of service and its gRPC address; ok false
 	// when the service has no owner (skipped and counted). Required.
 	Route func(service string) (replica, addr string, ok bool)
+	// Owners returns every shard's owner as the ownership records say
+	// (shards with no owner, or a released one, left out); or nil to
+	// send no shard acknowledgements. Each round calls it before Local
+	// and Route, so a record that changes during the round routes the
+	// services to the new owner no earlier than the shard is listed to
+	// it. Called on Run's goroutine.
+	Owners func() []ShardOwner
 	// Deliver receives the summary of the services this replica owns
 	// itself (owner == ID), without the network; or nil to send those
 	// over gRPC to the owner's address like any other.
@@ -53,6 +65,14 @@ type Sender struct {
 	Logger *slog.Logger
 	// Registerer for the metrics, or nil for none.
 	Registerer prometheus.Registerer
+}
+
+// ShardOwner is one shard's ownership record as a Sender needs it.
+type ShardOwner struct {
+	Shard   int
+	Replica string // the owner's replica id
+	Addr    string // its gRPC address; "" when unknown (skipped unless it is this replica)
+	Epoch   int64
 }
 
 func (s *Sender) validate() error {
@@ -114,11 +134,38 @@ func (r *run) stop() {
 	r.wg.Wait()
 }
 
-// round groups the local summaries by owner and hands each owner its part.
+// round groups the local summaries by owner and hands each owner its
+// part, with the shards routed to it.
 func (r *run) round(ctx context.Context, now time.Time) {
-	local := r.s.Local(now)
 	self := load.Summary{Replica: r.s.ID, At: now, Interval: r.s.Interval}
 	byAddr := map[string]*load.Summary{}
+	summaryFor := func(addr string) *load.Summary {
+		sum := byAddr[addr]
+		if sum == nil {
+			sum = &load.Summary{Replica: r.s.ID, At: now, Interval: r.s.Interval}
+			byAddr[addr] = sum
+		}
+		return sum
+	}
+	// The records first: see Sender.Owners.
+	if r.s.Owners != nil {
+		seen := map[int]bool{}
+		for _, o := range r.s.Owners() {
+			if o.Shard < 0 || o.Shard >= MaxShards || o.Epoch < 1 || seen[o.Shard] {
+				continue
+			}
+			seen[o.Shard] = true
+			se := load.ShardEpoch{Shard: o.Shard, Epoch: o.Epoch}
+			switch {
+			case o.Replica == r.s.ID && r.s.Deliver != nil:
+				self.Shards = append(self.Shards, se)
+			case o.Addr != "":
+				sum := summaryFor(o.Addr)
+				sum.Shards = append(sum.Shards, se)
+			}
+		}
+	}
+	local := r.s.Local(now)
 	var unrouted, invalid int
 	for _, ss := range local {
 		if err := names.ValidateService("service", ss.Service); err != nil {
@@ -139,11 +186,7 @@ func (r *run) round(ctx context.Context, now time.Time) {
 			self.Services = append(self.Services, ss)
 			continue
 		}
-		sum := byAddr[addr]
-		if sum == nil {
-			sum = &load.Summary{Replica: r.s.ID, At: now, Interval: r.s.Interval}
-			byAddr[addr] = sum
-		}
+		sum := summaryFor(addr)
 		sum.Services = append(sum.Services, ss)
 	}
 	if unrouted > 0 {
@@ -152,7 +195,8 @@ func (r *run) round(ctx context.Context, now time.Time) {
 	if invalid > 0 {
 		r.log.Warn("local load summaries skipped: invalid", "services", invalid)
 	}
-	if len(self.Services) > 0 {
+	if len(self.Services) > 0 || len(self.Shards) > 0 {
+		sortShards(self.Shards)
 		r.s.Deliver(self)
 		r.m.summaries.WithLabelValues("delivered").Inc()
 	}
@@ -163,6 +207,7 @@ func (r *run) round(ctx context.Context, now time.Time) {
 			r.peers[addr] = p
 		}
 		p.idle = 0
+		sortShards(sum.Shards)
 		p.offer(chunk(*sum), r.m)
 	}
 	for addr, p := range r.peers {
@@ -176,19 +221,31 @@ func (r *run) round(ctx context.Context, now time.Time) {
 	}
 }
 
+func sortShards(s []load.ShardEpoch) {
+	slices.SortFunc(s, func(a, b load.ShardEpoch) int { return cmp.Compare(a.Shard, b.Shard) })
+}
+
 // chunk encodes a summary as messages of at most MaxServices services and
-// about maxChunkBytes each.
+// about maxChunkBytes each, every one carrying the whole shard list; a
+// summary without services is one message (its shards).
 func chunk(s load.Summary) []*meshv1.Summary {
 	var out []*meshv1.Summary
 	var cur *meshv1.Summary
 	size := 0
+	shards := shardsToProto(s.Shards)
+	start := func() {
+		cur = &meshv1.Summary{Replica: s.Replica, AtUnixNano: s.At.UnixNano(), IntervalMs: s.Interval.Milliseconds(), Shards: shards}
+		out = append(out, cur)
+		size = 0
+	}
+	if len(s.Services) == 0 {
+		start()
+	}
 	for _, ss := range s.Services {
 		ms := serviceToProto(ss, s.At)
 		n := proto.Size(ms)
 		if cur == nil || len(cur.Services) >= MaxServices || size+n > maxChunkBytes {
-			cur = &meshv1.Summary{Replica: s.Replica, AtUnixNano: s.At.UnixNano(), IntervalMs: s.Interval.Milliseconds()}
-			out = append(out, cur)
-			size = 0
+			start()
 		}
 		cur.Services = append(cur.Services, ms)
 		size += n + 4

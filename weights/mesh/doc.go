@@ -56,11 +56,17 @@
 // starts fresh; one the store fails to return is read again next cycle,
 // and the shard publishes nothing before) and start the wait; run Planner.Cycle; write every held
 // shard's heartbeat; then, for each held shard whose wait is over, the
-// changed plans. The wait ends when every other live member's load summary
-// arrived after the take (MergedLoad.Fresh) or 2 intervals passed,
-// whichever comes first, so no plan computed from partial load is
-// published; the heartbeats start at once, so replicas keep the previous
-// owner's plans during the wait. A replica that does not own a shard never
+// changed plans. The wait for shard s taken at epoch e ends when every
+// other live member acknowledged the hold: a load summary of theirs that
+// arrived after the take lists (s, e) among the shards it routes here
+// (MergedLoad.Acked; every replica sends every recorded owner one summary
+// a round, even with no load). A member that still routes s to the old
+// owner has not: there is no time bound, so no plan computed from
+// partial load is published. Past 2 intervals the owner logs a warning
+// and counts spillway_mesh_publish_waits_total{reason="unacked"} once per
+// hold, and keeps waiting; a dead member leaves the live members within
+// the member TTL, which ends the wait. The heartbeats start at once, so
+// replicas keep the previous owner's plans during the wait. A replica that does not own a shard never
 // runs the owner planner for it. The first failed store write of a cycle
 // ends that cycle's writes (one request timeout per cycle); they are
 // retried next cycle.
@@ -105,7 +111,8 @@
 //     slow start, health and load history up to CheckpointEvery cycles
 //     old), heartbeats at
 //     once (replicas that still held the old plans keep them), and
-//     publishes after the fresh-load wait; its plans replace the old ones.
+//     publishes once every live member acknowledged its hold (the wait
+//     above); its plans replace the old ones.
 //   - Old owner still writing after losing the shard: its plans carry the
 //     old epoch and are fenced.
 //   - Store outage: nothing is written or received; replicas hold the

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/spillway/spillway/weights"
 )
@@ -118,25 +119,67 @@ func TestNewOwnerRestoresWaitsAndFences(t *testing.T) {
 	})
 }
 
-// TestNewOwnerWaitIsBounded: without fresh summaries the new owner
-// publishes after 2 intervals.
-func TestNewOwnerWaitIsBounded(t *testing.T) {
+// TestNewOwnerWaitsForAcks: C takes every shard at epoch 5 while B still
+// routes them to the old owner (its summaries list epoch 4). C publishes
+// nothing, even long past 2 intervals (warned and counted once per
+// shard); once B lists epoch 5 C publishes.
+func TestNewOwnerWaitsForAcks(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := t.Context()
 		kv := newMemKV()
 		services := testServices(3)
 		c := newOwner(t, "C", kv, services, newOwnership(5, "B", "C"))
+		var old, acked []ackKey
+		for s := range testShards {
+			old = append(old, ackKey{s, 4})
+			acked = append(acked, ackKey{s, 5})
+		}
+		c.merged.setAcked("B", old...)
 		var plans []int64
-		for range 4 {
+		for range 6 {
 			c.pub.Cycle(ctx, time.Now())
 			plans = append(plans, c.pub.Writes().Plan)
 			time.Sleep(interval)
 		}
-		if want := []int64{0, 0, 3, 3}; !cmp.Equal(plans, want) {
-			t.Errorf("plan writes per cycle (B never fresh) = %v, want %v", plans, want)
+		if want := []int64{0, 0, 0, 0, 0, 0}; !cmp.Equal(plans, want) {
+			t.Errorf("plan writes per cycle (B routes to epoch 4) = %v, want %v", plans, want)
+		}
+		if got := testutil.ToFloat64(c.pub.waits.WithLabelValues("unacked")); got != testShards {
+			t.Errorf("publish waits unacked = %v, want %d (once per shard)", got, testShards)
+		}
+		c.merged.setAcked("B", acked...)
+		c.pub.Cycle(ctx, time.Now())
+		if got := c.pub.Writes().Plan; got != int64(len(services)) {
+			t.Errorf("plan writes once B acked epoch 5 = %d, want %d", got, len(services))
+		}
+	})
+}
+
+// TestNewOwnerDeadMemberDropped: B never acknowledges; once it leaves the
+// live members (dead past the member TTL) C publishes.
+func TestNewOwnerDeadMemberDropped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := t.Context()
+		kv := newMemKV()
+		services := testServices(3)
+		own := newOwnership(5, "B", "C")
+		c := newOwner(t, "C", kv, services, own)
+		for range 3 {
+			c.pub.Cycle(ctx, time.Now())
+			time.Sleep(interval)
+		}
+		if got := c.pub.Writes().Plan; got != 0 {
+			t.Fatalf("plan writes while B is live and silent = %d, want 0", got)
+		}
+		own.mu.Lock()
+		own.members = []string{"C"}
+		own.mu.Unlock()
+		c.pub.Cycle(ctx, time.Now())
+		if got := c.pub.Writes().Plan; got != int64(len(services)) {
+			t.Errorf("plan writes once B left the live members = %d, want %d", got, len(services))
 		}
 		if c.merged.asked == 0 {
-			t.Error("the publisher never asked MergedLoad.Fresh")
+			t.Error("the publisher never asked MergedLoad.Acked")
 		}
 	})
 }

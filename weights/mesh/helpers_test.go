@@ -68,11 +68,28 @@ func (o *fakeOwnership) LiveMembers() []string {
 	return slices.Clone(o.members)
 }
 
-// fakeMerged reports the replicas in fresh as having sent a summary.
+// fakeMerged reports the replicas in fresh as having acknowledged every
+// shard at every epoch, and those in acked the (shard, epoch) listed.
 type fakeMerged struct {
 	mu    sync.Mutex
 	fresh map[string]bool
+	acked map[string][]ackKey
 	asked int
+}
+
+type ackKey struct {
+	shard int
+	epoch int64
+}
+
+// setAcked makes replica's latest summary list exactly these holds.
+func (m *fakeMerged) setAcked(replica string, holds ...ackKey) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.acked == nil {
+		m.acked = map[string][]ackKey{}
+	}
+	m.acked[replica] = holds
 }
 
 func (m *fakeMerged) setFresh(replica string, v bool) {
@@ -84,11 +101,11 @@ func (m *fakeMerged) setFresh(replica string, v bool) {
 	m.fresh[replica] = v
 }
 
-func (m *fakeMerged) Fresh(replica string, since time.Time) bool {
+func (m *fakeMerged) Acked(replica string, shard int, epoch int64, since time.Time) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.asked++
-	return m.fresh[replica]
+	return m.fresh[replica] || slices.Contains(m.acked[replica], ackKey{shard, epoch})
 }
 
 func (m *fakeMerged) Contributors(service string, now time.Time) []weights.Contributor {

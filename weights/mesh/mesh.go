@@ -34,8 +34,10 @@ type Ownership interface {
 
 // MergedLoad is the owner's mesh-wide load table (package load/exchange).
 type MergedLoad interface {
-	// Fresh reports whether a summary from replica arrived after since.
-	Fresh(replica string, since time.Time) bool
+	// Acked reports whether a summary from replica that arrived after
+	// since lists (shard, epoch): replica routes the shard's load to this
+	// owner under that hold.
+	Acked(replica string, shard int, epoch int64, since time.Time) bool
 	// Contributors are the replicas whose load the merged table holds
 	// for service, with the age of each one's summary at now.
 	Contributors(service string, now time.Time) []weights.Contributor

@@ -311,8 +311,8 @@ func (anyZoneSet) Has(string) bool { return true }
 // benchMergedLoad adapts exchange.Merged to MergedLoad, as cmd/spillway.
 type benchMergedLoad struct{ m *exchange.Merged }
 
-func (a benchMergedLoad) Fresh(replica string, since time.Time) bool {
-	return a.m.Fresh(replica, since)
+func (a benchMergedLoad) Acked(replica string, shard int, epoch int64, since time.Time) bool {
+	return a.m.Acked(replica, shard, epoch, since)
 }
 func (a benchMergedLoad) Contributors(service string, now time.Time) []weights.Contributor {
 	cs := a.m.Contributors(service, now)

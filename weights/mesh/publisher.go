@@ -27,7 +27,9 @@ const (
 	// the next cycles recompute from fresh load (BenchmarkOwnerCycle: at
 	// 6 the checkpoints were 626 of 633 writes per cycle and 1.2 MB).
 	DefaultCheckpointEvery = 30
-	// waitIntervals bounds a new owner's wait for fresh load.
+	// waitIntervals is how long a new owner waits for every live
+	// member's acknowledgement before it warns (and counts the wait);
+	// it keeps waiting past it.
 	waitIntervals = 2
 )
 
@@ -49,7 +51,9 @@ type PublisherConfig struct {
 	// DefaultShards.
 	Shards int
 	// Interval is the cycle period of Run; zero means DefaultInterval.
-	// It is also the unit of the new owner's wait (2 intervals).
+	// It is also the unit of the new owner's wait: past 2 intervals
+	// without every live member's acknowledgement it warns, and keeps
+	// waiting.
 	Interval time.Duration
 	// CheckpointEvery is how many cycles pass between two state
 	// checkpoints of a service (the services are spread over the
@@ -75,6 +79,7 @@ type Publisher struct {
 	cfg    PublisherConfig
 	log    *slog.Logger
 	writes *prometheus.CounterVec
+	waits  *prometheus.CounterVec
 
 	// mu guards the fields below; Cycle holds it for its whole run (one
 	// cycle at a time).
@@ -91,7 +96,10 @@ type Publisher struct {
 type hold struct {
 	epoch int64
 	taken time.Time // when the hold was first seen
-	ready bool      // the fresh-load wait is over
+	ready bool      // the acknowledgement wait is over
+	// warned is set once the wait passed waitIntervals (logged and
+	// counted once per hold).
+	warned bool
 	// unread are the services whose checkpoint could not be read (store
 	// error): retried every cycle, and nothing of the shard is published
 	// before they are read.
@@ -140,6 +148,10 @@ func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
 			Name: "spillway_mesh_store_writes_total",
 			Help: "Store writes of the mesh weights owner, by kind: plan (a service's vectors changed), heartbeat (one per owned shard per cycle), state (checkpoints).",
 		}, []string{"kind"}),
+		waits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "spillway_mesh_publish_waits_total",
+			Help: "Shard holds whose first publish waited past 2 intervals, by reason: unacked (a live member has not yet acknowledged that it routes the shard's load here under this epoch).",
+		}, []string{"reason"}),
 		held:   map[int]*hold{},
 		last:   map[string]string{},
 		states: map[string][]byte{},
@@ -147,9 +159,12 @@ func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
 	for _, k := range []string{"plan", "heartbeat", "state"} {
 		p.writes.WithLabelValues(k)
 	}
+	p.waits.WithLabelValues("unacked")
 	if cfg.Registerer != nil {
-		if err := cfg.Registerer.Register(p.writes); err != nil {
-			return nil, fmt.Errorf("mesh publisher: register metrics: %w", err)
+		for _, c := range []prometheus.Collector{p.writes, p.waits} {
+			if err := cfg.Registerer.Register(c); err != nil {
+				return nil, fmt.Errorf("mesh publisher: register metrics: %w", err)
+			}
 		}
 	}
 	return p, nil
@@ -308,7 +323,13 @@ func (p *Publisher) Cycle(ctx context.Context, now time.Time) {
 			continue
 		}
 		if !h.ready {
-			if !p.freshSince(h.taken, now) {
+			if missing := p.unacked(s, h); len(missing) > 0 {
+				if !h.warned && now.Sub(h.taken) >= waitIntervals*p.cfg.Interval {
+					h.warned = true
+					p.waits.WithLabelValues("unacked").Inc()
+					p.log.Warn("shard not published: live members have not acknowledged the new owner; still waiting",
+						"shard", s, "epoch", h.epoch, "waited", now.Sub(h.taken), "members", missing)
+				}
 				continue
 			}
 			h.ready = true
@@ -358,19 +379,18 @@ func hash32(s string) uint32 {
 	return h.Sum32()
 }
 
-// freshSince reports whether the load merged since the take can be
-// published: every other live member sent a summary after taken, or
-// waitIntervals have passed.
-func (p *Publisher) freshSince(taken, now time.Time) bool {
-	if now.Sub(taken) >= waitIntervals*p.cfg.Interval {
-		return true
-	}
+// unacked returns the other live members that have not acknowledged
+// shard s's hold h: no summary of theirs arrived after the take listing
+// (s, h.epoch). Until they all have, the merged load of s may lack
+// theirs (they still route it to the old owner), so nothing of s is
+// published; a dead member leaves the live list within the member TTL.
+func (p *Publisher) unacked(s int, h *hold) (missing []string) {
 	for _, m := range p.cfg.Ownership.LiveMembers() {
-		if m != p.cfg.ID && !p.cfg.Merged.Fresh(m, taken) {
-			return false
+		if m != p.cfg.ID && !p.cfg.Merged.Acked(m, s, h.epoch, h.taken) {
+			missing = append(missing, m)
 		}
 	}
-	return true
+	return missing
 }
 
 func (p *Publisher) forget(shard int) {

@@ -26,11 +26,17 @@ const (
 )
 
 type Summary struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Replica       string                 `protobuf:"bytes,1,opt,name=replica,proto3" json:"replica,omitempty"`                            // sender's replica id
-	AtUnixNano    int64                  `protobuf:"varint,2,opt,name=at_unix_nano,json=atUnixNano,proto3" json:"at_unix_nano,omitempty"` // when it was taken, sender's clock
-	IntervalMs    int64                  `protobuf:"varint,3,opt,name=interval_ms,json=intervalMs,proto3" json:"interval_ms,omitempty"`   // sender's report interval, > 0
-	Services      []*ServiceSummary      `protobuf:"bytes,4,rep,name=services,proto3" json:"services,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Replica    string                 `protobuf:"bytes,1,opt,name=replica,proto3" json:"replica,omitempty"`                            // sender's replica id
+	AtUnixNano int64                  `protobuf:"varint,2,opt,name=at_unix_nano,json=atUnixNano,proto3" json:"at_unix_nano,omitempty"` // when it was taken, sender's clock
+	IntervalMs int64                  `protobuf:"varint,3,opt,name=interval_ms,json=intervalMs,proto3" json:"interval_ms,omitempty"`   // sender's report interval, > 0
+	Services   []*ServiceSummary      `protobuf:"bytes,4,rep,name=services,proto3" json:"services,omitempty"`
+	// The shards, with the epoch of their ownership record, that the sender
+	// routes to this owner by its own view of the records; every message
+	// of a round carries the whole list, and a round with no services
+	// still sends one message holding it. An owner that took a shard
+	// publishes once every live replica lists it with its epoch.
+	Shards        []*ShardEpoch `protobuf:"bytes,5,rep,name=shards,proto3" json:"shards,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -93,6 +99,65 @@ func (x *Summary) GetServices() []*ServiceSummary {
 	return nil
 }
 
+func (x *Summary) GetShards() []*ShardEpoch {
+	if x != nil {
+		return x.Shards
+	}
+	return nil
+}
+
+type ShardEpoch struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Shard         uint32                 `protobuf:"varint,1,opt,name=shard,proto3" json:"shard,omitempty"` // 0..99
+	Epoch         int64                  `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"` // the ownership record's epoch, >= 1
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShardEpoch) Reset() {
+	*x = ShardEpoch{}
+	mi := &file_mesh_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShardEpoch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShardEpoch) ProtoMessage() {}
+
+func (x *ShardEpoch) ProtoReflect() protoreflect.Message {
+	mi := &file_mesh_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShardEpoch.ProtoReflect.Descriptor instead.
+func (*ShardEpoch) Descriptor() ([]byte, []int) {
+	return file_mesh_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ShardEpoch) GetShard() uint32 {
+	if x != nil {
+		return x.Shard
+	}
+	return 0
+}
+
+func (x *ShardEpoch) GetEpoch() int64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
 type ServiceSummary struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Service string                 `protobuf:"bytes,1,opt,name=service,proto3" json:"service,omitempty"`
@@ -107,7 +172,7 @@ type ServiceSummary struct {
 
 func (x *ServiceSummary) Reset() {
 	*x = ServiceSummary{}
-	mi := &file_mesh_proto_msgTypes[1]
+	mi := &file_mesh_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -119,7 +184,7 @@ func (x *ServiceSummary) String() string {
 func (*ServiceSummary) ProtoMessage() {}
 
 func (x *ServiceSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_mesh_proto_msgTypes[1]
+	mi := &file_mesh_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -132,7 +197,7 @@ func (x *ServiceSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceSummary.ProtoReflect.Descriptor instead.
 func (*ServiceSummary) Descriptor() ([]byte, []int) {
-	return file_mesh_proto_rawDescGZIP(), []int{1}
+	return file_mesh_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ServiceSummary) GetService() string {
@@ -179,7 +244,7 @@ type Flow struct {
 
 func (x *Flow) Reset() {
 	*x = Flow{}
-	mi := &file_mesh_proto_msgTypes[2]
+	mi := &file_mesh_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -191,7 +256,7 @@ func (x *Flow) String() string {
 func (*Flow) ProtoMessage() {}
 
 func (x *Flow) ProtoReflect() protoreflect.Message {
-	mi := &file_mesh_proto_msgTypes[2]
+	mi := &file_mesh_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -204,7 +269,7 @@ func (x *Flow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Flow.ProtoReflect.Descriptor instead.
 func (*Flow) Descriptor() ([]byte, []int) {
-	return file_mesh_proto_rawDescGZIP(), []int{2}
+	return file_mesh_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Flow) GetClientZone() string {
@@ -277,7 +342,7 @@ type EndpointReport struct {
 
 func (x *EndpointReport) Reset() {
 	*x = EndpointReport{}
-	mi := &file_mesh_proto_msgTypes[3]
+	mi := &file_mesh_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -289,7 +354,7 @@ func (x *EndpointReport) String() string {
 func (*EndpointReport) ProtoMessage() {}
 
 func (x *EndpointReport) ProtoReflect() protoreflect.Message {
-	mi := &file_mesh_proto_msgTypes[3]
+	mi := &file_mesh_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -302,7 +367,7 @@ func (x *EndpointReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointReport.ProtoReflect.Descriptor instead.
 func (*EndpointReport) Descriptor() ([]byte, []int) {
-	return file_mesh_proto_rawDescGZIP(), []int{3}
+	return file_mesh_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *EndpointReport) GetId() string {
@@ -357,7 +422,7 @@ type ClientCount struct {
 
 func (x *ClientCount) Reset() {
 	*x = ClientCount{}
-	mi := &file_mesh_proto_msgTypes[4]
+	mi := &file_mesh_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -369,7 +434,7 @@ func (x *ClientCount) String() string {
 func (*ClientCount) ProtoMessage() {}
 
 func (x *ClientCount) ProtoReflect() protoreflect.Message {
-	mi := &file_mesh_proto_msgTypes[4]
+	mi := &file_mesh_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -382,7 +447,7 @@ func (x *ClientCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClientCount.ProtoReflect.Descriptor instead.
 func (*ClientCount) Descriptor() ([]byte, []int) {
-	return file_mesh_proto_rawDescGZIP(), []int{4}
+	return file_mesh_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ClientCount) GetZone() string {
@@ -408,7 +473,7 @@ type ReportAck struct {
 
 func (x *ReportAck) Reset() {
 	*x = ReportAck{}
-	mi := &file_mesh_proto_msgTypes[5]
+	mi := &file_mesh_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -420,7 +485,7 @@ func (x *ReportAck) String() string {
 func (*ReportAck) ProtoMessage() {}
 
 func (x *ReportAck) ProtoReflect() protoreflect.Message {
-	mi := &file_mesh_proto_msgTypes[5]
+	mi := &file_mesh_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -433,7 +498,7 @@ func (x *ReportAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportAck.ProtoReflect.Descriptor instead.
 func (*ReportAck) Descriptor() ([]byte, []int) {
-	return file_mesh_proto_rawDescGZIP(), []int{5}
+	return file_mesh_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ReportAck) GetSummaries() uint64 {
@@ -448,14 +513,19 @@ var File_mesh_proto protoreflect.FileDescriptor
 const file_mesh_proto_rawDesc = "" +
 	"\n" +
 	"\n" +
-	"mesh.proto\x12\x10spillway.mesh.v1\"\xa4\x01\n" +
+	"mesh.proto\x12\x10spillway.mesh.v1\"\xda\x01\n" +
 	"\aSummary\x12\x18\n" +
 	"\areplica\x18\x01 \x01(\tR\areplica\x12 \n" +
 	"\fat_unix_nano\x18\x02 \x01(\x03R\n" +
 	"atUnixNano\x12\x1f\n" +
 	"\vinterval_ms\x18\x03 \x01(\x03R\n" +
 	"intervalMs\x12<\n" +
-	"\bservices\x18\x04 \x03(\v2 .spillway.mesh.v1.ServiceSummaryR\bservices\"\xd1\x01\n" +
+	"\bservices\x18\x04 \x03(\v2 .spillway.mesh.v1.ServiceSummaryR\bservices\x124\n" +
+	"\x06shards\x18\x05 \x03(\v2\x1c.spillway.mesh.v1.ShardEpochR\x06shards\"8\n" +
+	"\n" +
+	"ShardEpoch\x12\x14\n" +
+	"\x05shard\x18\x01 \x01(\rR\x05shard\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\"\xd1\x01\n" +
 	"\x0eServiceSummary\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x12,\n" +
 	"\x05flows\x18\x02 \x03(\v2\x16.spillway.mesh.v1.FlowR\x05flows\x127\n" +
@@ -500,27 +570,29 @@ func file_mesh_proto_rawDescGZIP() []byte {
 	return file_mesh_proto_rawDescData
 }
 
-var file_mesh_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_mesh_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_mesh_proto_goTypes = []any{
 	(*Summary)(nil),        // 0: spillway.mesh.v1.Summary
-	(*ServiceSummary)(nil), // 1: spillway.mesh.v1.ServiceSummary
-	(*Flow)(nil),           // 2: spillway.mesh.v1.Flow
-	(*EndpointReport)(nil), // 3: spillway.mesh.v1.EndpointReport
-	(*ClientCount)(nil),    // 4: spillway.mesh.v1.ClientCount
-	(*ReportAck)(nil),      // 5: spillway.mesh.v1.ReportAck
+	(*ShardEpoch)(nil),     // 1: spillway.mesh.v1.ShardEpoch
+	(*ServiceSummary)(nil), // 2: spillway.mesh.v1.ServiceSummary
+	(*Flow)(nil),           // 3: spillway.mesh.v1.Flow
+	(*EndpointReport)(nil), // 4: spillway.mesh.v1.EndpointReport
+	(*ClientCount)(nil),    // 5: spillway.mesh.v1.ClientCount
+	(*ReportAck)(nil),      // 6: spillway.mesh.v1.ReportAck
 }
 var file_mesh_proto_depIdxs = []int32{
-	1, // 0: spillway.mesh.v1.Summary.services:type_name -> spillway.mesh.v1.ServiceSummary
-	2, // 1: spillway.mesh.v1.ServiceSummary.flows:type_name -> spillway.mesh.v1.Flow
-	4, // 2: spillway.mesh.v1.ServiceSummary.clients:type_name -> spillway.mesh.v1.ClientCount
-	3, // 3: spillway.mesh.v1.ServiceSummary.endpoints:type_name -> spillway.mesh.v1.EndpointReport
-	0, // 4: spillway.mesh.v1.LoadExchange.Report:input_type -> spillway.mesh.v1.Summary
-	5, // 5: spillway.mesh.v1.LoadExchange.Report:output_type -> spillway.mesh.v1.ReportAck
-	5, // [5:6] is the sub-list for method output_type
-	4, // [4:5] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	2, // 0: spillway.mesh.v1.Summary.services:type_name -> spillway.mesh.v1.ServiceSummary
+	1, // 1: spillway.mesh.v1.Summary.shards:type_name -> spillway.mesh.v1.ShardEpoch
+	3, // 2: spillway.mesh.v1.ServiceSummary.flows:type_name -> spillway.mesh.v1.Flow
+	5, // 3: spillway.mesh.v1.ServiceSummary.clients:type_name -> spillway.mesh.v1.ClientCount
+	4, // 4: spillway.mesh.v1.ServiceSummary.endpoints:type_name -> spillway.mesh.v1.EndpointReport
+	0, // 5: spillway.mesh.v1.LoadExchange.Report:input_type -> spillway.mesh.v1.Summary
+	6, // 6: spillway.mesh.v1.LoadExchange.Report:output_type -> spillway.mesh.v1.ReportAck
+	6, // [6:7] is the sub-list for method output_type
+	5, // [5:6] is the sub-list for method input_type
+	5, // [5:5] is the sub-list for extension type_name
+	5, // [5:5] is the sub-list for extension extendee
+	0, // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_mesh_proto_init() }
@@ -534,7 +606,7 @@ func file_mesh_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mesh_proto_rawDesc), len(file_mesh_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   6,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -216,6 +216,19 @@ func (o *Owners) Owner(service string) (m Member, epoch int64, ok bool) {
 	return m, r.Epoch, true
 }
 
+// Records returns every shard's ownership record as this replica knows
+// it, indexed by shard: the zero Record (Owner "") where none is known.
+// The owner may have died since it wrote it, or Released it.
+func (o *Owners) Records() []Record {
+	out := make([]Record, len(o.records))
+	for s := range o.records {
+		if r := o.records[s].Load(); r != nil {
+			out[s] = *r
+		}
+	}
+	return out
+}
+
 // Members returns the live members as this replica sees them, itself
 // included, sorted by ID. The caller must not modify the slice.
 func (o *Owners) Members() []Member { return *o.members.Load() }

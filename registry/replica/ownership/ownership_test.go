@@ -685,3 +685,21 @@ func BenchmarkOwns(b *testing.B) {
 		}
 	})
 }
+
+// TestRecordsSingleReplica: without an election the replica's own record
+// (epoch 1) is every shard's.
+func TestRecordsSingleReplica(t *testing.T) {
+	o, err := New(Config{KV: &countKV{}, ID: "solo", GRPCAddr: "127.0.0.1:9000", Shards: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := o.Records()
+	if len(recs) != 3 {
+		t.Fatalf("Records = %d, want 3", len(recs))
+	}
+	for s, r := range recs {
+		if r.Owner != "solo" || r.GRPCAddr != "127.0.0.1:9000" || r.Epoch != 1 || r.Released {
+			t.Errorf("Records()[%d] = %+v, want solo at 127.0.0.1:9000 epoch 1", s, r)
+		}
+	}
+}
