@@ -21,8 +21,8 @@ type entry struct {
 	good   map[string]*resource // last valid, by zone variant, any version
 }
 
-// cache maps service names to entries. It grows with the names ever
-// served; an entry is small.
+// cache maps service names to entries: one per service served since the
+// last sweep; sweep drops those of services gone from the registry.
 type cache struct {
 	// mu guards entries.
 	mu      sync.RWMutex
@@ -135,4 +135,28 @@ func (s *Server) buildEDS(svc *registry.Service, zone string, weights LocalityWe
 		return nil, err
 	}
 	return encode(svc.Name, cla)
+}
+
+// sweep drops the entries of services that are not in snap, with their
+// encoded resources (a deleted service's last valid endpoints among
+// them). A service that comes back builds a new entry at its next lookup.
+// It returns how many entries it dropped.
+func (c *cache) sweep(snap *registry.Snapshot) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for name := range c.entries {
+		if _, ok := snap.Service(name); !ok {
+			delete(c.entries, name)
+			n++
+		}
+	}
+	return n
+}
+
+// len is the number of entries.
+func (c *cache) len() int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return len(c.entries)
 }

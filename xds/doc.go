@@ -76,7 +76,9 @@
 // plan gets Config.Weights. The planner reads the load table (Loads), the
 // connected streams (ClientCounts) and the zone set (Has), and calls
 // Dispatch with the services whose plan changed.
-// Node ids are kept only per connected stream, and logged.
+// Node ids are kept only per connected stream, and logged. The encoded
+// resources of a service go at the first resync (Config.Resync) after it
+// leaves the registry.
 //
 // # Cost
 //

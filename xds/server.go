@@ -222,10 +222,13 @@ func (s *Server) Run(ctx context.Context) error {
 }
 
 // sweep frees what clients stopped using: idle zone slots (and their
-// metric series) and stale load-table entries.
+// metric series), stale load-table entries, and the cached resources of
+// services gone from the registry.
 func (s *Server) sweep(now time.Time) {
+	snap := s.store.Snapshot()
 	s.zones.sweep(now)
-	s.loads.Prune(now, s.store.Snapshot())
+	s.loads.Prune(now, snap)
+	s.cache.sweep(snap)
 }
 
 // streamOpened counts an ADS stream whose node is n, and takes its zone's
