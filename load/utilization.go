@@ -234,8 +234,9 @@ func (t *UtilizationTable) Utilizations(service string, now time.Time) []Endpoin
 
 // All returns Utilizations(service, now) of every service with a report,
 // leaving out reports that arrived after now (a report recorded while the
-// caller's now was being taken): what a replica sends its services'
-// owners (exchange.SummarizeWith). Lists are sorted by ID.
+// caller's now was being taken) and reports older than three of their
+// intervals, which the owner would not use: what a replica sends its
+// services' owners (exchange.SummarizeWith). Lists are sorted by ID.
 func (t *UtilizationTable) All(now time.Time) map[string][]EndpointUtilization {
 	snap := t.store.Snapshot()
 	t.mu.Lock()
@@ -249,7 +250,7 @@ func (t *UtilizationTable) All(now time.Time) map[string][]EndpointUtilization {
 				delete(m, id)
 				continue
 			}
-			if !u.Reported.After(now) {
+			if !u.Reported.After(now) && now.Sub(u.Reported) <= staleAfter*u.Interval {
 				us = append(us, u)
 			}
 		}

@@ -106,6 +106,16 @@ func TestUtilizationTable(t *testing.T) {
 		t.Errorf("unknown_endpoint = %v, want 2", got)
 	}
 
+	// All sends only what an owner would use: w1 (1 s interval) is stale
+	// 4 s later, w2 (2 s interval) is not.
+	all := tab.All(t0.Add(4 * time.Second))
+	if got := all["web"]; len(got) != 1 || got[0].ID != "w2" {
+		t.Errorf("All 4 s later = %+v, want only w2 (w1 is older than three of its intervals)", all)
+	}
+	if got := tab.All(t0.Add(-time.Second)); len(got) != 0 {
+		t.Errorf("All before the reports arrived = %+v, want none", got)
+	}
+
 	// w2 leaves the registry: forgotten.
 	if _, err := store.Apply(registry.Remove("web", "w2", registry.SourceStatic)); err != nil {
 		t.Fatal(err)
