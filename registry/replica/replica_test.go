@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/spillway/spillway/registry/durable/durabletest"
 	"net/netip"
 	"strings"
 	"sync"
@@ -49,7 +50,7 @@ const (
 	testProbe = 100 * time.Millisecond
 )
 
-func startNode(t *testing.T, kv *memKV, id string, el durable.Elector) *node {
+func startNode(t *testing.T, kv *durabletest.MemKV, id string, el durable.Elector) *node {
 	t.Helper()
 	n := &node{id: id, store: registry.NewStore()}
 	st := durable.NewStore(kv)
@@ -106,11 +107,9 @@ func (n *node) has(service, id string) bool {
 }
 
 // deletes counts the delete events of registrations/<key> in kv's log.
-func (m *memKV) deletes(key string) int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+func deletes(m *durabletest.MemKV, key string) int {
 	c := 0
-	for _, ev := range m.log {
+	for _, ev := range m.Events() {
 		if ev.Type == durable.EventDelete && ev.Key == durable.RegistrationsPrefix+key {
 			c++
 		}
@@ -124,7 +123,7 @@ func (m *memKV) deletes(key string) int {
 // other.
 func TestSyncAcrossReplicas(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		kv := newMemKV()
+		kv := durabletest.NewMemKV()
 		el := newOneElector("a")
 		a, b := startNode(t, kv, "a", el), startNode(t, kv, "b", el)
 		ctx := context.Background()
@@ -170,12 +169,12 @@ func TestSyncAcrossReplicas(t *testing.T) {
 // fail with durable.ErrUnavailable naming the store.
 func TestResyncAfterOutage(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		kv := newMemKV()
+		kv := durabletest.NewMemKV()
 		el := newOneElector("a")
 		a, b := startNode(t, kv, "a", el), startNode(t, kv, "b", el)
 		ctx := context.Background()
 
-		kv.down.Store(true)
+		kv.Down.Store(true)
 		time.Sleep(3 * testProbe)
 		if st := a.rep.Status(); st.Up || !strings.Contains(st.String(), "unreachable") || !strings.Contains(st.String(), "connection refused") {
 			t.Errorf("a.Status() during the outage = %q (up %v), want unreachable with the error", st, st.Up)
@@ -192,12 +191,9 @@ func TestResyncAfterOutage(t *testing.T) {
 		rec := durable.Record{LeaseID: "feedface", Service: "orders", TTL: time.Hour, Endpoint: *vm(3)}
 		rec.Endpoint.ID = "10-0-0-3-8080"
 		raw, _ := encode(rec)
-		kv.mu.Lock()
-		kv.rev++
-		kv.data[durable.RegistrationsPrefix+rec.Key()] = durable.KeyValue{Key: durable.RegistrationsPrefix + rec.Key(), Value: raw, Rev: kv.rev}
-		kv.mu.Unlock()
+		kv.PutUnseen(durable.RegistrationsPrefix+rec.Key(), raw)
 
-		kv.down.Store(false)
+		kv.Down.Store(false)
 		time.Sleep(3 * testProbe)
 		synctest.Wait()
 		for _, n := range []*node{a, b} {
@@ -220,7 +216,7 @@ func TestResyncAfterOutage(t *testing.T) {
 // waits for the stamps and expires nothing live.
 func TestOneDeciderExpires(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		kv := newMemKV()
+		kv := durabletest.NewMemKV()
 		el := newOneElector("a")
 		a, b := startNode(t, kv, "a", el), startNode(t, kv, "b", el)
 		ctx := context.Background()
@@ -266,7 +262,7 @@ func TestOneDeciderExpires(t *testing.T) {
 				}
 			}
 		}
-		if got := kv.deletes("svc/" + dead.EndpointID); got != 1 {
+		if got := deletes(kv, "svc/"+dead.EndpointID); got != 1 {
 			t.Errorf("deletes of the dead lease = %d, want 1", got)
 		}
 		if b.rep.MayExpire() {
@@ -289,11 +285,11 @@ func TestOneDeciderExpires(t *testing.T) {
 			t.Errorf("after the handover MayExpire a=%v b=%v, want false true", a.rep.MayExpire(), b.rep.MayExpire())
 		}
 		for _, l := range []lease.Lease{onA, onB} {
-			if got := kv.deletes("svc/" + l.EndpointID); got != 0 {
+			if got := deletes(kv, "svc/"+l.EndpointID); got != 0 {
 				t.Errorf("live lease %s deleted %d times", l.EndpointID, got)
 			}
 		}
-		if got := kv.deletes("svc/" + dead2.EndpointID); got != 1 {
+		if got := deletes(kv, "svc/"+dead2.EndpointID); got != 1 {
 			t.Errorf("deletes of the second dead lease = %d, want 1", got)
 		}
 		stopBeats()
@@ -307,7 +303,7 @@ func TestOneDeciderExpires(t *testing.T) {
 // expires once after it.
 func TestOutageExpiresNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		kv := newMemKV()
+		kv := durabletest.NewMemKV()
 		el := newOneElector("a")
 		a, b := startNode(t, kv, "a", el), startNode(t, kv, "b", el)
 		ctx := context.Background()
@@ -339,7 +335,7 @@ func TestOutageExpiresNothing(t *testing.T) {
 			}
 		})
 		time.Sleep(testProbe / 2)
-		kv.down.Store(true)
+		kv.Down.Store(true)
 		time.Sleep(15 * testTTL)
 		synctest.Wait()
 		if !a.has("svc", silent.EndpointID) {
@@ -348,18 +344,18 @@ func TestOutageExpiresNothing(t *testing.T) {
 		if a.rep.MayExpire() {
 			t.Errorf("a.MayExpire() = true during the outage")
 		}
-		kv.down.Store(false)
+		kv.Down.Store(false)
 		time.Sleep(10 * testTTL)
 		synctest.Wait()
 		for _, l := range live {
 			if !a.has("svc", l.EndpointID) || !b.has("svc", l.EndpointID) {
 				t.Errorf("live lease %s dropped after the outage", l.EndpointID)
 			}
-			if got := kv.deletes("svc/" + l.EndpointID); got != 0 {
+			if got := deletes(kv, "svc/"+l.EndpointID); got != 0 {
 				t.Errorf("live lease %s deleted %d times", l.EndpointID, got)
 			}
 		}
-		if got := kv.deletes("svc/" + silent.EndpointID); got != 1 {
+		if got := deletes(kv, "svc/"+silent.EndpointID); got != 1 {
 			t.Errorf("deletes of the silent lease after the outage = %d, want 1", got)
 		}
 		stopBeats()
@@ -373,7 +369,7 @@ func TestOutageExpiresNothing(t *testing.T) {
 func TestFlushBatchesHeartbeats(t *testing.T) {
 	const leases = 20000
 	m, ids := manyLeases(t, leases)
-	kv := newMemKV()
+	kv := durabletest.NewMemKV()
 	r, err := New(Config{KV: kv, Name: "memkv://test", Leases: m, ID: "a", Shards: 32})
 	if err != nil {
 		t.Fatal(err)
@@ -385,22 +381,22 @@ func TestFlushBatchesHeartbeats(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		before := kv.writes.Load()
+		before := kv.Writes.Load()
 		if err := r.Flush(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if got := kv.writes.Load() - before; got != 32 {
+		if got := kv.Writes.Load() - before; got != 32 {
 			t.Errorf("round %d: %d heartbeats cost %d store writes, want 32 (one per shard)", round, leases, got)
 		}
-		before = kv.writes.Load()
+		before = kv.Writes.Load()
 		if err := r.Flush(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if got := kv.writes.Load() - before; got != 0 {
+		if got := kv.Writes.Load() - before; got != 0 {
 			t.Errorf("round %d: a flush without heartbeats cost %d writes, want 0", round, got)
 		}
 	}
-	if got := kv.keysUnder(LastSeenPrefix + "a/"); got != 32 {
+	if got := kv.KeysUnder(LastSeenPrefix + "a/"); got != 32 {
 		t.Errorf("stamp shards stored = %d, want 32", got)
 	}
 }
@@ -430,7 +426,7 @@ func BenchmarkHeartbeatsVsWrites(b *testing.B) {
 	const leases = 100000
 	const interval = 10 // seconds between heartbeats, and between flushes
 	m, ids := manyLeases(b, leases)
-	kv := newMemKV()
+	kv := durabletest.NewMemKV()
 	r, err := New(Config{KV: kv, Name: "memkv://bench", Leases: m, ID: "a"})
 	if err != nil {
 		b.Fatal(err)
@@ -448,7 +444,7 @@ func BenchmarkHeartbeatsVsWrites(b *testing.B) {
 	b.StopTimer()
 	rounds := float64(b.N)
 	b.ReportMetric(leases/interval, "heartbeats/s")
-	b.ReportMetric(float64(kv.writes.Load())/rounds/interval, "writes/s")
+	b.ReportMetric(float64(kv.Writes.Load())/rounds/interval, "writes/s")
 }
 
 func encode(r durable.Record) ([]byte, error) { return json.Marshal(r) }
@@ -458,7 +454,7 @@ func encode(r durable.Record) ([]byte, error) { return json.Marshal(r) }
 // replica's stay.
 func TestGoneReplicaStampsDeleted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		kv := newMemKV()
+		kv := durabletest.NewMemKV()
 		el := newOneElector("a")
 		startNode(t, kv, "a", el) // the decider
 		b := startNode(t, kv, "b", el)
@@ -474,10 +470,10 @@ func TestGoneReplicaStampsDeleted(t *testing.T) {
 			b.leases.Heartbeat(l.ID)
 		}
 		synctest.Wait()
-		if got := kv.keysUnder(LastSeenPrefix + "gone-pod/"); got != 0 {
+		if got := kv.KeysUnder(LastSeenPrefix + "gone-pod/"); got != 0 {
 			t.Errorf("gone replica's stamp values = %d, want 0", got)
 		}
-		if got := kv.keysUnder(LastSeenPrefix + "b/"); got != 1 {
+		if got := kv.KeysUnder(LastSeenPrefix + "b/"); got != 1 {
 			t.Errorf("live replica b's stamp values = %d, want 1", got)
 		}
 	})
@@ -489,21 +485,19 @@ func TestGoneReplicaStampsDeleted(t *testing.T) {
 // delete in the store.
 func TestExpiryOfRecordGoneFromStore(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		kv := newMemKV()
+		kv := durabletest.NewMemKV()
 		a := startNode(t, kv, "a", newOneElector("a"))
 		l, err := a.leases.Register(context.Background(), "svc", vm(1), testTTL)
 		if err != nil {
 			t.Fatal(err)
 		}
-		kv.mu.Lock()
-		delete(kv.data, durable.RegistrationsPrefix+"svc/"+l.EndpointID) // no event
-		kv.mu.Unlock()
+		kv.DeleteUnseen(durable.RegistrationsPrefix + "svc/" + l.EndpointID)
 		time.Sleep(5 * testTTL)
 		synctest.Wait()
 		if a.has("svc", l.EndpointID) {
 			t.Errorf("a still serves a lease gone from the store, past its TTL")
 		}
-		if got := kv.deletes("svc/" + l.EndpointID); got != 0 {
+		if got := deletes(kv, "svc/"+l.EndpointID); got != 0 {
 			t.Errorf("delete events = %d, want 0", got)
 		}
 	})

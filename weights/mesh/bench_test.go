@@ -2,6 +2,7 @@ package mesh
 
 import (
 	"fmt"
+	"github.com/spillway/spillway/registry/durable/durabletest"
 	"hash/fnv"
 	"testing"
 	"time"
@@ -86,7 +87,7 @@ func BenchmarkPublisherCycle(b *testing.B) {
 	services := testServices(10000)
 	for _, change := range []int{0, 33, 333} {
 		b.Run(fmt.Sprintf("services=10000/changed=%d", change), func(b *testing.B) {
-			kv := newMemKV()
+			kv := durabletest.NewMemKV()
 			pl := newBenchPlanner(services, change)
 			pub, err := NewPublisher(PublisherConfig{
 				ID: "r1", KV: kv, Ownership: benchOwnership{}, Merged: &fakeMerged{fresh: map[string]bool{"r2": true, "r3": true}},
@@ -103,9 +104,7 @@ func BenchmarkPublisherCycle(b *testing.B) {
 			for b.Loop() {
 				now = now.Add(interval)
 				pub.Cycle(b.Context(), now)
-				kv.mu.Lock()
-				kv.log = kv.log[:0] // no watcher: do not keep the change log
-				kv.mu.Unlock()
+				kv.DropLog() // no watcher: do not keep the change log
 			}
 			b.StopTimer()
 			w := pub.Writes()
@@ -122,7 +121,7 @@ func BenchmarkPublisherCycle(b *testing.B) {
 // all served from published plans.
 func BenchmarkSelectorRefresh(b *testing.B) {
 	services := testServices(10000)
-	kv := newMemKV()
+	kv := durabletest.NewMemKV()
 	sub, err := NewSubscriber(SubscriberConfig{KV: kv})
 	if err != nil {
 		b.Fatal(err)

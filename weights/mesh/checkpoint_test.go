@@ -2,6 +2,7 @@ package mesh
 
 import (
 	"context"
+	"github.com/spillway/spillway/registry/durable/durabletest"
 	"testing"
 	"time"
 
@@ -13,7 +14,7 @@ import (
 // changed; an unchanged state is not written again.
 func TestCheckpoints(t *testing.T) {
 	ctx := context.Background()
-	kv := newMemKV()
+	kv := durabletest.NewMemKV()
 	services := testServices(8)
 	own := newOwnership(1, "A")
 	planner := newTestPlanner(t, own.Owns, services)
@@ -84,7 +85,7 @@ func TestCheckpoints(t *testing.T) {
 // is not written again when due.
 func TestCheckpointUnchangedSkipped(t *testing.T) {
 	ctx := context.Background()
-	kv := newMemKV()
+	kv := durabletest.NewMemKV()
 	services := testServices(4)
 	pl := newBenchPlanner(services, 0)
 	pl.frozen = true

@@ -3,6 +3,7 @@ package mesh
 import (
 	"context"
 	"encoding/json"
+	"github.com/spillway/spillway/registry/durable/durabletest"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -25,7 +26,7 @@ func TestNewOwnerRestoresWaitsAndFences(t *testing.T) {
 		var wg sync.WaitGroup
 		defer wg.Wait()
 		defer cancel()
-		kv := newMemKV()
+		kv := durabletest.NewMemKV()
 		services := testServices(6)
 		a := newOwner(t, "A", kv, services, newOwnership(1, "A", "B", "C"))
 		a.merged.setFresh("B", true)
@@ -126,7 +127,7 @@ func TestNewOwnerRestoresWaitsAndFences(t *testing.T) {
 func TestNewOwnerWaitsForAcks(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := t.Context()
-		kv := newMemKV()
+		kv := durabletest.NewMemKV()
 		services := testServices(3)
 		c := newOwner(t, "C", kv, services, newOwnership(5, "B", "C"))
 		var old, acked []ackKey
@@ -160,7 +161,7 @@ func TestNewOwnerWaitsForAcks(t *testing.T) {
 func TestNewOwnerDeadMemberDropped(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := t.Context()
-		kv := newMemKV()
+		kv := durabletest.NewMemKV()
 		services := testServices(3)
 		own := newOwnership(5, "B", "C")
 		c := newOwner(t, "C", kv, services, own)
@@ -188,7 +189,7 @@ func TestNewOwnerDeadMemberDropped(t *testing.T) {
 // imported.
 func TestBadStateStartsFresh(t *testing.T) {
 	ctx := t.Context()
-	kv := newMemKV()
+	kv := durabletest.NewMemKV()
 	services := testServices(2)
 	kv.Put(ctx, StateKey(services[0]), []byte("{not json"))
 	good := []byte(`{"service":"svc-01","cycles":7}`)
@@ -208,7 +209,7 @@ func TestBadStateStartsFresh(t *testing.T) {
 // again under it.
 func TestLostShardIsNotPublished(t *testing.T) {
 	ctx := t.Context()
-	kv := newMemKV()
+	kv := durabletest.NewMemKV()
 	services := testServices(8)
 	o := newOwner(t, "A", kv, services, newOwnership(1, "A"))
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -246,7 +247,7 @@ func TestLostShardIsNotPublished(t *testing.T) {
 // its plan and state deleted by its owner.
 func TestRemovedServiceIsUnpublished(t *testing.T) {
 	ctx := t.Context()
-	kv := newMemKV()
+	kv := durabletest.NewMemKV()
 	services := testServices(3)
 	current := services
 	own := newOwnership(1, "A")
@@ -257,7 +258,7 @@ func TestRemovedServiceIsUnpublished(t *testing.T) {
 		o.pub.Cycle(ctx, now)
 		now = now.Add(interval)
 	}
-	if n := kv.keysUnder(StatePrefix); n != 3 {
+	if n := kv.KeysUnder(StatePrefix); n != 3 {
 		t.Fatalf("state keys = %d, want 3", n)
 	}
 	current = services[:2]
@@ -265,7 +266,7 @@ func TestRemovedServiceIsUnpublished(t *testing.T) {
 	if _, _, err := kv.Get(ctx, PlanKey(services[2])); err == nil {
 		t.Errorf("plan of removed %s still stored", services[2])
 	}
-	if n, m := kv.keysUnder(PlanPrefix), kv.keysUnder(StatePrefix); n != 2 || m != 2 {
+	if n, m := kv.KeysUnder(PlanPrefix), kv.KeysUnder(StatePrefix); n != 2 || m != 2 {
 		t.Errorf("plan keys %d, state keys %d after removing one of 3, want 2 and 2", n, m)
 	}
 }
@@ -275,13 +276,13 @@ func TestRemovedServiceIsUnpublished(t *testing.T) {
 // them.
 func TestTakeDuringOutageRestoresLater(t *testing.T) {
 	ctx := t.Context()
-	kv := newMemKV()
+	kv := durabletest.NewMemKV()
 	services := testServices(3)
 	state := []byte(`{"service":"svc-00","cycles":42}`)
 	kv.Put(ctx, StateKey(services[0]), state)
 	c := newOwner(t, "C", kv, services, newOwnership(3, "C"))
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	kv.down.Store(true)
+	kv.Down.Store(true)
 	for range 3 {
 		c.pub.Cycle(ctx, now)
 		now = now.Add(interval)
@@ -289,7 +290,7 @@ func TestTakeDuringOutageRestoresLater(t *testing.T) {
 	if got := c.planner.importedState(services[0]); got != nil {
 		t.Fatalf("imported %q while the store was down", got)
 	}
-	kv.down.Store(false)
+	kv.Down.Store(false)
 	c.pub.Cycle(ctx, now)
 	if got := c.planner.importedState(services[0]); string(got) != string(state) {
 		t.Errorf("imported %q after the outage, want %q", got, state)

@@ -2,6 +2,7 @@ package mesh
 
 import (
 	"context"
+	"github.com/spillway/spillway/registry/durable/durabletest"
 	"strings"
 	"sync"
 	"testing"
@@ -93,7 +94,7 @@ func TestPublishedPlansReachEveryReplica(t *testing.T) {
 		var wg sync.WaitGroup
 		defer wg.Wait()
 		defer cancel()
-		mem := newMemKV()
+		mem := durabletest.NewMemKV()
 		kv := &countingKV{KV: mem}
 		services := testServices(10)
 		o := newOwner(t, "A", kv, services, newOwnership(1, "A", "B"))
@@ -192,7 +193,7 @@ func TestOwnerGoneFallsBackAfterStaleCycles(t *testing.T) {
 		var wg sync.WaitGroup
 		defer wg.Wait()
 		defer cancel()
-		kv := newMemKV()
+		kv := durabletest.NewMemKV()
 		services := testServices(3)
 		o := newOwner(t, "r2", kv, services, newOwnership(1, "r2"))
 		b := newNode(t, kv, services, nil)
@@ -263,7 +264,7 @@ func TestStoreOutageHoldsThenFallsBack(t *testing.T) {
 		var wg sync.WaitGroup
 		defer wg.Wait()
 		defer cancel()
-		kv := newMemKV()
+		kv := durabletest.NewMemKV()
 		services := testServices(2)
 		o := newOwner(t, "r1", kv, services, newOwnership(1, "r1"))
 		var up sync.Mutex
@@ -276,7 +277,7 @@ func TestStoreOutageHoldsThenFallsBack(t *testing.T) {
 		svc := services[1]
 		mesh := b.sel.Plan(svc)
 
-		kv.down.Store(true)
+		kv.Down.Store(true)
 		up.Lock()
 		storeUp = false
 		up.Unlock()
@@ -298,7 +299,7 @@ func TestStoreOutageHoldsThenFallsBack(t *testing.T) {
 			t.Errorf("store_unreachable fallbacks = %v, want %d", got, len(services))
 		}
 
-		kv.down.Store(false)
+		kv.Down.Store(false)
 		up.Lock()
 		storeUp = true
 		up.Unlock()

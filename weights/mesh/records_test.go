@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/spillway/spillway/registry/durable/durabletest"
 	"strings"
 	"sync"
 	"testing"
@@ -138,7 +139,7 @@ func TestCorruptRecordsIgnored(t *testing.T) {
 		var wg sync.WaitGroup
 		defer wg.Wait()
 		defer cancel()
-		kv := newMemKV()
+		kv := durabletest.NewMemKV()
 		services := testServices(4)
 		svc := services[2]
 		kv.Put(ctx, PlanKey(svc), []byte("garbage"))
@@ -260,7 +261,7 @@ func FuzzDecodeHeartbeat(f *testing.F) {
 func TestRestartSeesDeadOwner(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := t.Context()
-		kv := newMemKV()
+		kv := durabletest.NewMemKV()
 		services := testServices(4)
 		o := newOwner(t, "r9", kv, services, newOwnership(1, "r9"))
 		o.pub.Cycle(ctx, time.Now())

@@ -2,6 +2,7 @@ package mesh
 
 import (
 	"context"
+	"github.com/spillway/spillway/registry/durable/durabletest"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -20,7 +21,7 @@ func TestRunLoops(t *testing.T) {
 		var wg sync.WaitGroup
 		defer wg.Wait()
 		defer cancel()
-		kv := &countingKV{KV: newMemKV()}
+		kv := &countingKV{KV: durabletest.NewMemKV()}
 		services := testServices(5)
 		o := newOwner(t, "A", kv, services, newOwnership(1, "A"))
 		var sel *Selector

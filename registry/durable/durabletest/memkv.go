@@ -1,4 +1,4 @@
-package mesh
+package durabletest
 
 import (
 	"context"
@@ -12,12 +12,16 @@ import (
 	"github.com/spillway/spillway/registry/durable"
 )
 
-// memKV is an in-memory durable.KV with a change log for watches, a
-// counter of writes, and a switch that makes every call fail as an
-// unreachable store does.
-type memKV struct {
-	down   atomic.Bool
-	writes atomic.Int64
+// MemKV is an in-memory durable.KV for tests of the packages that run
+// over a shared store: a change log for watches, a counter of writes
+// (Writes), and a switch (Down) that makes every call fail as an
+// unreachable store does. It is not a conformance reference; bbolt,
+// etcdstore and spannerstore are the stores.
+type MemKV struct {
+	// Down makes every call fail with ErrUnreachable while true.
+	Down atomic.Bool
+	// Writes counts successful puts and deletes.
+	Writes atomic.Int64
 
 	// mu guards the fields below.
 	mu    sync.Mutex
@@ -29,32 +33,34 @@ type memKV struct {
 	close chan struct{}
 }
 
-var _ durable.KV = (*memKV)(nil)
+var _ durable.KV = (*MemKV)(nil)
 
-var errUnreachable = errors.New("memkv 127.0.0.1:1: connection refused")
+// ErrUnreachable is what every call of a MemKV that is Down returns.
+var ErrUnreachable = errors.New("memkv 127.0.0.1:1: connection refused")
 
-func newMemKV() *memKV {
-	return &memKV{data: map[string]durable.KeyValue{}, wake: make(chan struct{}), close: make(chan struct{})}
+// NewMemKV returns an empty MemKV.
+func NewMemKV() *MemKV {
+	return &MemKV{data: map[string]durable.KeyValue{}, wake: make(chan struct{}), close: make(chan struct{})}
 }
 
-func (m *memKV) check() error {
-	if m.down.Load() {
-		return errUnreachable
+func (m *MemKV) check() error {
+	if m.Down.Load() {
+		return ErrUnreachable
 	}
 	return nil
 }
 
-func (m *memKV) write(ev durable.WatchEvent) int64 {
+func (m *MemKV) write(ev durable.WatchEvent) int64 {
 	m.rev++
 	ev.Rev = m.rev
 	m.log = append(m.log, ev)
 	close(m.wake)
 	m.wake = make(chan struct{})
-	m.writes.Add(1)
+	m.Writes.Add(1)
 	return m.rev
 }
 
-func (m *memKV) Put(_ context.Context, key string, value []byte) (int64, error) {
+func (m *MemKV) Put(_ context.Context, key string, value []byte) (int64, error) {
 	if err := durable.ValidatePut(key, value); err != nil {
 		return 0, err
 	}
@@ -68,7 +74,7 @@ func (m *memKV) Put(_ context.Context, key string, value []byte) (int64, error) 
 	return rev, nil
 }
 
-func (m *memKV) Delete(_ context.Context, key string) (int64, error) {
+func (m *MemKV) Delete(_ context.Context, key string) (int64, error) {
 	if err := m.check(); err != nil {
 		return 0, err
 	}
@@ -82,7 +88,7 @@ func (m *memKV) Delete(_ context.Context, key string) (int64, error) {
 }
 
 // DeleteIf implements durable.CondDeleter.
-func (m *memKV) DeleteIf(_ context.Context, key string, rev int64) (bool, error) {
+func (m *MemKV) DeleteIf(_ context.Context, key string, rev int64) (bool, error) {
 	if err := m.check(); err != nil {
 		return false, err
 	}
@@ -96,7 +102,7 @@ func (m *memKV) DeleteIf(_ context.Context, key string, rev int64) (bool, error)
 	return true, nil
 }
 
-func (m *memKV) Get(_ context.Context, key string) ([]byte, int64, error) {
+func (m *MemKV) Get(_ context.Context, key string) ([]byte, int64, error) {
 	if err := m.check(); err != nil {
 		return nil, 0, err
 	}
@@ -109,7 +115,7 @@ func (m *memKV) Get(_ context.Context, key string) ([]byte, int64, error) {
 	return slices.Clone(kv.Value), kv.Rev, nil
 }
 
-func (m *memKV) List(_ context.Context, prefix string) ([]durable.KeyValue, int64, error) {
+func (m *MemKV) List(_ context.Context, prefix string) ([]durable.KeyValue, int64, error) {
 	if err := m.check(); err != nil {
 		return nil, 0, err
 	}
@@ -125,7 +131,7 @@ func (m *memKV) List(_ context.Context, prefix string) ([]durable.KeyValue, int6
 	return out, m.rev, nil
 }
 
-func (m *memKV) Watch(ctx context.Context, prefix string, afterRev int64) <-chan durable.WatchEvent {
+func (m *MemKV) Watch(ctx context.Context, prefix string, afterRev int64) <-chan durable.WatchEvent {
 	out := make(chan durable.WatchEvent)
 	go func() {
 		defer close(out)
@@ -161,7 +167,7 @@ func (m *memKV) Watch(ctx context.Context, prefix string, afterRev int64) <-chan
 	return out
 }
 
-func (m *memKV) Close() error {
+func (m *MemKV) Close() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if !m.shut {
@@ -171,8 +177,8 @@ func (m *memKV) Close() error {
 	return nil
 }
 
-// putsUnder counts the keys under prefix.
-func (m *memKV) keysUnder(prefix string) int {
+// KeysUnder counts the keys under prefix.
+func (m *MemKV) KeysUnder(prefix string) int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	n := 0
@@ -182,4 +188,37 @@ func (m *memKV) keysUnder(prefix string) int {
 		}
 	}
 	return n
+}
+
+// Events returns a copy of the change log: every put and delete, in
+// revision order.
+func (m *MemKV) Events() []durable.WatchEvent {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.log)
+}
+
+// PutUnseen stores key as a write that no watch delivers (a change a
+// watch lost), and returns its revision.
+func (m *MemKV) PutUnseen(key string, value []byte) int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.rev++
+	m.data[key] = durable.KeyValue{Key: key, Value: slices.Clone(value), Rev: m.rev}
+	return m.rev
+}
+
+// DropLog empties the change log, for a benchmark with no watcher that
+// must not keep it growing; a watch opened after it misses the events.
+func (m *MemKV) DropLog() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.log = m.log[:0]
+}
+
+// DeleteUnseen removes key without a watch event (a change a watch lost).
+func (m *MemKV) DeleteUnseen(key string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.data, key)
 }
