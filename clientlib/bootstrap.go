@@ -29,7 +29,8 @@ type xdsServer struct {
 }
 
 type channelCred struct {
-	Type string `json:"type"`
+	Type   string          `json:"type"`
+	Config json.RawMessage `json:"config,omitempty"`
 }
 
 type node struct {
@@ -63,10 +64,14 @@ func nodeID(service string) string {
 // control plane restart does not take the channel down.
 func (o *options) bootstrapJSON(id string) ([]byte, error) {
 	md := o.subject()
+	creds, err := o.channelCreds()
+	if err != nil {
+		return nil, err
+	}
 	return json.Marshal(bootstrap{
 		XDSServers: []xdsServer{{
 			ServerURI:      o.controlPlane,
-			ChannelCreds:   []channelCred{{Type: "insecure"}},
+			ChannelCreds:   creds,
 			ServerFeatures: []string{"xds_v3", "ignore_resource_deletion"},
 		}},
 		Node: node{
@@ -180,7 +185,8 @@ func (o *options) xdsBootstrap(log *slog.Logger) (bootstrapInfo, resolver.Builde
 // WithControlPlane, a fresh node id "<service>~<host>~<random>",
 // node.cluster = WithService, node.locality from WithRegion and WithZone
 // (or the environment), node.metadata from the caller's metadata, and the
-// server features xds_v3 and ignore_resource_deletion. Give it to the
+// server features xds_v3 and ignore_resource_deletion; channel_creds
+// "insecure", or "tls" with the files of WithTLS. Give it to the
 // process as $GRPC_XDS_BOOTSTRAP_CONFIG, or write it to the file named by
 // $GRPC_XDS_BOOTSTRAP, before the process starts. Errors are those of
 // Dial for invalid options.

@@ -18,6 +18,7 @@ var clientAllowed = []string{
 	module + "/registry/names",
 	module + "/migration/rollout",
 	module + "/registry/registryv1",
+	module + "/security/tlsconfig", // a leaf: certificate files reloaded, shared with the server
 }
 
 // TestNoServerPackages: the packages of clientlib/ (tests aside) link none

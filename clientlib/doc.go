@@ -173,4 +173,14 @@
 // WithDialOptions are given to both channels, after the library's own
 // (insecure transport credentials, the resolver, the DNS channel's default
 // service config), so they can override them.
+//
+// # TLS
+//
+// WithTLS is for a spillway whose gRPC and HTTP ports speak TLS: the
+// bootstrap's channel_creds become grpc-go's "tls" credentials with the
+// given CA, certificate and key files (re-read by grpc-go's file watcher),
+// so the ADS and LRS streams are mTLS, and the rollout config is read
+// over HTTPS with the same client certificate. The panic flag is a DNS
+// TXT record: that poll stays plaintext DNS. The channels to the
+// backends themselves are not affected (give WithDialOptions for them).
 package clientlib

@@ -100,7 +100,11 @@ func (o *options) decide(ctx context.Context, timeout time.Duration) Eligibility
 		cfg, err = readRolloutFile(o.rolloutFile)
 	case o.rolloutURL != "":
 		source = o.rolloutURL
-		cfg, version, err = fetchRollout(ctx, o.rolloutURL, timeout)
+		client := http.DefaultClient
+		if o.rolloutHTTP != nil {
+			client = o.rolloutHTTP.get()
+		}
+		cfg, version, err = fetchRollout(ctx, client, o.rolloutURL, timeout)
 	default:
 		err = errNoRollout
 	}
@@ -132,7 +136,7 @@ type rolloutDoc struct {
 	Version uint64         `json:"version"`
 }
 
-func fetchRollout(ctx context.Context, u string, timeout time.Duration) (*rollout.Config, uint64, error) {
+func fetchRollout(ctx context.Context, client *http.Client, u string, timeout time.Duration) (*rollout.Config, uint64, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
@@ -140,7 +144,7 @@ func fetchRollout(ctx context.Context, u string, timeout time.Duration) (*rollou
 		return nil, 0, fmt.Errorf("rollout url: %w", err)
 	}
 	req.Header.Set("Accept", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return nil, 0, fmt.Errorf("rollout url: %w", err)
 	}

@@ -60,6 +60,9 @@ type options struct {
 	registerer    prometheus.Registerer
 
 	perConnBootstrap bool
+
+	tls         *TLS           // WithTLS; nil: plaintext
+	rolloutHTTP *reloadingHTTP // set by validate with WithTLS
 }
 
 func defaultOptions() options {
@@ -211,6 +214,9 @@ func (o *options) validate(target string) error {
 		return bad("WithDomain", "%v", err)
 	}
 	o.domain = dns.Fqdn(d)
+	if o.tls != nil && o.rolloutURL == DefaultRolloutURL {
+		o.rolloutURL = DefaultRolloutURLTLS
+	}
 	if o.rolloutURL != "" {
 		u, err := url.Parse(o.rolloutURL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -228,7 +234,10 @@ func (o *options) validate(target string) error {
 	if o.logger == nil {
 		o.logger = slog.New(slog.DiscardHandler)
 	}
-	return nil
+	if o.tls != nil && strings.HasPrefix(o.rolloutURL, "http:") {
+		return bad("WithRolloutURL", "%q is plaintext http with WithTLS; want https", o.rolloutURL)
+	}
+	return o.validateTLS()
 }
 
 // subject is the metadata the rollout rules are matched against.

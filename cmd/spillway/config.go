@@ -46,6 +46,9 @@ type Config struct {
 	DNS           DNSConfig     `yaml:"dns"`
 	XDS           XDSConfig     `yaml:"xds"`
 	GRPC          GRPCConfig    `yaml:"grpc"`
+	// TLS is TLS and mTLS on the gRPC and HTTP listeners (tls.go);
+	// plaintext by default.
+	TLS TLSConfig `yaml:"tls"`
 	// Pprof serves net/http/pprof under /debug/pprof/ on the HTTP address
 	// (default false: profiles expose internals, and cost CPU while taken).
 	Pprof bool `yaml:"pprof"`
@@ -136,6 +139,7 @@ func defaultConfig() Config {
 		LogFormat:     "text",
 		ShutdownGrace: 10 * time.Second,
 		GRPC:          defaultGRPCConfig(),
+		TLS:           defaultTLSConfig(),
 		XDS: XDSConfig{
 			PortName:        "grpc",
 			Debounce:        100 * time.Millisecond,
@@ -218,6 +222,12 @@ func parseConfig(args []string, stderr io.Writer) (Config, error) {
 	fs.DurationVar(&f.GRPC.KeepaliveTime, "grpc-keepalive-time", cfg.GRPC.KeepaliveTime, "ping a gRPC connection silent for this long")
 	fs.DurationVar(&f.GRPC.KeepaliveTimeout, "grpc-keepalive-timeout", cfg.GRPC.KeepaliveTimeout, "close a gRPC connection whose ping is not acknowledged within this")
 	fs.DurationVar(&f.GRPC.KeepaliveMinTime, "grpc-keepalive-min-time", cfg.GRPC.KeepaliveMinTime, "shortest ping interval a client may use before it is told too_many_pings")
+	fs.StringVar(&f.TLS.Cert, "tls-cert", "", "PEM certificate `file` of the gRPC and HTTP listeners (with --tls-key; turns on TLS, reloaded when it changes)")
+	fs.StringVar(&f.TLS.Key, "tls-key", "", "PEM private key `file` of --tls-cert")
+	fs.StringVar(&f.TLS.ClientCA, "client-ca", "", "PEM CA bundle `file` client certificates must chain to (mTLS; also the roots for dialling other replicas)")
+	fs.StringVar(&f.TLS.ClientAuth, "client-auth", "", "with --client-ca: require (the default) or optional (callers without a certificate, e.g. with a token, get in)")
+	fs.StringVar(&f.TLS.MinVersion, "tls-min-version", cfg.TLS.MinVersion, "lowest TLS version: 1.2 or 1.3")
+	fs.DurationVar(&f.TLS.Reload, "tls-reload", cfg.TLS.Reload, "how often the certificate, key and CA files are read again; a rotation reaches new connections within this")
 	var kubeconfigs kubeconfigFlag
 	fs.Var(&kubeconfigs, "kubeconfig", "kubeconfig `PATH` of a cluster whose EndpointSlices to watch, named after the file; repeat for more clusters (replaces kubernetes.clusters)")
 	if err := fs.Parse(args); err != nil {
@@ -281,6 +291,12 @@ func parseConfig(args []string, stderr io.Writer) (Config, error) {
 		"xds-max-zones":      func() { cfg.XDS.MaxZones = f.XDS.MaxZones },
 		"kubeconfig":         func() { cfg.Kubernetes.Clusters = kubeconfigs.clusters() },
 		"pprof":              func() { cfg.Pprof = f.Pprof },
+		"tls-cert":           func() { cfg.TLS.Cert = f.TLS.Cert },
+		"tls-key":            func() { cfg.TLS.Key = f.TLS.Key },
+		"client-ca":          func() { cfg.TLS.ClientCA = f.TLS.ClientCA },
+		"client-auth":        func() { cfg.TLS.ClientAuth = f.TLS.ClientAuth },
+		"tls-min-version":    func() { cfg.TLS.MinVersion = f.TLS.MinVersion },
+		"tls-reload":         func() { cfg.TLS.Reload = f.TLS.Reload },
 
 		"service-config-dir":       func() { cfg.ServiceConfig.Dir = f.ServiceConfig.Dir },
 		"service-config-tombstone": func() { cfg.ServiceConfig.Tombstone = f.ServiceConfig.Tombstone },
@@ -357,6 +373,9 @@ func (c *Config) validate() error {
 		return fmt.Errorf("--xds-max-zones (xds.max_zones): %d, want 1..10000", x.MaxZones)
 	}
 	if err := c.GRPC.validate(); err != nil {
+		return err
+	}
+	if err := c.TLS.validate(); err != nil {
 		return err
 	}
 	l := c.Leases

@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/spillway/spillway/load"
@@ -109,6 +110,16 @@ type meshInputs struct {
 	storeUp      func() bool
 	metrics      prometheus.Registerer
 	log          *slog.Logger
+	// peerCreds dial other replicas: TLS with this replica's own
+	// certificate when the listeners speak TLS (tls.go).
+	peerCreds credentials.TransportCredentials
+}
+
+func (in meshInputs) dialCreds() credentials.TransportCredentials {
+	if in.peerCreds == nil {
+		return insecure.NewCredentials()
+	}
+	return in.peerCreds
 }
 
 func newMeshWeights(in meshInputs) (*meshWeights, error) {
@@ -215,7 +226,7 @@ func newMeshWeights(in meshInputs) (*meshWeights, error) {
 			return out
 		},
 		Deliver:     func(s load.Summary) { m.merged.Add(s, time.Now()) },
-		DialOptions: []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())},
+		DialOptions: []grpc.DialOption{grpc.WithTransportCredentials(in.dialCreds())},
 		Logger:      in.log, Registerer: in.metrics,
 	}
 	return m, nil

@@ -58,6 +58,11 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		registry.NewCollector(store),
 	)
 
+	srvTLS, err := startTLS(cfg.TLS, metrics, log.With("component", "tls"))
+	if err != nil {
+		return err
+	}
+
 	token, err := adminToken(cfg, log)
 	if err != nil {
 		return err
@@ -163,7 +168,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			ttl: cmp.Or(cfg.Store.Replica.ElectionTTL, etcdstore.DefaultSessionTTL), zoneAware: *zoneAware,
 			portName: cfg.XDS.PortName, interval: cfg.XDS.WeightsInterval, report: cfg.XDS.LRSInterval,
 			xds: xdsSrv, utilizations: utilizations, strategies: strategies(svcStore.Load, *zoneAware), local: planner, storeUp: func() bool { return rep.Status().Up },
-			metrics: metrics, log: log,
+			metrics: metrics, log: log, peerCreds: srvTLS.peerCreds(),
 		})
 		if err != nil {
 			return err
@@ -299,7 +304,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	store.MarkSynced()
 
-	grpcSrv := grpc.NewServer(cfg.GRPC.serverOptions()...)
+	grpcSrv := grpc.NewServer(srvTLS.grpcOptions(cfg.GRPC.serverOptions())...)
 	api.RegisterGRPC(grpcSrv)
 	xdsSrv.Register(grpcSrv)
 	if meshW != nil {
@@ -342,6 +347,15 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		mux.Handle(p, migrationAPI.Handler())
 	}
 	httpSrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	serveHTTP := func() error { return httpSrv.Serve(httpLis) }
+	if srvTLS != nil {
+		httpSrv.TLSConfig = srvTLS.http
+		serveHTTP = func() error { return httpSrv.ServeTLS(httpLis, "", "") }
+		wg.Go(func() { srvTLS.reloader.Run(ctx) })
+	} else {
+		warnPlaintext(log, "grpc", grpcLis.Addr())
+		warnPlaintext(log, "http", httpLis.Addr())
+	}
 
 	wg.Go(func() { fail("lease expiry", leases.Run(ctx)) })
 	if rep != nil {
@@ -359,10 +373,10 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		wg.Go(func() { fail("static source", src.Run(ctx)) })
 	}
 	wg.Go(func() { fail("grpc server", grpcSrv.Serve(grpcLis)) })
-	wg.Go(func() { fail("http server", httpSrv.Serve(httpLis)) })
+	wg.Go(func() { fail("http server", serveHTTP()) })
 	log.Info("spillway serving",
 		"dns", dnsUDP.LocalAddr().String(), "grpc", grpcLis.Addr().String(), "http", httpLis.Addr().String(),
-		"data_dir", cfg.DataDir, "domain", cfg.Domain,
+		"tls", srvTLS != nil, "data_dir", cfg.DataDir, "domain", cfg.Domain,
 		"services", store.Snapshot().Len(), "endpoints", store.Snapshot().EndpointCount())
 
 	<-ctx.Done()
