@@ -68,6 +68,12 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 
+	// Who is calling (certificate or token) and what they may do.
+	auth, policy, err := startSecurity(cfg, token, metrics, log)
+	if err != nil {
+		return err
+	}
+
 	st, err := openStorage(ctx, cfg.Store, cfg.DataDir, log.With("component", "store"))
 	if err != nil {
 		return err
@@ -304,7 +310,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	store.MarkSynced()
 
-	grpcSrv := grpc.NewServer(srvTLS.grpcOptions(cfg.GRPC.serverOptions())...)
+	grpcSrv := grpc.NewServer(srvTLS.grpcOptions(append(cfg.GRPC.serverOptions(), auth.grpcOptions()...))...)
 	api.RegisterGRPC(grpcSrv)
 	xdsSrv.Register(grpcSrv)
 	if meshW != nil {
@@ -346,7 +352,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	for _, p := range migrationapi.Paths { // /v1/panic, /v1/rollout, /v1/rollout/validate
 		mux.Handle(p, migrationAPI.Handler())
 	}
-	httpSrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	httpSrv := &http.Server{Handler: auth.Middleware(mux), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	serveHTTP := func() error { return httpSrv.Serve(httpLis) }
 	if srvTLS != nil {
 		httpSrv.TLSConfig = srvTLS.http
@@ -357,6 +363,8 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		warnPlaintext(log, "http", httpLis.Addr())
 	}
 
+	wg.Go(func() { auth.tokens.Run(ctx) })
+	wg.Go(func() { policy.Run(ctx) })
 	wg.Go(func() { fail("lease expiry", leases.Run(ctx)) })
 	if rep != nil {
 		wg.Go(func() { fail("replication", rep.Run(ctx)) })
