@@ -103,7 +103,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	// Backends' utilization reports (ReportUtilization), kept for the
 	// per-endpoint planner; bounded by the registry's endpoints.
 	utilizations := load.NewUtilizationTable(store, metrics)
-	api, err := registryapi.New(registryapi.Config{Store: store, Leases: leases, Utilization: utilizations, Logger: log.With("component", "registryapi")})
+	api, err := registryapi.New(registryapi.Config{Store: store, Leases: leases, Utilization: utilizations, Authorizer: policy, Logger: log.With("component", "registryapi")})
 	if err != nil {
 		return err
 	}
@@ -137,6 +137,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		LRSInterval: cfg.XDS.LRSInterval,
 		Plans:       plans,
 		MaxZones:    cfg.XDS.MaxZones,
+		Authorizer:  policy,
 		Logger:      log.With("component", "xds"),
 		Registerer:  metrics,
 	})
@@ -174,7 +175,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			ttl: cmp.Or(cfg.Store.Replica.ElectionTTL, etcdstore.DefaultSessionTTL), zoneAware: *zoneAware,
 			portName: cfg.XDS.PortName, interval: cfg.XDS.WeightsInterval, report: cfg.XDS.LRSInterval,
 			xds: xdsSrv, utilizations: utilizations, strategies: strategies(svcStore.Load, *zoneAware), local: planner, storeUp: func() bool { return rep.Status().Up },
-			metrics: metrics, log: log, peerCreds: srvTLS.peerCreds(),
+			metrics: metrics, log: log, peerCreds: srvTLS.peerCreds(), authz: policy,
 		})
 		if err != nil {
 			return err
@@ -212,7 +213,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	migrationAPI, err := migrationapi.New(migrationapi.Config{
-		Panic: migrationCtl, Rollout: migrationCtl, Subscriptions: xdsSrv, Registry: store, Token: token,
+		Panic: migrationCtl, Rollout: migrationCtl, Subscriptions: xdsSrv, Registry: store, Token: token, Authorizer: policy,
 		Logger: log.With("component", "migrationapi"), Registerer: metrics,
 	})
 	if err != nil {
@@ -223,7 +224,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if meshW != nil {
 		meshLoad = admin.JoinMesh(meshW.owners, meshW.merged)
 	}
-	adminAPI, err := admin.New(admin.Config{Mesh: meshLoad, Loads: xdsSrv.Loads(), Subscriptions: xdsSrv, Plans: xds.PlanFunc(func(service string) *weights.Plan { return chosen.Plan(service) }), Logger: log.With("component", "admin")})
+	adminAPI, err := admin.New(admin.Config{Mesh: meshLoad, Loads: xdsSrv.Loads(), Subscriptions: xdsSrv, Plans: xds.PlanFunc(func(service string) *weights.Plan { return chosen.Plan(service) }), Authorizer: policy, Logger: log.With("component", "admin")})
 	if err != nil {
 		return fmt.Errorf("admin config: %w", err)
 	}
@@ -303,6 +304,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	svcCfg.authz = policy
 	svcStore.Store(svcCfg.store)
 	kube, err := startKubernetes(ctx, cfg.Kubernetes, store, metrics, log.With("component", "kubernetes"), &wg, fail)
 	if err != nil {

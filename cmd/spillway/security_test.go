@@ -95,8 +95,8 @@ func tokenLine(identity, token string) string {
 
 // TestRunAuthentication: with --tokens-file and --admin-token-file, a
 // known token is an identity, an unknown one is refused on both
-// listeners, no token is anonymous, and the admin token still changes
-// the panic flag through the migration API's own check.
+// listeners, no token is anonymous, and the admin token (identity
+// admin) changes the panic flag where the policy allows it.
 func TestRunAuthentication(t *testing.T) {
 	dir := t.TempDir()
 	tokens := filepath.Join(dir, "tokens.yaml")
@@ -104,7 +104,7 @@ func TestRunAuthentication(t *testing.T) {
 	authzFile := filepath.Join(dir, "authz.yaml")
 	os.WriteFile(tokens, []byte(tokenLine("vm-payments", "tok-vm")), 0o600)
 	os.WriteFile(admin, []byte("tok-admin\n"), 0o600)
-	os.WriteFile(authzFile, []byte("default: {read_registry: true}\n"), 0o600)
+	os.WriteFile(authzFile, []byte("identities:\n  - match: admin\n    allow: {panic: true}\ndefault: {read_registry: true}\n"), 0o600)
 	httpAddr, grpcAddr := startSecured(t, "--tokens-file", tokens, "--admin-token-file", admin, "--authz-file", authzFile)
 
 	httpTests := []struct {
@@ -116,7 +116,7 @@ func TestRunAuthentication(t *testing.T) {
 		{"known_token", "GET", "/v1/services", "tok-vm", "", 200, ""},
 		{"unknown_token", "GET", "/v1/services", "nope", "", 401, `{"error":"authorization: unknown token","field":"authorization","code":401}`},
 		{"admin_token_panic", "POST", "/v1/panic", "tok-admin", `{"panic": true}`, 200, `"xds"`},
-		{"vm_token_panic_refused_by_admin_check", "POST", "/v1/panic", "tok-vm", `{"panic": false}`, 403, "wrong admin token"},
+		{"vm_token_panic_refused_by_policy", "POST", "/v1/panic", "tok-vm", `{"panic": false}`, 403, `{"error":"permission denied: vm-payments may not panic","code":403}`},
 	}
 	for _, tt := range httpTests {
 		t.Run("http_"+tt.name, func(t *testing.T) {

@@ -42,6 +42,8 @@ type serviceConfig struct {
 	store *svcconfig.Store
 	dir   *svcconfig.Dir
 	token string
+	// authz, when set, decides config changes instead of token.
+	authz svcconfig.Authorizer
 	log   *slog.Logger
 }
 
@@ -76,7 +78,11 @@ func startServiceConfig(ctx context.Context, c ServiceConfigConfig, st storage, 
 }
 
 func (sc *serviceConfig) mount(mux *http.ServeMux) {
-	h := sc.store.Handler(sc.token, func(msg string, args ...any) { sc.log.Info(msg, args...) })
+	logf := func(msg string, args ...any) { sc.log.Info(msg, args...) }
+	h := sc.store.Handler(sc.token, logf)
+	if sc.authz != nil {
+		h = sc.store.AuthorizedHandler(sc.authz, logf)
+	}
 	for _, p := range svcconfig.Paths {
 		mux.Handle(p, h)
 	}
