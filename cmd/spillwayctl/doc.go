@@ -84,11 +84,16 @@
 //	    field by name, and a service owned by a --service-config-dir file
 //	    (HTTP 409); delete tombstones (the config keeps applying, shown as
 //	    deleted, until the tombstone time); undelete brings it back.
+//	token new NAME
+//	    Print a fresh random bearer token for identity NAME (line 1) and
+//	    its entry for the server's --tokens-file (line 2), which holds only
+//	    the token's SHA-256 (docs/security.md). Needs no server.
 //
 // The changes (panic on|off, rollout set, config set|delete|undelete) need the server's admin token
 // (spillway --admin-token-file): --token, or $SPILLWAY_ADMIN_TOKEN, which
 // keeps it out of the process list. Without it they fail with
-// PermissionDenied and change nothing.
+// PermissionDenied and change nothing; a token the server does not know
+// fails with Unauthenticated.
 //
 // Example:
 //

@@ -83,6 +83,9 @@ func (a *Authenticator) Authenticate(state *tls.ConnectionState, authorization [
 			return id, nil
 		}
 	}
+	if n, ok := a.tokens.(interface{ Len() int }); a.tokens == nil || ok && n.Len() == 0 {
+		return Identity{}, &Error{Field: "authorization", Reason: "unknown token: this server has no tokens (start it with --tokens-file or --admin-token-file)"}
+	}
 	return Identity{}, &Error{Field: "authorization", Reason: "unknown token"}
 }
 

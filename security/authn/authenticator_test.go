@@ -82,8 +82,13 @@ func TestAuthenticate(t *testing.T) {
 		})
 	}
 	// Without tokens every bearer token is unknown.
-	if _, err := NewAuthenticator(nil, nil).Authenticate(nil, []string{"Bearer tok-vm"}); err == nil || err.Error() != "authorization: unknown token" {
-		t.Errorf("no tokens: Authenticate = %v, want unknown token", err)
+	// Without tokens every bearer token is unknown, and the error says how
+	// to give the server some.
+	for _, tokens := range []TokenLookup{nil, &TokenSet{}} {
+		_, err := NewAuthenticator(tokens, nil).Authenticate(nil, []string{"Bearer tok-vm"})
+		if err == nil || !strings.HasPrefix(err.Error(), "authorization: unknown token: this server has no tokens") || !strings.Contains(err.Error(), "--admin-token-file") {
+			t.Errorf("no tokens (%T): Authenticate = %v, want unknown token naming --admin-token-file", tokens, err)
+		}
 	}
 }
 

@@ -264,6 +264,9 @@ func (t *TokenFile) apply(b []byte) error {
 // Lookup implements TokenLookup with the current set.
 func (t *TokenFile) Lookup(token string) (Identity, bool) { return t.set.Load().Lookup(token) }
 
+// Len is the number of tokens in the current set.
+func (t *TokenFile) Len() int { return t.set.Load().Len() }
+
 // Set is the current token set.
 func (t *TokenFile) Set() *TokenSet { return t.set.Load() }
 
