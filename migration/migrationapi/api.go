@@ -93,6 +93,11 @@ type Config struct {
 	// configured. Ignored when Authorizer is set (the authn layer then
 	// turns the admin token into identity "admin").
 	Token string
+	// NoTokenHint: with an Authorizer and no Token, an anonymous caller
+	// it refuses gets FailedPrecondition saying how to configure the
+	// admin token, as without an Authorizer (cmd/spillway sets it under
+	// the default policy, where only the admin token can change anything).
+	NoTokenHint bool
 	// Logger; nil discards.
 	Logger *slog.Logger
 	// Registerer receives spillway_admin_changes_total; nil registers
@@ -111,8 +116,10 @@ type API struct {
 	registry Snapshotter
 	auth     authorizer
 	authz    Authorizer // or nil: auth decides
-	log      *slog.Logger
-	changes  *prometheus.CounterVec
+	// noTokenHint: see Config.NoTokenHint.
+	noTokenHint bool
+	log         *slog.Logger
+	changes     *prometheus.CounterVec
 }
 
 var _ pb.MigrationServer = (*API)(nil)
@@ -130,7 +137,7 @@ func New(cfg Config) (*API, error) {
 	}
 	a := &API{
 		flag: cfg.Panic, rollout: cfg.Rollout, subs: cfg.Subscriptions, registry: cfg.Registry,
-		auth: newAuthorizer(cfg.Token), authz: cfg.Authorizer, log: cfg.Logger, changes: newChangesCounter(),
+		auth: newAuthorizer(cfg.Token), authz: cfg.Authorizer, noTokenHint: cfg.NoTokenHint, log: cfg.Logger, changes: newChangesCounter(),
 	}
 	if cfg.Registerer != nil {
 		if err := cfg.Registerer.Register(a.changes); err != nil {
@@ -247,7 +254,7 @@ func (a *API) allowed(ctx context.Context, action authz.Action, header string) e
 		return a.auth.check(header)
 	}
 	if err := a.authz.Authorize(ctx, action, ""); err != nil {
-		if a.auth.sum == nil && authn.FromContext(ctx).Anonymous() {
+		if a.noTokenHint && a.auth.sum == nil && authn.FromContext(ctx).Anonymous() {
 			// No admin token and no credentials: say how to allow
 			// changes, as without an Authorizer.
 			return errNoToken

@@ -43,8 +43,9 @@
 // them, so --admin-token-file alone works as before. A denial is
 // PermissionDenied (HTTP 403) with the Authorizer's message, "permission
 // denied: IDENTITY may not panic", counted as denied, and changes
-// nothing; an anonymous caller of a server without an admin token still
-// gets FailedPrecondition saying how to configure one.
+// nothing; with Config.NoTokenHint (the default policy) an anonymous
+// caller of a server without an admin token still gets
+// FailedPrecondition saying how to configure one.
 //
 // An invalid rollout config (unparsable YAML, an unknown field, a bad
 // percentage) is InvalidArgument (HTTP 400) naming the field, in the
