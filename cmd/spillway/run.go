@@ -23,12 +23,16 @@ import (
 	"github.com/spillway/spillway/migration"
 	"github.com/spillway/spillway/migration/migrationapi"
 	"github.com/spillway/spillway/registry"
+	"github.com/spillway/spillway/registry/durable"
 	"github.com/spillway/spillway/registry/durable/etcdstore"
 	"github.com/spillway/spillway/registry/lease"
 	"github.com/spillway/spillway/registry/registryapi"
 	"github.com/spillway/spillway/registry/replica"
 	"github.com/spillway/spillway/registry/static"
 	"github.com/spillway/spillway/resolver"
+	"github.com/spillway/spillway/security/audit"
+	"github.com/spillway/spillway/security/authn"
+	"github.com/spillway/spillway/security/authz"
 	"github.com/spillway/spillway/weights"
 	"github.com/spillway/spillway/weights/svcconfig"
 	"github.com/spillway/spillway/weights/zoneaware"
@@ -196,7 +200,11 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return fmt.Errorf("dns config: %w", err)
 	}
 
-	migrationCtl, err := migration.NewController(migration.ControllerConfig{Store: store, Storage: st, Logger: log.With("component", "migration"), Registerer: metrics})
+	auditLog, err := newAuditLog(st, repl, metrics, log.With("component", "audit"))
+	if err != nil {
+		return err
+	}
+	migrationCtl, err := migration.NewController(migration.ControllerConfig{Store: store, Storage: st, Logger: log.With("component", "migration"), Registerer: metrics, Audit: auditLog})
 	if err != nil {
 		return err
 	}
@@ -288,7 +296,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			Help: "Loads of --static-file that failed and left the previous state in place.",
 		}, func() float64 { return float64(src.Failures()) }))
 	}
-	svcCfg, err := startServiceConfig(ctx, cfg.ServiceConfig, st, token, metrics, log.With("component", "svcconfig"))
+	svcCfg, err := startServiceConfig(ctx, cfg.ServiceConfig, st, token, auditLog, metrics, log.With("component", "svcconfig"))
 	if err != nil {
 		return err
 	}
@@ -330,6 +338,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	mux.Handle("/v1/load", adminAPI.Handler()) // more specific than "/v1/": wins
 	mux.Handle("/v1/graph", adminAPI.Handler())
 	mux.Handle("/v1/weights", adminAPI.Handler())
+	mux.Handle(audit.Path, auditLog.Handler(auditReaders))
 	if cfg.Pprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index) // and the named profiles under it
 		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
@@ -341,8 +350,9 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	for _, p := range migrationapi.Paths { // /v1/panic, /v1/rollout, /v1/rollout/validate
 		mux.Handle(p, migrationAPI.Handler())
 	}
-	httpSrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	httpSrv := &http.Server{Handler: audit.HTTPPeer(mux), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 
+	wg.Go(func() { auditLog.Run(ctx) })
 	wg.Go(func() { fail("lease expiry", leases.Run(ctx)) })
 	if rep != nil {
 		wg.Go(func() { fail("replication", rep.Run(ctx)) })
@@ -377,6 +387,28 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	wg.Wait()
 	return cause
 }
+
+// newAuditLog keeps the audit entries in the shared store (etcd,
+// Spanner) or the bbolt file, in memory in memory-only mode.
+func newAuditLog(st storage, repl *replication, reg prometheus.Registerer, log *slog.Logger) (*audit.Log, error) {
+	c := audit.Config{Logger: log, Registerer: reg}
+	if ds, ok := st.(*durable.Store); ok {
+		c.KV = ds.KV()
+	}
+	if repl != nil {
+		c.Replica = repl.id()
+	}
+	return audit.New(c)
+}
+
+// auditReaders is the default policy's read_audit: identity admin only.
+// TODO(#16): the --authz-file policy replaces it.
+var auditReaders = audit.AuthorizerFunc(func(ctx context.Context, a authz.Action, _ string) error {
+	if id := authn.FromContext(ctx); id.Name != "admin" {
+		return fmt.Errorf("permission denied: %s may not %s", id, a)
+	}
+	return nil
+})
 
 // adminToken reads --admin-token-file; "" when none is configured, which
 // leaves the panic flag and the rollout config read-only.

@@ -27,6 +27,16 @@ type Authorizer interface {
 	Authorize(ctx context.Context, a authz.Action, resource string) error
 }
 
+// AuthorizerFunc adapts a function to an Authorizer.
+type AuthorizerFunc func(ctx context.Context, a authz.Action, resource string) error
+
+// Authorize implements Authorizer.
+func (f AuthorizerFunc) Authorize(ctx context.Context, a authz.Action, resource string) error {
+	return f(ctx, a, resource)
+}
+
+var _ Authorizer = AuthorizerFunc(nil)
+
 // Handler serves GET /v1/audit?since=RFC3339&limit=N: the entries
 // recorded at or after since (default: any), newest first, at most limit
 // (default DefaultLimit, at most MaxLimit), as a JSON list. The caller
