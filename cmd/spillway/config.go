@@ -40,6 +40,15 @@ type Config struct {
 	// AdminTokenFile holds the token that changes of the panic flag and the
 	// rollout config need; "" refuses every change.
 	AdminTokenFile string `yaml:"admin_token_file"`
+	// TokensFile is the bearer tokens of the identities that do not use
+	// client certificates (a YAML list of {identity, sha256}), reloaded on
+	// change; "" has none but the admin token (docs/security.md).
+	TokensFile string `yaml:"tokens_file"`
+	// AuthzFile is the policy of who may do what, reloaded on change; ""
+	// keeps the default policy: anyone may register and read, only
+	// identity admin may change the panic flag, rollout, routes and
+	// config (docs/security.md).
+	AuthzFile string `yaml:"authz_file"`
 	// ShutdownGrace bounds the graceful drain on SIGTERM.
 	ShutdownGrace time.Duration `yaml:"shutdown_grace"`
 	Leases        LeaseConfig   `yaml:"leases"`
@@ -192,6 +201,8 @@ func parseConfig(args []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&f.ServiceConfig.Dir, "service-config-dir", "", "directory of SERVICE.yaml weight strategy configs, one per service, watched and reloaded; a service with a file there cannot be changed through the API")
 	fs.DurationVar(&f.ServiceConfig.Tombstone, "service-config-tombstone", 0, "how long a deleted service config keeps applying, shown as deleted, before the defaults apply (0: 168h)")
 	fs.StringVar(&f.AdminTokenFile, "admin-token-file", "", `file holding the admin token that "spillwayctl panic" and "rollout set" need; without it they are refused`)
+	fs.StringVar(&f.TokensFile, "tokens-file", "", "YAML `file` of bearer tokens, a list of {identity: NAME, sha256: HEX} (spillwayctl token new NAME), reloaded on change")
+	fs.StringVar(&f.AuthzFile, "authz-file", "", "YAML policy `file` of which identity may do what, reloaded on change (\"\": anyone may register and read, only identity admin may change panic, rollout, routes and config)")
 	fs.DurationVar(&f.ShutdownGrace, "shutdown-grace", cfg.ShutdownGrace, "how long SIGTERM waits for in-flight work")
 	fs.DurationVar(&f.Leases.DefaultTTL, "lease-ttl", cfg.Leases.DefaultTTL, "default VM lease TTL")
 	fs.DurationVar(&f.Leases.MinTTL, "lease-min-ttl", cfg.Leases.MinTTL, "smallest TTL a registration may ask for")
@@ -263,6 +274,8 @@ func parseConfig(args []string, stderr io.Writer) (Config, error) {
 		"log-format":         func() { cfg.LogFormat = f.LogFormat },
 		"static-file":        func() { cfg.StaticFile = f.StaticFile },
 		"admin-token-file":   func() { cfg.AdminTokenFile = f.AdminTokenFile },
+		"tokens-file":        func() { cfg.TokensFile = f.TokensFile },
+		"authz-file":         func() { cfg.AuthzFile = f.AuthzFile },
 		"shutdown-grace":     func() { cfg.ShutdownGrace = f.ShutdownGrace },
 		"lease-ttl":          func() { cfg.Leases.DefaultTTL = f.Leases.DefaultTTL },
 		"lease-min-ttl":      func() { cfg.Leases.MinTTL = f.Leases.MinTTL },

@@ -67,6 +67,12 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 
+	// Who is calling (certificate or token) and what they may do.
+	auth, policy, err := startSecurity(cfg, token, metrics, log)
+	if err != nil {
+		return err
+	}
+
 	st, err := openStorage(ctx, cfg.Store, cfg.DataDir, log.With("component", "store"))
 	if err != nil {
 		return err
@@ -307,7 +313,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	store.MarkSynced()
 
-	grpcSrv := grpc.NewServer(cfg.GRPC.serverOptions()...)
+	grpcSrv := grpc.NewServer(append(cfg.GRPC.serverOptions(), auth.grpcOptions()...)...)
 	api.RegisterGRPC(grpcSrv)
 	xdsSrv.Register(grpcSrv)
 	if meshW != nil {
@@ -350,9 +356,11 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	for _, p := range migrationapi.Paths { // /v1/panic, /v1/rollout, /v1/rollout/validate
 		mux.Handle(p, migrationAPI.Handler())
 	}
-	httpSrv := &http.Server{Handler: audit.HTTPPeer(mux), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	httpSrv := &http.Server{Handler: audit.HTTPPeer(auth.Middleware(mux)), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 
 	wg.Go(func() { auditLog.Run(ctx) })
+	wg.Go(func() { auth.tokens.Run(ctx) })
+	wg.Go(func() { policy.Run(ctx) })
 	wg.Go(func() { fail("lease expiry", leases.Run(ctx)) })
 	if rep != nil {
 		wg.Go(func() { fail("replication", rep.Run(ctx)) })

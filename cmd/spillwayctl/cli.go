@@ -86,6 +86,7 @@ var commands = []*command{
 	rolloutCommand,
 	configCommand,
 	auditCommand,
+	tokenCommand,
 }
 
 func lookup(name string) *command {

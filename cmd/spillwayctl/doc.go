@@ -90,11 +90,16 @@
 //	    your zone) IDENTITY ACTION RESOURCE OUTCOME CHANGE (old → new, and
 //	    the reason of a denial or failure). --since takes a duration back
 //	    from now (1h) or an RFC 3339 time; --limit at most 1000.
+//	token new NAME
+//	    Print a fresh random bearer token for identity NAME (line 1) and
+//	    its entry for the server's --tokens-file (line 2), which holds only
+//	    the token's SHA-256 (docs/security.md). Needs no server.
 //
 // The changes (panic on|off, rollout set, config set|delete|undelete) need the server's admin token
 // (spillway --admin-token-file): --token, or $SPILLWAY_ADMIN_TOKEN, which
 // keeps it out of the process list. Without it they fail with
-// PermissionDenied and change nothing.
+// PermissionDenied and change nothing; a token the server does not know
+// fails with Unauthenticated.
 //
 // Example:
 //
