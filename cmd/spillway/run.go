@@ -31,8 +31,6 @@ import (
 	"github.com/spillway/spillway/registry/static"
 	"github.com/spillway/spillway/resolver"
 	"github.com/spillway/spillway/security/audit"
-	"github.com/spillway/spillway/security/authn"
-	"github.com/spillway/spillway/security/authz"
 	"github.com/spillway/spillway/weights"
 	"github.com/spillway/spillway/weights/svcconfig"
 	"github.com/spillway/spillway/weights/zoneaware"
@@ -67,12 +65,6 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 
-	// Who is calling (certificate or token) and what they may do.
-	auth, policy, err := startSecurity(cfg, token, metrics, log)
-	if err != nil {
-		return err
-	}
-
 	st, err := openStorage(ctx, cfg.Store, cfg.DataDir, log.With("component", "store"))
 	if err != nil {
 		return err
@@ -82,6 +74,17 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	// Replication (replica.go): nil on bbolt, where this process decides
 	// expiry alone.
 	repl := newReplication(cfg.Store, st)
+
+	// Every admin change and every denial, in the log and the store.
+	auditLog, err := newAuditLog(st, repl, metrics, log.With("component", "audit"))
+	if err != nil {
+		return err
+	}
+	// Who is calling (certificate or token) and what they may do.
+	auth, policy, err := startSecurity(cfg, token, auditLog, metrics, log)
+	if err != nil {
+		return err
+	}
 	leaseCfg := lease.Config{
 		Store:         store,
 		Storage:       st,
@@ -206,10 +209,6 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return fmt.Errorf("dns config: %w", err)
 	}
 
-	auditLog, err := newAuditLog(st, repl, metrics, log.With("component", "audit"))
-	if err != nil {
-		return err
-	}
 	migrationCtl, err := migration.NewController(migration.ControllerConfig{Store: store, Storage: st, Logger: log.With("component", "migration"), Registerer: metrics, Audit: auditLog})
 	if err != nil {
 		return err
@@ -344,7 +343,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	mux.Handle("/v1/load", adminAPI.Handler()) // more specific than "/v1/": wins
 	mux.Handle("/v1/graph", adminAPI.Handler())
 	mux.Handle("/v1/weights", adminAPI.Handler())
-	mux.Handle(audit.Path, auditLog.Handler(auditReaders))
+	mux.Handle(audit.Path, auditLog.Handler(policy))
 	if cfg.Pprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index) // and the named profiles under it
 		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
@@ -408,15 +407,6 @@ func newAuditLog(st storage, repl *replication, reg prometheus.Registerer, log *
 	}
 	return audit.New(c)
 }
-
-// auditReaders is the default policy's read_audit: identity admin only.
-// TODO(#16): the --authz-file policy replaces it.
-var auditReaders = audit.AuthorizerFunc(func(ctx context.Context, a authz.Action, _ string) error {
-	if id := authn.FromContext(ctx); id.Name != "admin" {
-		return fmt.Errorf("permission denied: %s may not %s", id, a)
-	}
-	return nil
-})
 
 // adminToken reads --admin-token-file; "" when none is configured, which
 // leaves the panic flag and the rollout config read-only.
