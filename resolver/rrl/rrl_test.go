@@ -278,10 +278,11 @@ func TestConfig(t *testing.T) {
 func BenchmarkAllow(b *testing.B) {
 	for _, prefixes := range []int{1, 1000, 100_000} {
 		b.Run(fmt.Sprint("prefixes_", prefixes), func(b *testing.B) {
-			l := mustNew(b, Config{Rate: 1000, TableSize: DefaultTableSize})
+			// /32 prefixes, so each address is a prefix of its own.
+			l := mustNew(b, Config{Rate: 1000, IPv4PrefixLen: 32, TableSize: DefaultTableSize})
 			addrs := make([]netip.Addr, prefixes)
 			for i := range addrs {
-				addrs[i] = netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), 1})
+				addrs[i] = netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)})
 			}
 			now := t0
 			b.ReportAllocs()
