@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
@@ -97,6 +98,8 @@ type DNSConfig struct {
 	// answers to a querier of a known zone, by its EDNS Client Subnet or
 	// its source address, follow that zone's zone-aware split.
 	Zones []ZoneSubnet `yaml:"zones"`
+	// DNSAbuse: rate limiting and TCP caps (dnsabuse.go).
+	DNSAbuse `yaml:",inline"`
 }
 
 // ZoneSubnet is one entry of dns.zones.
@@ -145,6 +148,7 @@ func defaultConfig() Config {
 		LogFormat:     "text",
 		ShutdownGrace: 10 * time.Second,
 		GRPC:          defaultGRPCConfig(),
+		DNS:           DNSConfig{DNSAbuse: defaultDNSAbuse()},
 		XDS: XDSConfig{
 			PortName:        "grpc",
 			Debounce:        100 * time.Millisecond,
@@ -229,6 +233,7 @@ func parseConfig(args []string, stderr io.Writer) (Config, error) {
 	fs.DurationVar(&f.GRPC.KeepaliveTime, "grpc-keepalive-time", cfg.GRPC.KeepaliveTime, "ping a gRPC connection silent for this long")
 	fs.DurationVar(&f.GRPC.KeepaliveTimeout, "grpc-keepalive-timeout", cfg.GRPC.KeepaliveTimeout, "close a gRPC connection whose ping is not acknowledged within this")
 	fs.DurationVar(&f.GRPC.KeepaliveMinTime, "grpc-keepalive-min-time", cfg.GRPC.KeepaliveMinTime, "shortest ping interval a client may use before it is told too_many_pings")
+	dnsAbuseSet := dnsAbuseFlags(fs, &f.DNS.DNSAbuse, cfg.DNS.DNSAbuse, &cfg)
 	var kubeconfigs kubeconfigFlag
 	fs.Var(&kubeconfigs, "kubeconfig", "kubeconfig `PATH` of a cluster whose EndpointSlices to watch, named after the file; repeat for more clusters (replaces kubernetes.clusters)")
 	if err := fs.Parse(args); err != nil {
@@ -307,6 +312,7 @@ func parseConfig(args []string, stderr io.Writer) (Config, error) {
 		"grpc-keepalive-timeout":        func() { cfg.GRPC.KeepaliveTimeout = f.GRPC.KeepaliveTimeout },
 		"grpc-keepalive-min-time":       func() { cfg.GRPC.KeepaliveMinTime = f.GRPC.KeepaliveMinTime },
 	}
+	maps.Copy(set, dnsAbuseSet)
 	fs.Visit(func(fl *flag.Flag) {
 		if apply := set[fl.Name]; apply != nil {
 			apply()
@@ -343,6 +349,9 @@ func (c *Config) validate() error {
 		return err
 	}
 	if _, err := c.DNS.zones(); err != nil {
+		return err
+	}
+	if err := c.DNS.DNSAbuse.validate(); err != nil {
 		return err
 	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {
