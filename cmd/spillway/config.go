@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
@@ -100,6 +101,8 @@ type DNSConfig struct {
 	// answers to a querier of a known zone, by its EDNS Client Subnet or
 	// its source address, follow that zone's zone-aware split.
 	Zones []ZoneSubnet `yaml:"zones"`
+	// DNSAbuse: rate limiting and TCP caps (dnsabuse.go).
+	DNSAbuse `yaml:",inline"`
 }
 
 // ZoneSubnet is one entry of dns.zones.
@@ -149,6 +152,7 @@ func defaultConfig() Config {
 		ShutdownGrace: 10 * time.Second,
 		GRPC:          defaultGRPCConfig(),
 		TLS:           defaultTLSConfig(),
+		DNS:           DNSConfig{DNSAbuse: defaultDNSAbuse()},
 		XDS: XDSConfig{
 			PortName:        "grpc",
 			Debounce:        100 * time.Millisecond,
@@ -239,6 +243,7 @@ func parseConfig(args []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&f.TLS.ClientAuth, "client-auth", "", "with --client-ca: require (the default) or optional (callers without a certificate, e.g. with a token, get in)")
 	fs.StringVar(&f.TLS.MinVersion, "tls-min-version", cfg.TLS.MinVersion, "lowest TLS version: 1.2 or 1.3")
 	fs.DurationVar(&f.TLS.Reload, "tls-reload", cfg.TLS.Reload, "how often the certificate, key and CA files are read again; a rotation reaches new connections within this")
+	dnsAbuseSet := dnsAbuseFlags(fs, &f.DNS.DNSAbuse, cfg.DNS.DNSAbuse, &cfg)
 	var kubeconfigs kubeconfigFlag
 	fs.Var(&kubeconfigs, "kubeconfig", "kubeconfig `PATH` of a cluster whose EndpointSlices to watch, named after the file; repeat for more clusters (replaces kubernetes.clusters)")
 	if err := fs.Parse(args); err != nil {
@@ -323,6 +328,7 @@ func parseConfig(args []string, stderr io.Writer) (Config, error) {
 		"grpc-keepalive-timeout":        func() { cfg.GRPC.KeepaliveTimeout = f.GRPC.KeepaliveTimeout },
 		"grpc-keepalive-min-time":       func() { cfg.GRPC.KeepaliveMinTime = f.GRPC.KeepaliveMinTime },
 	}
+	maps.Copy(set, dnsAbuseSet)
 	fs.Visit(func(fl *flag.Flag) {
 		if apply := set[fl.Name]; apply != nil {
 			apply()
@@ -359,6 +365,9 @@ func (c *Config) validate() error {
 		return err
 	}
 	if _, err := c.DNS.zones(); err != nil {
+		return err
+	}
+	if err := c.DNS.DNSAbuse.validate(); err != nil {
 		return err
 	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {

@@ -23,12 +23,14 @@ import (
 	"github.com/spillway/spillway/migration"
 	"github.com/spillway/spillway/migration/migrationapi"
 	"github.com/spillway/spillway/registry"
+	"github.com/spillway/spillway/registry/durable"
 	"github.com/spillway/spillway/registry/durable/etcdstore"
 	"github.com/spillway/spillway/registry/lease"
 	"github.com/spillway/spillway/registry/registryapi"
 	"github.com/spillway/spillway/registry/replica"
 	"github.com/spillway/spillway/registry/static"
 	"github.com/spillway/spillway/resolver"
+	"github.com/spillway/spillway/security/audit"
 	"github.com/spillway/spillway/weights"
 	"github.com/spillway/spillway/weights/svcconfig"
 	"github.com/spillway/spillway/weights/zoneaware"
@@ -68,12 +70,6 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 
-	// Who is calling (certificate or token) and what they may do.
-	auth, policy, err := startSecurity(cfg, token, metrics, log)
-	if err != nil {
-		return err
-	}
-
 	st, err := openStorage(ctx, cfg.Store, cfg.DataDir, log.With("component", "store"))
 	if err != nil {
 		return err
@@ -83,6 +79,17 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	// Replication (replica.go): nil on bbolt, where this process decides
 	// expiry alone.
 	repl := newReplication(cfg.Store, st)
+
+	// Every admin change and every denial, in the log and the store.
+	auditLog, err := newAuditLog(st, repl, metrics, log.With("component", "audit"))
+	if err != nil {
+		return err
+	}
+	// Who is calling (certificate or token) and what they may do.
+	auth, policy, err := startSecurity(cfg, token, auditLog, metrics, log)
+	if err != nil {
+		return err
+	}
 	leaseCfg := lease.Config{
 		Store:         store,
 		Storage:       st,
@@ -198,8 +205,10 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			SRV: cfg.DNS.TTL.SRV, A: cfg.DNS.TTL.A, TXT: cfg.DNS.TTL.TXT,
 			SOA: cfg.DNS.TTL.SOA, Negative: cfg.DNS.TTL.Negative,
 		},
-		NSAddr:     nsAddr(cfg.DNSAddr),
-		Zones:      zones,
+		NSAddr:      nsAddr(cfg.DNSAddr),
+		Zones:       zones,
+		RRL:         cfg.DNS.rrl(),
+		TCPMaxConns: cfg.DNS.TCPMaxConns, TCPMaxQueries: cfg.DNS.TCPMaxQueries, TCPIdleTimeout: cfg.DNS.TCPIdleTimeout,
 		Weights:    planWeights{xds.PlanFunc(func(service string) *weights.Plan { return chosen.Plan(service) })},
 		Logger:     log.With("component", "dns"),
 		Registerer: metrics,
@@ -208,7 +217,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return fmt.Errorf("dns config: %w", err)
 	}
 
-	migrationCtl, err := migration.NewController(migration.ControllerConfig{Store: store, Storage: st, Logger: log.With("component", "migration"), Registerer: metrics})
+	migrationCtl, err := migration.NewController(migration.ControllerConfig{Store: store, Storage: st, Logger: log.With("component", "migration"), Registerer: metrics, Audit: auditLog})
 	if err != nil {
 		return err
 	}
@@ -300,7 +309,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			Help: "Loads of --static-file that failed and left the previous state in place.",
 		}, func() float64 { return float64(src.Failures()) }))
 	}
-	svcCfg, err := startServiceConfig(ctx, cfg.ServiceConfig, st, token, metrics, log.With("component", "svcconfig"))
+	svcCfg, err := startServiceConfig(ctx, cfg.ServiceConfig, st, token, auditLog, metrics, log.With("component", "svcconfig"))
 	if err != nil {
 		return err
 	}
@@ -343,6 +352,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	mux.Handle("/v1/load", adminAPI.Handler()) // more specific than "/v1/": wins
 	mux.Handle("/v1/graph", adminAPI.Handler())
 	mux.Handle("/v1/weights", adminAPI.Handler())
+	mux.Handle(audit.Path, auditLog.Handler(policy))
 	if cfg.Pprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index) // and the named profiles under it
 		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
@@ -354,7 +364,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	for _, p := range migrationapi.Paths { // /v1/panic, /v1/rollout, /v1/rollout/validate
 		mux.Handle(p, migrationAPI.Handler())
 	}
-	httpSrv := &http.Server{Handler: auth.Middleware(mux), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	httpSrv := &http.Server{Handler: audit.HTTPPeer(auth.Middleware(mux)), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	serveHTTP := func() error { return httpSrv.Serve(httpLis) }
 	if srvTLS != nil {
 		httpSrv.TLSConfig = srvTLS.http
@@ -365,6 +375,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		warnPlaintext(log, "http", httpLis.Addr())
 	}
 
+	wg.Go(func() { auditLog.Run(ctx) })
 	wg.Go(func() { auth.tokens.Run(ctx) })
 	wg.Go(func() { policy.Run(ctx) })
 	wg.Go(func() { fail("lease expiry", leases.Run(ctx)) })
@@ -400,6 +411,19 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	shutdown(cfg.ShutdownGrace, grpcSrv, httpSrv)
 	wg.Wait()
 	return cause
+}
+
+// newAuditLog keeps the audit entries in the shared store (etcd,
+// Spanner) or the bbolt file, in memory in memory-only mode.
+func newAuditLog(st storage, repl *replication, reg prometheus.Registerer, log *slog.Logger) (*audit.Log, error) {
+	c := audit.Config{Logger: log, Registerer: reg}
+	if ds, ok := st.(*durable.Store); ok {
+		c.KV = ds.KV()
+	}
+	if repl != nil {
+		c.Replica = repl.id()
+	}
+	return audit.New(c)
 }
 
 // adminToken reads --admin-token-file; "" when none is configured, which

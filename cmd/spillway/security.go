@@ -1,12 +1,14 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
+	"github.com/spillway/spillway/security/audit"
 	"github.com/spillway/spillway/security/authn"
 	"github.com/spillway/spillway/security/authz"
 )
@@ -28,7 +30,9 @@ func (a authentication) grpcOptions() []grpc.ServerOption {
 
 // startSecurity loads --tokens-file and --authz-file (a bad one fails
 // the start); their Run methods keep them fresh.
-func startSecurity(cfg Config, adminToken string, metrics prometheus.Registerer, log *slog.Logger) (authentication, *authz.Reloader, error) {
+//
+// Policy reloads and every refusal go to the audit log.
+func startSecurity(cfg Config, adminToken string, auditLog *audit.Log, metrics prometheus.Registerer, log *slog.Logger) (authentication, *authz.Reloader, error) {
 	tokens, err := authn.OpenTokens(authn.TokensConfig{
 		Path: cfg.TokensFile, AdminToken: adminToken,
 		Logger: log.With("component", "authn"), Registerer: metrics,
@@ -39,6 +43,12 @@ func startSecurity(cfg Config, adminToken string, metrics prometheus.Registerer,
 	policy, err := authz.NewReloader(authz.ReloaderConfig{
 		Path:   cfg.AuthzFile,
 		Logger: log.With("component", "authz"), Registerer: metrics,
+		OnReload: func(old, new string) {
+			auditLog.PolicyReloaded(context.Background(), cfg.AuthzFile, old, new, nil)
+		},
+		OnDeny: func(ctx context.Context, d *authz.Denied) {
+			auditLog.DeniedError(ctx, d.Action, d.Resource, d)
+		},
 	})
 	if err != nil {
 		return authentication{}, nil, fmt.Errorf("--authz-file (authz_file): %w", err)

@@ -85,6 +85,7 @@ var commands = []*command{
 	panicCommand,
 	rolloutCommand,
 	configCommand,
+	auditCommand,
 	tokenCommand,
 }
 
