@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -8,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,6 +26,7 @@ import (
 
 	migrationv1 "github.com/spillway/spillway/migration/migrationv1"
 	registryv1 "github.com/spillway/spillway/registry/registryv1"
+	"github.com/spillway/spillway/security/audit"
 	"github.com/spillway/spillway/security/tlsconfig/tlstest"
 )
 
@@ -41,7 +44,7 @@ const enforcePolicy = `identities:
   - match: "` + idCheckout + `"
     allow: {endpoints: [checkout], read_registry: true}
   - match: "` + idAdmin + `"
-    allow: {endpoints: true, read_registry: true, panic: true, rollout: true, config: true}
+    allow: {endpoints: true, read_registry: true, panic: true, rollout: true, config: true, read_audit: true}
 `
 
 // caller is one column of the table: how a client connects and what it
@@ -359,7 +362,7 @@ func TestWriteAPIEnforcement(t *testing.T) {
 		}},
 	}
 
-	allowedCells, deniedCells := 0, 0
+	allowedCells, deniedCells, audited := 0, 0, 0
 	handshakeErrors := map[string]int{}
 	for _, r := range rows {
 		for _, c := range callers {
@@ -372,6 +375,7 @@ func TestWriteAPIEnforcement(t *testing.T) {
 					}
 				}
 				before := serverState(t, admin, httpURL)
+				start := time.Now()
 				got := r.call(t, c, leaseID, endpointID)
 
 				var allowed bool
@@ -402,6 +406,12 @@ func TestWriteAPIEnforcement(t *testing.T) {
 					if got.code != codes.OK {
 						t.Fatalf("%s by %s = %v %q, want OK", r.name, c.name, got.code, got.msg)
 					}
+					// Every admin change is in the audit log with its
+					// identity; one that changed nothing need not be.
+					if r.allow == "admin" && serverState(t, admin, httpURL) != before {
+						wantAudit(t, admin, httpURL, start, c.identity, r.action, "allowed")
+						audited++
+					}
 					return
 				}
 				deniedCells++
@@ -418,6 +428,10 @@ func TestWriteAPIEnforcement(t *testing.T) {
 					handshakeErrors[got.msg[max(0, strings.LastIndex(got.msg, ": ")+2):]]++
 				} else if got.code != codes.PermissionDenied || got.msg != want {
 					t.Errorf("%s by %s = %v %q, want PermissionDenied %q", r.name, c.name, got.code, got.msg, want)
+				} else {
+					// Every denied write is in the audit log, with who.
+					wantAudit(t, admin, httpURL, start, cmp.Or(c.identity, "anonymous"), r.action, "denied")
+					audited++
 				}
 				if after := serverState(t, admin, httpURL); after != before {
 					t.Errorf("a denied %s by %s changed the server's state:\nbefore %s\nafter  %s", r.name, c.name, before, after)
@@ -425,7 +439,33 @@ func TestWriteAPIEnforcement(t *testing.T) {
 			})
 		}
 	}
-	t.Logf("%d rows × %d callers: %d allowed, %d denied; refused handshakes seen as %v", len(rows), len(callers), allowedCells, deniedCells, handshakeErrors)
+	t.Logf("%d rows × %d callers: %d allowed, %d denied; refused handshakes seen as %v; %d audit entries checked", len(rows), len(callers), allowedCells, deniedCells, handshakeErrors, audited)
+}
+
+// wantAudit fails unless GET /v1/audit lists an entry recorded since
+// start for identity doing action with outcome.
+func wantAudit(t *testing.T, admin *caller, httpURL string, start time.Time, identity, action, outcome string) {
+	t.Helper()
+	resp, err := admin.http.Get(httpURL + "/v1/audit?limit=1000&since=" + url.QueryEscape(start.Format(time.RFC3339Nano)))
+	if err != nil {
+		t.Fatalf("GET /v1/audit: %v", err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	body := string(b)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /v1/audit: %d %q", resp.StatusCode, body)
+	}
+	var entries []audit.Entry
+	if err := json.Unmarshal([]byte(body), &entries); err != nil {
+		t.Fatalf("GET /v1/audit: %v in %q", err, body)
+	}
+	for _, e := range entries {
+		if e.Identity == identity && e.Action == action && e.Outcome == outcome {
+			return
+		}
+	}
+	t.Errorf("the audit log since %s has no %s %s by %s: %s", start.Format(time.RFC3339Nano), outcome, action, identity, body)
 }
 
 // registration is a Register of payments at addr:8080 with a one-hour

@@ -110,7 +110,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	// Backends' utilization reports (ReportUtilization), kept for the
 	// per-endpoint planner; bounded by the registry's endpoints.
 	utilizations := load.NewUtilizationTable(store, metrics)
-	api, err := registryapi.New(registryapi.Config{Store: store, Leases: leases, Utilization: utilizations, Authorizer: policy, Logger: log.With("component", "registryapi")})
+	api, err := registryapi.New(registryapi.Config{Store: store, Leases: leases, Utilization: utilizations, Authorizer: policy, Audit: auditLog, Logger: log.With("component", "registryapi")})
 	if err != nil {
 		return err
 	}

@@ -44,6 +44,13 @@ type Authorizer interface {
 	Authorize(ctx context.Context, a authz.Action, resource string) error
 }
 
+// Auditor records a refusal that is not the Authorizer's (a lease that
+// belongs to another identity); *audit.Log implements it. The
+// Authorizer's own refusals reach the audit log through the policy.
+type Auditor interface {
+	DeniedError(ctx context.Context, a authz.Action, resource string, err error)
+}
+
 // LastSeener reports the live heartbeat time of a VM endpoint.
 type LastSeener interface {
 	LastSeen(service, id string) (t time.Time, leaseID string, ok bool)
@@ -62,6 +69,8 @@ type Config struct {
 	// Authorizer is asked before every call, with the call's service as
 	// the resource (see the package doc); nil allows every call.
 	Authorizer Authorizer
+	// Audit, or nil, records the refusals of lease ownership.
+	Audit Auditor
 	// Logger; nil discards.
 	Logger *slog.Logger
 }
@@ -76,6 +85,7 @@ type API struct {
 	lastSeen LastSeener
 	util     *load.UtilizationTable
 	authz    Authorizer // or nil
+	audit    Auditor    // or nil
 	log      *slog.Logger
 	now      func() time.Time
 }
@@ -93,7 +103,7 @@ func New(cfg Config) (*API, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	a := &API{store: cfg.Store, leases: cfg.Leases, util: cfg.Utilization, authz: cfg.Authorizer, log: cfg.Logger, now: time.Now}
+	a := &API{store: cfg.Store, leases: cfg.Leases, util: cfg.Utilization, authz: cfg.Authorizer, audit: cfg.Audit, log: cfg.Logger, now: time.Now}
 	a.lastSeen, _ = cfg.Leases.(LastSeener)
 	return a, nil
 }
@@ -172,6 +182,7 @@ func (a *API) register(ctx context.Context, req *pb.RegisterRequest) (*pb.Regist
 		if !errors.Is(err, registry.ErrInvalid) && !errors.Is(err, lease.ErrNotOwner) {
 			a.log.Error("register failed", "service", service, "err", err)
 		}
+		a.ownerDenied(ctx, authz.Register, service, err)
 		return nil, err
 	}
 	return &pb.RegisterResponse{LeaseId: l.ID, TtlSeconds: uint32(l.TTL / time.Second), EndpointId: l.EndpointID, Version: l.Version}, nil
@@ -200,7 +211,15 @@ func (a *API) mayUse(ctx context.Context, action authz.Action, id string) error 
 	if aerr := a.authorize(ctx, action, h.Service); aerr != nil {
 		return aerr
 	}
+	a.ownerDenied(ctx, action, h.Service, err)
 	return err
+}
+
+// ownerDenied hands a lease-ownership refusal to the audit log.
+func (a *API) ownerDenied(ctx context.Context, action authz.Action, service string, err error) {
+	if a.audit != nil && errors.Is(err, lease.ErrNotOwner) {
+		a.audit.DeniedError(ctx, action, service, err)
+	}
 }
 
 // Heartbeat implements pb.RegistryServer.

@@ -86,6 +86,7 @@ func (a *API) checkLease(ctx context.Context, service string, e *registry.Endpoi
 		return fmt.Errorf("lease_id %q does not hold endpoint %q of %q: %w", leaseID, e.ID, service, lease.ErrNotFound)
 	}
 	if _, err := a.leases.CheckOwner(ctx, string(authz.Report), leaseID); errors.Is(err, lease.ErrNotOwner) {
+		a.ownerDenied(ctx, authz.Report, service, err)
 		return err
 	}
 	return nil
