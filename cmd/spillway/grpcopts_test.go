@@ -118,6 +118,9 @@ func BenchmarkLargeEDSFanout(b *testing.B) {
 	}{
 		{"spillway_defaults", defaultGRPCConfig()},
 		{"read_buffer_4KiB", withReadBuffer(defaultGRPCConfig(), 4<<10)},
+		{"write_buffer_16KiB", withWriteBuffer(defaultGRPCConfig(), 16<<10)},
+		{"write_buffer_8KiB", withWriteBuffer(defaultGRPCConfig(), 8<<10)},
+		{"write_buffer_4KiB", withWriteBuffer(defaultGRPCConfig(), 4<<10)},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			addr := serveBenchXDS(b, c.cfg, endpoints)
@@ -143,6 +146,11 @@ func BenchmarkLargeEDSFanout(b *testing.B) {
 
 func withReadBuffer(c GRPCConfig, n int) GRPCConfig {
 	c.ReadBufferSize = n
+	return c
+}
+
+func withWriteBuffer(c GRPCConfig, n int) GRPCConfig {
+	c.WriteBufferSize = n
 	return c
 }
 
