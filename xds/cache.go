@@ -19,6 +19,11 @@ type entry struct {
 	gen    uint64               // plan generation the eds map is for
 	eds    map[string]*resource // by zone variant, for svc and gen
 	good   map[string]*resource // last valid, by zone variant, any version
+
+	// one is the set {name}, read-only: the subscription of every
+	// state-of-the-world stream that names this service alone, in any
+	// type, is this one set instead of maps of its own (sotw.go).
+	one map[string]struct{}
 }
 
 // cache maps service names to entries: one per service served since the
@@ -39,7 +44,7 @@ func (c *cache) entry(name string) *entry {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e = c.entries[name]; e == nil {
-		e = &entry{}
+		e = &entry{one: map[string]struct{}{name: {}}}
 		c.entries[name] = e
 	}
 	return e

@@ -44,7 +44,7 @@ var _ grpc.ServerStream = (*discardStream)(nil)
 // benchStream is a state-of-the-world stream of a client in zone-a
 // subscribed to the four types of service "web" of n endpoints over three
 // zones, with zone-aware weights on or off.
-func benchStream(b *testing.B, n int, zoneAware bool) (*sotwStream, *discardStream) {
+func benchStream(b testing.TB, n int, zoneAware bool) (*sotwStream, *discardStream) {
 	store := registry.NewStore()
 	var ops []registry.Op
 	for i := range n {

@@ -106,12 +106,21 @@ func (st *sotwStream) handle(req *v3discoverypb.DiscoveryRequest) error {
 			return nil // the usual ACK (or NACK) of one name, decided without a map
 		}
 	}
-	names := make(map[string]struct{}, len(req.GetResourceNames()))
-	for _, n := range req.GetResourceNames() {
-		names[n] = struct{}{}
+	var names map[string]struct{}
+	star := false
+	if rn := req.GetResourceNames(); len(rn) == 1 && rn[0] != "*" && st.s.known(rn[0]) {
+		// The usual grpc-go request: one service. The set is the one
+		// every such stream shares (never modified), not a map per type
+		// per stream.
+		names = st.s.cache.entry(rn[0]).one
+	} else {
+		names = make(map[string]struct{}, len(rn))
+		for _, n := range rn {
+			names[n] = struct{}{}
+		}
+		_, star = names["*"]
+		delete(names, "*")
 	}
-	_, star := names["*"]
-	delete(names, "*")
 	wildcard := star || (len(names) == 0 && (t == 0 || t == 2) && (!ts.requested || ts.wildcard))
 	if ts.requested && wildcard == ts.wildcard && sameSet(names, ts.names) {
 		return nil // an ACK or a NACK: nothing new to send
@@ -122,6 +131,12 @@ func (st *sotwStream) handle(req *v3discoverypb.DiscoveryRequest) error {
 	// handler's goroutine, which every stream keeps, stays small.
 	st.w.ask(t)
 	return nil
+}
+
+// known reports whether name is a service in the registry.
+func (s *Server) known(name string) bool {
+	_, ok := s.store.Snapshot().Service(name)
+	return ok
 }
 
 func sameSet(a, b map[string]struct{}) bool {
@@ -140,7 +155,32 @@ func (st *sotwStream) subsOf() [4]*subs {
 	return [4]*subs{&st.types[0].subs, &st.types[1].subs, &st.types[2].subs, &st.types[3].subs}
 }
 
+// updateInterest tells the hub the union of the stream's names. A
+// state-of-the-world stream never modifies a names set once it holds it
+// (a request replaces it), so when every type names the same set, as a
+// grpc-go stream's four types do, the hub holds that set too instead of a
+// union of its own.
 func (st *sotwStream) updateInterest() {
+	var one map[string]struct{}
+	for i := range st.types {
+		ts := &st.types[i]
+		if ts.wildcard {
+			one = nil
+			break
+		}
+		if len(ts.names) == 0 {
+			continue
+		}
+		if one != nil && !sameSet(one, ts.names) {
+			one = nil
+			break
+		}
+		one = ts.names
+	}
+	if one != nil {
+		st.s.hub.setNames(st.w, one, false, st.node)
+		return
+	}
 	st.s.hub.setInterest(st.w, st.subsOf(), st.node)
 }
 

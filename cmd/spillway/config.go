@@ -231,6 +231,7 @@ func parseConfig(args []string, stderr io.Writer) (Config, error) {
 	fs.BoolVar(&f.GRPC.SharedWriteBuffer, "grpc-shared-write-buffer", cfg.GRPC.SharedWriteBuffer, "return a gRPC connection's write buffer to a shared pool after each flush, so an idle connection holds none")
 	fs.IntVar(&f.GRPC.WriteBufferSize, "grpc-write-buffer-size", cfg.GRPC.WriteBufferSize, "bytes a gRPC connection batches before writing to the socket (0: write each frame at once)")
 	fs.IntVar(&f.GRPC.ReadBufferSize, "grpc-read-buffer-size", cfg.GRPC.ReadBufferSize, "most bytes one socket read of a gRPC connection takes; 0 has no read buffer (the HTTP/2 framer reads the socket itself, two reads per frame)")
+	fs.IntVar(&f.GRPC.HeaderTableSize, "grpc-header-table-size", cfg.GRPC.HeaderTableSize, "HPACK dynamic table in bytes a client may fill with its headers on a gRPC connection (0: none kept; clients send full headers once per RPC)")
 	var win, connWin int
 	fs.IntVar(&win, "grpc-initial-window-size", 0, "fixed HTTP/2 stream window in bytes, at least 65536 (0: grpc-go's dynamic window)")
 	fs.IntVar(&connWin, "grpc-initial-conn-window-size", 0, "fixed HTTP/2 connection window in bytes, at least 65536 (0: grpc-go's dynamic window)")
@@ -322,6 +323,7 @@ func parseConfig(args []string, stderr io.Writer) (Config, error) {
 		"grpc-shared-write-buffer":      func() { cfg.GRPC.SharedWriteBuffer = f.GRPC.SharedWriteBuffer },
 		"grpc-write-buffer-size":        func() { cfg.GRPC.WriteBufferSize = f.GRPC.WriteBufferSize },
 		"grpc-read-buffer-size":         func() { cfg.GRPC.ReadBufferSize = f.GRPC.ReadBufferSize },
+		"grpc-header-table-size":        func() { cfg.GRPC.HeaderTableSize = f.GRPC.HeaderTableSize },
 		"grpc-initial-window-size":      func() { cfg.GRPC.InitialWindowSize = clampInt32(win) },
 		"grpc-initial-conn-window-size": func() { cfg.GRPC.InitialConnWindowSize = clampInt32(connWin) },
 		"grpc-keepalive-time":           func() { cfg.GRPC.KeepaliveTime = f.GRPC.KeepaliveTime },

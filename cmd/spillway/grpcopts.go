@@ -35,6 +35,13 @@ type GRPCConfig struct {
 	// buffer taken from grpc-go's read-buffer pool during a burst of
 	// connections or requests stays in the pool until two GCs.
 	ReadBufferSize int `yaml:"read_buffer_size"`
+	// HeaderTableSize is the HPACK dynamic table the server lets each
+	// client fill with the headers it sends (SETTINGS_HEADER_TABLE_SIZE);
+	// default 0: a connection keeps no copy of its client's headers (about
+	// 1 KiB per connection with grpc-go's 4096), and a client sends its
+	// headers in full on each RPC, which for an xDS client is once per
+	// stream (grpc-go: 4096).
+	HeaderTableSize int `yaml:"header_table_size"`
 	// InitialWindowSize and InitialConnWindowSize fix the HTTP/2 flow
 	// control windows of a stream and of a connection; 0 keeps grpc-go's
 	// 64 KiB start with dynamic (BDP) growth. Setting either turns the
@@ -59,6 +66,7 @@ func defaultGRPCConfig() GRPCConfig {
 		SharedWriteBuffer: true,
 		WriteBufferSize:   16 << 10,
 		ReadBufferSize:    0,
+		HeaderTableSize:   0,
 		KeepaliveTime:     5 * time.Minute,
 		KeepaliveTimeout:  20 * time.Second,
 		KeepaliveMinTime:  5 * time.Second,
@@ -73,6 +81,8 @@ func (g *GRPCConfig) validate() error {
 		return fmt.Errorf("--grpc-write-buffer-size (grpc.write_buffer_size): %d, want 0..%d", g.WriteBufferSize, maxBuf)
 	case g.ReadBufferSize < 0 || g.ReadBufferSize > maxBuf:
 		return fmt.Errorf("--grpc-read-buffer-size (grpc.read_buffer_size): %d, want 0..%d", g.ReadBufferSize, maxBuf)
+	case g.HeaderTableSize < 0 || g.HeaderTableSize > maxBuf:
+		return fmt.Errorf("--grpc-header-table-size (grpc.header_table_size): %d, want 0..%d", g.HeaderTableSize, maxBuf)
 	case g.InitialWindowSize != 0 && g.InitialWindowSize < 64<<10:
 		return fmt.Errorf("--grpc-initial-window-size (grpc.initial_window_size): %d, want 0 (dynamic) or at least 65536", g.InitialWindowSize)
 	case g.InitialConnWindowSize != 0 && g.InitialConnWindowSize < 64<<10:
@@ -94,6 +104,7 @@ func (g GRPCConfig) serverOptions() []grpc.ServerOption {
 		grpc.SharedWriteBuffer(g.SharedWriteBuffer),
 		grpc.WriteBufferSize(g.WriteBufferSize),
 		grpc.ReadBufferSize(g.ReadBufferSize),
+		grpc.HeaderTableSize(uint32(g.HeaderTableSize)),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: g.KeepaliveTime, Timeout: g.KeepaliveTimeout}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: g.KeepaliveMinTime, PermitWithoutStream: true}),
 	}

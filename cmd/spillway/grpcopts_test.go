@@ -13,6 +13,7 @@ import (
 
 	v3discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	v3discoverypb "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"golang.org/x/net/http2"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
@@ -33,6 +34,8 @@ func TestGRPCConfigValidate(t *testing.T) {
 		{name: "no_write_buffer", args: []string{"--grpc-write-buffer-size", "0"}},
 		{name: "fixed_windows", args: []string{"--grpc-initial-window-size", "1048576", "--grpc-initial-conn-window-size", "4194304"}},
 		{name: "negative_write_buffer", args: []string{"--grpc-write-buffer-size", "-1"}, wantErr: "--grpc-write-buffer-size (grpc.write_buffer_size)"},
+		{name: "header_table_4096", args: []string{"--grpc-header-table-size", "4096"}},
+		{name: "negative_header_table", args: []string{"--grpc-header-table-size", "-1"}, wantErr: "--grpc-header-table-size (grpc.header_table_size)"},
 		{name: "huge_read_buffer", args: []string{"--grpc-read-buffer-size", "1000000000"}, wantErr: "--grpc-read-buffer-size (grpc.read_buffer_size)"},
 		{name: "small_window", args: []string{"--grpc-initial-window-size", "1024"}, wantErr: "--grpc-initial-window-size (grpc.initial_window_size)"},
 		{name: "window_overflow", args: []string{"--grpc-initial-conn-window-size", "-5"}, wantErr: "--grpc-initial-conn-window-size (grpc.initial_conn_window_size)"},
@@ -70,6 +73,60 @@ func TestGRPCConfigDefaultsAndFlags(t *testing.T) {
 	}
 	if c.GRPC.SharedWriteBuffer || c.GRPC.InitialWindowSize != 131072 || !c.Pprof {
 		t.Errorf("flags gave %+v, pprof %v", c.GRPC, c.Pprof)
+	}
+}
+
+// TestHeaderTableSetting: the server tells each client, in its first
+// SETTINGS frame, the HPACK table size of --grpc-header-table-size (0 by
+// default: the connection keeps no copy of the client's headers).
+func TestHeaderTableSetting(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		args []string
+		want uint32
+	}{
+		{"default", nil, 0},
+		{"flag", []string{"--grpc-header-table-size", "4096"}, 4096},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := parseConfig(tt.args, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lis, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := grpc.NewServer(c.GRPC.serverOptions()...)
+			var wg sync.WaitGroup
+			wg.Go(func() { srv.Serve(lis) })
+			defer func() { srv.Stop(); wg.Wait() }()
+			conn, err := net.DialTimeout("tcp", lis.Addr().String(), 5*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			conn.SetDeadline(time.Now().Add(10 * time.Second))
+			if _, err := conn.Write([]byte(http2.ClientPreface)); err != nil {
+				t.Fatal(err)
+			}
+			fr := http2.NewFramer(conn, conn)
+			if err := fr.WriteSettings(); err != nil {
+				t.Fatal(err)
+			}
+			f, err := fr.ReadFrame()
+			if err != nil {
+				t.Fatal(err)
+			}
+			sf, ok := f.(*http2.SettingsFrame)
+			if !ok {
+				t.Fatalf("first frame = %T, want the server's SETTINGS", f)
+			}
+			got, ok := sf.Value(http2.SettingHeaderTableSize)
+			if !ok || got != tt.want {
+				t.Errorf("SETTINGS_HEADER_TABLE_SIZE = %d (present %v), want %d", got, ok, tt.want)
+			}
+		})
 	}
 }
 
@@ -118,6 +175,9 @@ func BenchmarkLargeEDSFanout(b *testing.B) {
 	}{
 		{"spillway_defaults", defaultGRPCConfig()},
 		{"read_buffer_4KiB", withReadBuffer(defaultGRPCConfig(), 4<<10)},
+		{"write_buffer_16KiB", withWriteBuffer(defaultGRPCConfig(), 16<<10)},
+		{"write_buffer_8KiB", withWriteBuffer(defaultGRPCConfig(), 8<<10)},
+		{"write_buffer_4KiB", withWriteBuffer(defaultGRPCConfig(), 4<<10)},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			addr := serveBenchXDS(b, c.cfg, endpoints)
@@ -143,6 +203,11 @@ func BenchmarkLargeEDSFanout(b *testing.B) {
 
 func withReadBuffer(c GRPCConfig, n int) GRPCConfig {
 	c.ReadBufferSize = n
+	return c
+}
+
+func withWriteBuffer(c GRPCConfig, n int) GRPCConfig {
+	c.WriteBufferSize = n
 	return c
 }
 
