@@ -336,6 +336,12 @@ type ClientOptions struct {
 	ServerName string
 }
 
+// Config is a client *tls.Config of o without files: system roots, no
+// client certificate.
+func (o ClientOptions) Config() *tls.Config {
+	return &tls.Config{MinVersion: max(o.MinVersion, tls.VersionTLS12), ServerName: o.ServerName}
+}
+
 // ClientConfig is a client *tls.Config that presents the current
 // certificate (when Files.Cert is set) at every handshake and trusts the
 // CA pool current now (the system roots without Files.CA).
@@ -356,9 +362,10 @@ func (r *Reloader) ClientConfig(o ClientOptions) *tls.Config {
 	return cfg
 }
 
-// TransportCredentials are gRPC client credentials that build a fresh
-// ClientConfig for every new connection, so a reloaded CA bundle or
-// certificate applies to the next connection.
+// TransportCredentials are gRPC client credentials that check the files
+// and build a fresh ClientConfig for every new connection, so a rotated
+// CA bundle or certificate applies to the next connection (with or
+// without Run).
 func (r *Reloader) TransportCredentials(o ClientOptions) credentials.TransportCredentials {
 	return &reloadingCreds{r: r, o: o}
 }
@@ -369,6 +376,7 @@ type reloadingCreds struct {
 }
 
 func (c *reloadingCreds) ClientHandshake(ctx context.Context, authority string, conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	c.r.Check() // cheap (a few KB read); a client without Run still sees rotations
 	return credentials.NewTLS(c.r.ClientConfig(c.o)).ClientHandshake(ctx, authority, conn)
 }
 
