@@ -527,7 +527,13 @@ type edsWatch struct {
 
 func watchEDS(t *testing.T, server, service, zone string) *edsWatch {
 	t.Helper()
-	conn, err := grpc.NewClient(server, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	return watchEDSWith(t, server, service, zone, grpc.WithTransportCredentials(insecure.NewCredentials()))
+}
+
+// watchEDSWith is watchEDS dialling with opts (e.g. TLS credentials).
+func watchEDSWith(t *testing.T, server, service, zone string, opts ...grpc.DialOption) *edsWatch {
+	t.Helper()
+	conn, err := grpc.NewClient(server, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

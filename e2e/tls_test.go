@@ -1,0 +1,297 @@
+package e2e
+
+import (
+	"context"
+	"crypto/tls"
+	"io"
+	"math/big"
+	"net/http"
+	"net/http/httptrace"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	v3endpointpb "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/spillway/spillway/clientlib"
+	"github.com/spillway/spillway/clientlib/clientcreds"
+	pb "github.com/spillway/spillway/registry/registryv1"
+	"github.com/spillway/spillway/security/tlsconfig"
+	"github.com/spillway/spillway/security/tlsconfig/tlstest"
+)
+
+// e2eTLS is the PKI of one TLS server: a CA, the server's certificate
+// (127.0.0.1 and localhost) and one client identity, as files.
+type e2eTLS struct {
+	dir    string
+	ca     *tlstest.CA
+	server tlsconfig.Files // CA: the client CA bundle (--client-ca)
+	client tlsconfig.Files // CA: the bundle that signs the server
+
+	once sync.Once
+	http *http.Client
+}
+
+const e2eClientID = "spiffe://spillway.test/ns/e2e/sa/client"
+
+func newE2ETLS(t *testing.T) *e2eTLS {
+	e := &e2eTLS{dir: t.TempDir(), ca: tlstest.NewCA(t, "spillway e2e CA")}
+	e.server = e.serverLeaf(t, e.ca).WriteFiles(t, e.dir, "server", e.ca)
+	e.client = e.ca.Issue(t, tlstest.Leaf{URIs: []string{e2eClientID}}).WriteFiles(t, e.dir, "client", e.ca)
+	return e
+}
+
+func (e *e2eTLS) serverLeaf(t *testing.T, ca *tlstest.CA) *tlstest.Cert {
+	return ca.Issue(t, tlstest.Leaf{DNS: []string{"localhost"}, IPs: []netip.Addr{tlstest.Loopback}})
+}
+
+func (e *e2eTLS) creds() clientcreds.Config {
+	return clientcreds.Config{CA: e.client.CA, Cert: e.client.Cert, Key: e.client.Key}
+}
+
+func (e *e2eTLS) clientlib() clientlib.TLS {
+	return clientlib.TLS{CA: e.client.CA, Cert: e.client.Cert, Key: e.client.Key, Refresh: time.Second}
+}
+
+// newTLSServer is newServer with TLS on both ports, client certificates
+// required (--client-ca), and the files polled every 200ms.
+func newTLSServer(t *testing.T, extra ...string) *server {
+	e := newE2ETLS(t)
+	s := newServer(t, append([]string{"--tls-cert", e.server.Cert, "--tls-key", e.server.Key, "--client-ca", e.server.CA, "--tls-reload", "200ms"}, extra...)...)
+	s.tls = e
+	return s
+}
+
+// httpClient is the client of s's HTTP port: with TLS, one client with
+// the client certificate for the whole test.
+func (s *server) httpClient() *http.Client {
+	if s.tls == nil {
+		return http.DefaultClient
+	}
+	s.tls.once.Do(func() {
+		c, err := s.tls.creds().HTTPClient()
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		s.tls.http = c
+		s.t.Cleanup(c.CloseIdleConnections)
+	})
+	return s.tls.http
+}
+
+// url is the URL of path on s's HTTP port.
+func (s *server) url(path string) string {
+	if s.tls == nil {
+		return "http://" + s.httpAddr + path
+	}
+	return "https://" + s.httpAddr + path
+}
+
+// dialOptions dial s's gRPC port.
+func (s *server) dialOptions() []grpc.DialOption {
+	if s.tls == nil {
+		return []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	}
+	opts, err := s.tls.creds().DialOptions()
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return opts
+}
+
+// ctlGlobals are spillwayctl's global flags for s.
+func (s *server) ctlGlobals() []string {
+	g := []string{"--server", s.grpcAddr}
+	if s.tls != nil {
+		g = append(g, "--tls-ca", s.tls.client.CA, "--tls-cert", s.tls.client.Cert, "--tls-key", s.tls.client.Key)
+	}
+	return g
+}
+
+// tlsDial makes one new TLS connection to addr with cfg and returns the
+// server certificate's serial, or the handshake error. The handshake
+// error of a refused client certificate may only show on the first
+// read (TLS 1.3), so it reads until the server speaks or closes.
+func tlsDial(addr string, cfg *tls.Config) (*big.Int, error) {
+	c, err := tls.Dial("tcp", addr, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	serial := c.ConnectionState().PeerCertificates[0].SerialNumber
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	// An HTTP/1.1 request: the HTTP port answers it; on a refused client
+	// certificate the read fails with the server's alert.
+	if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"); err != nil {
+		return nil, err
+	}
+	if _, err := io.ReadAll(c); err != nil {
+		return nil, err
+	}
+	return serial, nil
+}
+
+// TestTLSRotation is issue 16 acceptance 3: the server certificate and
+// the client CA bundle are replaced on disk (a new CA); without a
+// restart, new connections get the new server certificate within the
+// reload interval, a client certificate of the old CA is refused and one
+// of the new CA accepted, while an ADS stream and an HTTP keep-alive
+// connection opened before the rotation stay up and keep working.
+func TestTLSRotation(t *testing.T) {
+	s := newTLSServer(t)
+	s.start()
+	e := s.tls
+	oldServerSerial := func() *big.Int {
+		serial, err := tlsDial(s.httpAddr, &tls.Config{RootCAs: tlstest.Pool(e.ca), Certificates: []tls.Certificate{mustPair(t, e.client)}})
+		if err != nil {
+			t.Fatalf("before rotation: %v", err)
+		}
+		return serial
+	}()
+
+	// An xDS stream and an HTTP keep-alive connection, both on the old
+	// certificates.
+	reg := s.client()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	register := func(c pb.RegistryClient, id string, port uint32) {
+		t.Helper()
+		if _, err := c.Register(ctx, &pb.RegisterRequest{Service: "tlsrot", Endpoint: &pb.Endpoint{
+			Id: id, Address: "10.0.0.1", Ports: []*pb.Port{{Name: "grpc", Number: port, Protocol: "tcp"}}, Locality: &pb.Locality{Zone: "z1"},
+		}}); err != nil {
+			t.Fatalf("register %s: %v", id, err)
+		}
+	}
+	register(reg, "before", 1001)
+	w := watchEDSWith(t, s.grpcAddr, "tlsrot", "z1", s.dialOptions()...)
+	w.until(t, "the endpoint registered before the rotation", func(cla *v3endpointpb.ClusterLoadAssignment) bool {
+		return slices.Contains(claPorts(cla), 1001)
+	})
+	keep := &http.Client{Transport: &http.Transport{
+		TLSClientConfig:   &tls.Config{RootCAs: tlstest.Pool(e.ca), Certificates: []tls.Certificate{mustPair(t, e.client)}},
+		ForceAttemptHTTP2: true,
+	}}
+	defer keep.CloseIdleConnections()
+	get := func(what string) (reused bool, serial *big.Int) {
+		t.Helper()
+		trace := &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) { reused = i.Reused }}
+		req, _ := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodGet, s.url("/healthz"), nil)
+		resp, err := keep.Do(req)
+		if err != nil {
+			t.Fatalf("%s: GET /healthz: %v", what, err)
+		}
+		defer resp.Body.Close()
+		io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s: GET /healthz = %d", what, resp.StatusCode)
+		}
+		return reused, resp.TLS.PeerCertificates[0].SerialNumber
+	}
+	get("keep-alive before rotation")
+
+	// Rotate: a new CA signs the new server certificate and is the only
+	// client CA.
+	newCA := tlstest.NewCA(t, "spillway e2e CA 2")
+	newServer := e.serverLeaf(t, newCA)
+	newServer.WriteFiles(t, e.dir, "server", newCA)
+	newClient := newCA.Issue(t, tlstest.Leaf{URIs: []string{"spiffe://spillway.test/ns/e2e/sa/client2"}})
+	rotated := time.Now()
+
+	// Poll new connections (bounded) until one shows the new certificate.
+	newCfg := &tls.Config{RootCAs: tlstest.Pool(e.ca, newCA), Certificates: []tls.Certificate{newClient.TLS}}
+	var polls int
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		polls++
+		serial, err := tlsDial(s.httpAddr, newCfg)
+		if err == nil && serial.Cmp(newServer.Cert.SerialNumber) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no new connection used the rotated certificate within 20s (last: serial %v, err %v); logs:\n%s", serial, err, s.logs)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("the rotated certificate reached new connections %v after the write (%d polls; --tls-reload 200ms)", time.Since(rotated).Round(time.Millisecond), polls)
+
+	// New connections: old-CA client refused, new-CA client accepted,
+	// over HTTP and gRPC.
+	if _, err := tlsDial(s.httpAddr, &tls.Config{RootCAs: tlstest.Pool(newCA), Certificates: []tls.Certificate{mustPair(t, e.client)}}); err == nil {
+		t.Error("HTTP: a client certificate of the old CA was accepted after the rotation")
+	}
+	grpcCheck := func(cfg *tls.Config) error {
+		cc, err := grpc.NewClient(s.grpcAddr, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
+		if err != nil {
+			return err
+		}
+		defer cc.Close()
+		_, err = pb.NewRegistryClient(cc).ListServices(ctx, &pb.ListServicesRequest{})
+		return err
+	}
+	if err := grpcCheck(&tls.Config{RootCAs: tlstest.Pool(newCA), Certificates: []tls.Certificate{mustPair(t, e.client)}}); err == nil {
+		t.Error("gRPC: a client certificate of the old CA was accepted after the rotation")
+	}
+	if err := grpcCheck(&tls.Config{RootCAs: tlstest.Pool(newCA), Certificates: []tls.Certificate{newClient.TLS}}); err != nil {
+		t.Errorf("gRPC: the new CA's client was refused after the rotation: %v", err)
+	}
+	// The server's old-CA root no longer verifies the server.
+	if _, err := tlsDial(s.httpAddr, &tls.Config{RootCAs: tlstest.Pool(e.ca), Certificates: []tls.Certificate{newClient.TLS}}); err == nil {
+		t.Error("a client trusting only the old CA verified the rotated server certificate")
+	}
+
+	// The connections opened before the rotation are still the same
+	// connections, on the old certificate, and still work: the keep-alive
+	// connection is reused, the ADS stream gets the push of a change made
+	// after the rotation.
+	reused, serial := get("keep-alive after rotation")
+	if !reused || serial.Cmp(oldServerSerial) != 0 {
+		t.Errorf("keep-alive after rotation: reused %v, server serial %v; want the same connection (serial %v)", reused, serial, oldServerSerial)
+	}
+	newFiles := newClient.WriteFiles(t, e.dir, "client2", newCA)
+	newCreds := clientcreds.Config{CA: newFiles.CA, Cert: newFiles.Cert, Key: newFiles.Key}
+	newOpts, err := newCreds.DialOptions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc, err := grpc.NewClient(s.grpcAddr, newOpts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	register(pb.NewRegistryClient(cc), "after", 1002)
+	w.until(t, "the endpoint registered after the rotation, on the stream opened before it", func(cla *v3endpointpb.ClusterLoadAssignment) bool {
+		return slices.Contains(claPorts(cla), 1001) && slices.Contains(claPorts(cla), 1002)
+	})
+	// Metrics, read as the new client: one reload, no failure.
+	hc, err := newCreds.HTTPClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hc.CloseIdleConnections()
+	resp, err := hc.Get(s.url("/metrics"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{"spillway_tls_reload_failures_total 0", "spillway_tls_reloads_total 1"} {
+		if !strings.Contains(string(body), want+"\n") {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+}
+
+func mustPair(t *testing.T, f tlsconfig.Files) tls.Certificate {
+	t.Helper()
+	c, err := tls.LoadX509KeyPair(f.Cert, f.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
