@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/spillway/spillway/clientlib"
 	"github.com/spillway/spillway/clientlib/clientcreds"
@@ -294,4 +295,51 @@ func mustPair(t *testing.T, f tlsconfig.Files) tls.Certificate {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// TestClientlibMTLS is issue 16 acceptance 4 in one client: against a
+// server that requires client certificates, a Conn with WithTLS reads
+// the rollout over HTTPS and moves to xDS (its bootstrap has "tls"
+// channel creds with the client certificate); the same Conn without
+// WithTLS cannot read the rollout (https with an unknown CA) and stays
+// on DNS, saying why.
+func TestClientlibMTLS(t *testing.T) {
+	f := newMCFixtureTLS(t, true)
+	f.setRollout(t, 100)
+	dial := func(name string, opts ...clientlib.Option) *clientlib.Conn {
+		c, err := clientlib.Dial(context.Background(), mcService, append(opts,
+			clientlib.WithService(name), clientlib.WithZone("zone-a"),
+			clientlib.WithControlPlane(f.s.grpcAddr), clientlib.WithDNSServer(f.s.flag("--dns-addr")),
+			clientlib.WithRolloutURL(f.s.url("/v1/rollout")), clientlib.WithPanicPollInterval(mcPoll),
+			clientlib.WithXDSTimeout(5*time.Second), clientlib.WithPerConnBootstrap())...)
+		if err != nil {
+			t.Fatalf("Dial as %s: %v", name, err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	secure := dial("mtls-caller", clientlib.WithTLS(f.s.tls.clientlib()))
+	plain := dial("plain-caller")
+	conns := map[string]*clientlib.Conn{"mtls-caller": secure, "plain-caller": plain}
+	mcWait(t, conns, 15*time.Second, "mtls on xds, plaintext on dns", func(n string, s clientlib.Status) bool {
+		if n == "mtls-caller" {
+			return s.Channel == clientlib.XDS && s.Eligibility.Eligible && s.Eligibility.Version > 0
+		}
+		return s.Channel == clientlib.DNS && s.Eligibility.Err != nil
+	})
+	if s := secure.Status(); !strings.HasPrefix(s.Eligibility.Source, "https://") {
+		t.Errorf("mtls-caller read the rollout from %q, want https://", s.Eligibility.Source)
+	}
+	if err := plain.Status().Eligibility.Err; !strings.Contains(err.Error(), "certificate") {
+		t.Errorf("plain-caller rollout error = %v, want a certificate error", err)
+	}
+	// RPCs flow over the xDS channel.
+	for range 10 {
+		if _, err := healthpb.NewHealthClient(secure).Check(context.Background(), &healthpb.HealthCheckRequest{}); err != nil {
+			t.Fatalf("RPC over the mTLS-bootstrapped xDS channel: %v", err)
+		}
+	}
+	if s := secure.Status(); s.Channel != clientlib.XDS {
+		t.Fatalf("mtls-caller on %v after the RPCs, want xds", s.Channel)
+	}
 }
