@@ -41,7 +41,8 @@ type Config struct {
 	Files Files
 	// Interval is the poll period of Run; zero means DefaultInterval.
 	Interval time.Duration
-	// Logger receives reload logs; nil discards them.
+	// Logger receives reload logs (give it a "component"); nil discards
+	// them.
 	Logger *slog.Logger
 	// Registerer registers the reload metrics; nil registers nowhere.
 	Registerer prometheus.Registerer
@@ -61,6 +62,19 @@ const (
 	// chains to the CA.
 	RequireClientCert
 )
+
+// String is the --client-auth spelling: "none", "optional" or "require".
+func (a ClientAuth) String() string {
+	switch a {
+	case NoClientCert:
+		return "none"
+	case VerifyClientCertIfGiven:
+		return "optional"
+	case RequireClientCert:
+		return "require"
+	}
+	return fmt.Sprintf("ClientAuth(%d)", int(a))
+}
 
 // ParseClientAuth parses the --client-auth flag: "require" or "optional".
 func ParseClientAuth(s string) (ClientAuth, error) {
@@ -130,7 +144,7 @@ func New(cfg Config) (*Reloader, error) {
 	r := &Reloader{
 		files:    cfg.Files,
 		interval: cfg.Interval,
-		logger:   logger.With("component", "tlsconfig"),
+		logger:   logger,
 		metrics:  newMetrics(cfg.Registerer),
 	}
 	hash, raw, err := r.read()
