@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	"io"
 	"math/big"
 	"net/http"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/spillway/spillway/clientlib"
 	"github.com/spillway/spillway/clientlib/clientcreds"
+	"github.com/spillway/spillway/registry/durable/etcdstore/etcdtest"
 	pb "github.com/spillway/spillway/registry/registryv1"
 	"github.com/spillway/spillway/security/tlsconfig"
 	"github.com/spillway/spillway/security/tlsconfig/tlstest"
@@ -341,5 +343,55 @@ func TestClientlibMTLS(t *testing.T) {
 	}
 	if s := secure.Status(); s.Channel != clientlib.XDS {
 		t.Fatalf("mtls-caller on %v after the RPCs, want xds", s.Channel)
+	}
+}
+
+// TestMeshTLS: two replicas on one etcd, both on mTLS with certificates
+// of one CA: each dials the other's gRPC port for the load exchange with
+// its own certificate as client certificate, and the summaries arrive
+// (a replica whose dial failed would count them dropped, and the owner
+// would accept none).
+func TestMeshTLS(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	e := newE2ETLS(t)
+	store := "etcd://" + strings.TrimPrefix(etcd.Endpoint, "http://") + "/" + etcdPrefix
+	var servers []*server
+	for i := range 2 {
+		s := newServer(t, "--store", store, "--replica-id", fmt.Sprintf("r%d", i), "--election-ttl", "2s",
+			"--lrs-interval", "1s", "--weights-interval", "1s", "--mesh-shards", "4", "--mesh-stale-cycles", "6",
+			"--tls-cert", e.server.Cert, "--tls-key", e.server.Key, "--client-ca", e.server.CA)
+		s.tls = e
+		servers = append(servers, s)
+		s.startNoWait()
+	}
+	for _, s := range servers {
+		s.waitReady()
+	}
+	accepted := func(s *server) float64 {
+		for _, m := range metricSeries(t, s, "spillway_mesh_load_summaries_total") {
+			if m.labels["result"] == "accepted" {
+				return m.value
+			}
+		}
+		return 0
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		a0, a1 := accepted(servers[0]), accepted(servers[1])
+		if a0+a1 >= 2 {
+			t.Logf("load summaries accepted over mTLS: r0 %v, r1 %v", a0, a1)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no load summary accepted between the replicas within 30s (r0 %v, r1 %v); logs:\n%s\n%s", a0, a1, servers[0].logs, servers[1].logs)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	for i, s := range servers {
+		for _, m := range metricSeries(t, s, "spillway_mesh_load_summaries_total") {
+			if m.labels["result"] == "dropped" && m.value > 0 {
+				t.Errorf("r%d dropped %v summaries (a failed dial to the other replica?)", i, m.value)
+			}
+		}
 	}
 }

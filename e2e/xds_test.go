@@ -634,7 +634,7 @@ type metricSample struct {
 // the server's Prometheus text exposition.
 func metricSeries(t *testing.T, s *server, name string) []metricSample {
 	t.Helper()
-	resp, err := http.Get("http://" + s.httpAddr + "/metrics")
+	resp, err := s.httpClient().Get(s.url("/metrics"))
 	if err != nil {
 		t.Fatal(err)
 	}
