@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/netip"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -393,5 +395,83 @@ func TestMeshTLS(t *testing.T) {
 				t.Errorf("r%d dropped %v summaries (a failed dial to the other replica?)", i, m.value)
 			}
 		}
+	}
+}
+
+// TestCtlTLS: spillwayctl's global TLS flags on every path — gRPC
+// (services, panic), HTTP (config list), the agent's heartbeats — and
+// --token-file: with --client-auth optional, a caller with only the CA
+// and the admin token file may flip the panic flag; without --tls-ca
+// nothing gets through.
+func TestCtlTLS(t *testing.T) {
+	tokenFile := filepath.Join(t.TempDir(), "admin-token")
+	tlstest.WriteFile(t, tokenFile, []byte(e2eToken+"\n"))
+	s := newTLSServer(t, "--client-auth", "optional", "--admin-token-file", tokenFile)
+	s.start()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	// HTTP: config list over https with the client certificate (s.ctl
+	// fails the test on a non-zero exit); without --tls-ca it fails.
+	s.ctl(ctx, "config", "list", "--http", s.httpAddr)
+	plainHTTP := exec.CommandContext(ctx, bin.spillwayctl, "--timeout", "2s", "config", "list", "--http", s.httpAddr)
+	if out, err := plainHTTP.CombinedOutput(); err == nil {
+		t.Errorf("plaintext config list succeeded against the TLS port: %s", out)
+	}
+	// The CA and the token file, no client certificate.
+	tokenOnly := []string{"--server", s.grpcAddr, "--tls-ca", s.tls.client.CA, "--token-file", tokenFile}
+	if r := s.ctlEnv(nil, append(tokenOnly[2:], "panic", "on")...); r.code != 0 {
+		t.Fatalf("panic on with --tls-ca and --token-file: exit %d: %s", r.code, r.stderr)
+	}
+	if got := s.xdsTXT(); got != "xds=off" {
+		t.Errorf("TXT _xds after panic on = %q, want xds=off", got)
+	}
+	// A wrong token from --token-file is refused (the admin check).
+	bad := filepath.Join(t.TempDir(), "bad-token")
+	tlstest.WriteFile(t, bad, []byte("not-the-token\n"))
+	if r := s.ctlEnv(nil, "--tls-ca", s.tls.client.CA, "--token-file", bad, "panic", "off"); r.code == 0 {
+		t.Error("panic off with a wrong --token-file succeeded")
+	}
+	// Plaintext against the TLS port fails.
+	cmd := exec.CommandContext(ctx, bin.spillwayctl, "--server", s.grpcAddr, "--timeout", "2s", "services")
+	if out, err := cmd.CombinedOutput(); err == nil {
+		t.Errorf("plaintext spillwayctl services succeeded against the TLS port: %s", out)
+	}
+
+	// The agent heartbeats over mTLS.
+	agentCtx, stopAgent := context.WithCancel(ctx)
+	agent := exec.CommandContext(agentCtx, bin.spillwayctl, append(s.ctlGlobals(), "agent", "--service", "tlsagent",
+		"--address", "10.0.0.9", "--port", "grpc=8080", "--zone", "z1", "--id", "vm-tls", "--ttl", "2s")...)
+	var agentLogs syncBuffer
+	agent.Stdout, agent.Stderr = &agentLogs, &agentLogs
+	if err := agent.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { stopAgent(); agent.Wait() }()
+	reg := s.client()
+	lastSeen := func() (time.Time, bool) {
+		resp, err := reg.ListEndpoints(ctx, &pb.ListEndpointsRequest{Service: "tlsagent"})
+		if err != nil {
+			return time.Time{}, false
+		}
+		for _, e := range resp.GetEndpoints() {
+			if e.GetId() == "vm-tls" {
+				return e.GetLastSeen().AsTime(), true
+			}
+		}
+		return time.Time{}, false
+	}
+	// Registered, then three heartbeats seen by the server (last_seen
+	// moves), bounded.
+	var seen []time.Time
+	deadline := time.Now().Add(30 * time.Second)
+	for len(seen) < 4 {
+		if ls, ok := lastSeen(); ok && (len(seen) == 0 || ls.After(seen[len(seen)-1])) {
+			seen = append(seen, ls)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("saw %d of the agent's registration and 3 heartbeats within 30s; agent logs:\n%s", len(seen), agentLogs.String())
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
