@@ -441,7 +441,8 @@ func TestCtlTLS(t *testing.T) {
 	// The agent heartbeats over mTLS.
 	agentCtx, stopAgent := context.WithCancel(ctx)
 	agent := exec.CommandContext(agentCtx, bin.spillwayctl, append(s.ctlGlobals(), "agent", "--service", "tlsagent",
-		"--address", "10.0.0.9", "--port", "grpc=8080", "--zone", "z1", "--id", "vm-tls", "--ttl", "2s")...)
+		"--address", "10.0.0.9", "--port", "grpc=8080", "--zone", "z1", "--id", "vm-tls", "--ttl", "2s",
+		"--report-utilization", "--utilization-interval", "200ms")...)
 	var agentLogs syncBuffer
 	agent.Stdout, agent.Stderr = &agentLogs, &agentLogs
 	if err := agent.Start(); err != nil {
@@ -471,6 +472,22 @@ func TestCtlTLS(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("saw %d of the agent's registration and 3 heartbeats within 30s; agent logs:\n%s", len(seen), agentLogs.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// Its utilization reporter dials with the same credentials.
+	for {
+		var accepted float64
+		for _, m := range metricSeries(t, s, "spillway_utilization_reports_total") {
+			if m.labels["result"] == "accepted" {
+				accepted = m.value
+			}
+		}
+		if accepted > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no utilization report accepted over mTLS within 30s; agent logs:\n%s", agentLogs.String())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
