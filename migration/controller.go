@@ -13,6 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/spillway/spillway/registry"
+	"github.com/spillway/spillway/security/audit"
+	"github.com/spillway/spillway/security/authz"
 )
 
 // Storage keeps settings across restarts. It is called from many
@@ -33,6 +35,16 @@ type FlagStore interface {
 }
 
 var _ FlagStore = (*registry.Store)(nil)
+
+// Recorder receives an audit entry for every change of the panic flag or
+// the rollout config, and for every one that failed: who (the identity
+// in the change's context), the old and the new value. Record must not
+// block for long and never fails the change. *audit.Log implements it.
+type Recorder interface {
+	Record(ctx context.Context, e audit.Entry)
+}
+
+var _ Recorder = (*audit.Log)(nil)
 
 // Keys of the settings a Controller stores. Values are JSON.
 const (
@@ -56,6 +68,8 @@ type ControllerConfig struct {
 	Registerer prometheus.Registerer
 	// Now stamps changes; nil means time.Now.
 	Now func() time.Time
+	// Audit records every change and failed change; nil records none.
+	Audit Recorder
 }
 
 // PanicState is the panic flag.
@@ -94,6 +108,7 @@ type Controller struct {
 	storage Storage
 	log     *slog.Logger
 	now     func() time.Time
+	audit   Recorder
 
 	// mu serializes changes (store, then publish); readers do not take it.
 	mu      sync.Mutex
@@ -116,7 +131,7 @@ func NewController(cfg ControllerConfig) (*Controller, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	c := &Controller{store: cfg.Store, storage: cfg.Storage, log: cfg.Logger, now: cfg.Now}
+	c := &Controller{store: cfg.Store, storage: cfg.Storage, log: cfg.Logger, now: cfg.Now, audit: cfg.Audit}
 	c.flag.Store(&PanicState{})
 	c.rollout.Store(&Rollout{Config: &Config{}})
 	if cfg.Registerer != nil {
@@ -207,13 +222,14 @@ func (c *Controller) Rollout() Rollout { return *c.rollout.Load() }
 // SetPanic turns the panic flag on or off: stored durably, then published.
 // Setting the value in force changes nothing and returns changed false. An
 // error leaves the flag as it was.
-func (c *Controller) SetPanic(ctx context.Context, on bool) (_ PanicState, changed bool, _ error) {
+func (c *Controller) SetPanic(ctx context.Context, on bool) (_ PanicState, changed bool, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	cur := c.Panic()
 	if cur.Panic == on {
 		return cur, false, nil
 	}
+	defer func() { c.record(ctx, authz.Panic, onOff(cur.Panic), onOff(on), "", err) }()
 	next := PanicState{Panic: on, Changed: c.now().UTC()}
 	b, err := json.Marshal(panicRecord{Panic: next.Panic, Changed: next.Changed})
 	if err != nil {
@@ -240,10 +256,12 @@ func (c *Controller) SetPanic(ctx context.Context, on bool) (_ PanicState, chang
 // wrapping ErrInvalid that names the field, and the old config stays in
 // force. The yaml in force again changes nothing and returns changed
 // false.
-func (c *Controller) SetRollout(ctx context.Context, yaml []byte) (_ Rollout, changed bool, _ error) {
+func (c *Controller) SetRollout(ctx context.Context, yaml []byte) (_ Rollout, changed bool, err error) {
 	cfg, err := ParseLimited(yaml)
 	if err != nil {
-		return c.Rollout(), false, err
+		cur := c.Rollout()
+		c.record(ctx, authz.Rollout, cur.YAML, string(yaml), fmt.Sprintf("version %d stays", cur.Version), err)
+		return cur, false, err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -252,6 +270,9 @@ func (c *Controller) SetRollout(ctx context.Context, yaml []byte) (_ Rollout, ch
 		return cur, false, nil
 	}
 	next := Rollout{YAML: string(yaml), Config: cfg, Version: cur.Version + 1, Changed: c.now().UTC()}
+	defer func() {
+		c.record(ctx, authz.Rollout, cur.YAML, next.YAML, fmt.Sprintf("version %d -> %d", cur.Version, next.Version), err)
+	}()
 	b, err := json.Marshal(rolloutRecord{YAML: next.YAML, Version: next.Version, Changed: next.Changed})
 	if err != nil {
 		return cur, false, fmt.Errorf("set rollout config: %w", err)
@@ -262,6 +283,26 @@ func (c *Controller) SetRollout(ctx context.Context, yaml []byte) (_ Rollout, ch
 	c.rollout.Store(&next)
 	c.log.Info("rollout config changed", "version", next.Version, "rules", len(cfg.Rules))
 	return next, true, nil
+}
+
+// record hands one change (err nil) or failed change to the audit
+// recorder, if any.
+func (c *Controller) record(ctx context.Context, a authz.Action, old, new, reason string, err error) {
+	if c.audit == nil {
+		return
+	}
+	e := audit.Entry{Action: string(a), Outcome: audit.OutcomeAllowed, Reason: reason, Old: old, New: new}
+	if err != nil {
+		e.Outcome, e.Reason = audit.OutcomeFailed, err.Error()
+	}
+	c.audit.Record(ctx, e)
+}
+
+func onOff(panic bool) string {
+	if panic {
+		return "on"
+	}
+	return "off"
 }
 
 // ParseLimited is Parse with a bound of MaxConfigBytes on the input, the

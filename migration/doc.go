@@ -29,4 +29,7 @@
 // with UNAVAILABLE / 503 naming it. With several replicas on one store,
 // ApplyStored puts in force what another replica stored (package replica
 // feeds it the store's watch), so every replica serves the same flag.
+// With ControllerConfig.Audit, every change and every failed change is
+// recorded (package security/audit): the identity of the caller's
+// context, the old and new value (the flag "on"/"off", the rollout YAML).
 package migration

@@ -8,6 +8,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/spillway/spillway/registry"
+	"github.com/spillway/spillway/resolver/rrl"
 )
 
 // BenchmarkServeDNS is the answer path from a parsed request to the bytes
@@ -77,6 +78,52 @@ func BenchmarkServeDNS(b *testing.B) {
 			b.ResetTimer()
 			for b.Loop() {
 				c.s.ServeDNS(w, q)
+			}
+		})
+	}
+}
+
+// BenchmarkServeDNSRRL is BenchmarkServeDNS's UDP A query with response
+// rate limiting off and on (a rate no querier reaches, so every query is
+// answered and pays the limiter's lookup), from one source prefix and
+// from 10,000 of them; and the cost of a refused query (dropped, or
+// slipped as a TC reply).
+func BenchmarkServeDNSRRL(b *testing.B) {
+	cases := []struct {
+		name     string
+		rrl      rrl.Config
+		prefixes int
+	}{
+		{"off", rrl.Config{}, 1},
+		{"on_1_prefix", rrl.Config{Rate: 1_000_000_000}, 1},
+		{"on_10000_prefixes", rrl.Config{Rate: 1_000_000_000}, 10000},
+		{"refused_drop", rrl.Config{Rate: 1, Slip: 0}, 1},
+		{"refused_slip", rrl.Config{Rate: 1, Slip: 1}, 1},
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			store := registry.NewStore()
+			store.MarkSynced()
+			for i := range 20 {
+				mustApply(b, store, upsert("svc", endpointSpec{id: fmt.Sprintf("e%02d", i), addr: fmt.Sprintf("10.0.0.%d", i+1)}))
+			}
+			s, err := New(Config{Store: store, Domain: "spillway.internal", RRL: c.rrl})
+			if err != nil {
+				b.Fatal(err)
+			}
+			q := newQuery("svc.spillway.internal.", dns.TypeA)
+			q.SetEdns0(1232, false)
+			ws := make([]*recorder, c.prefixes)
+			for i := range ws {
+				ws[i] = &recorder{remote: &net.UDPAddr{IP: net.IPv4(10, byte(i>>8), byte(i), 1), Port: 40000}, out: make([]byte, 0, 65536)}
+				s.ServeDNS(ws[i], q)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			i := 0
+			for b.Loop() {
+				s.ServeDNS(ws[i%len(ws)], q)
+				i++
 			}
 		})
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/spillway/spillway/registry"
+	"github.com/spillway/spillway/resolver/rrl"
 )
 
 // TTLs are the record TTLs, per kind of record.
@@ -58,6 +59,24 @@ type Config struct {
 	// SRV weights follow the split (see the package doc). Nil, or a querier
 	// of no known zone, gives SRV weights from the endpoint weights.
 	Weights Weights
+
+	// RRL limits the UDP responses per source prefix (package rrl): a
+	// prefix past its rate gets nothing, or every RRL.Slip-th time an
+	// empty response with TC set, so a real client retries over TCP,
+	// which is never limited. A zero RRL.Rate turns it off.
+	RRL rrl.Config
+	// TCPMaxConns caps the concurrent TCP connections; one accepted past
+	// it is closed at once (spillway_dns_tcp_refused_total). Zero means
+	// DefaultTCPMaxConns; -1 is no cap.
+	TCPMaxConns int
+	// TCPMaxQueries is how many queries one TCP connection may send
+	// before the server closes it (miekg/dns's Server.MaxTCPQueries).
+	// Zero means DefaultTCPMaxQueries; -1 is no cap.
+	TCPMaxQueries int
+	// TCPIdleTimeout closes a TCP connection that sends no further query
+	// for this long (the first query may take TCPReadTimeout); zero means
+	// 10 s.
+	TCPIdleTimeout time.Duration
 }
 
 // ZoneSubnet places the queriers of one subnet in a zone.
@@ -108,6 +127,12 @@ const (
 	minUDPSize        = 512
 	maxUDPSize        = 4096
 	maxTCPSize        = 65535
+
+	DefaultTCPMaxConns    = 1000
+	DefaultTCPMaxQueries  = 100
+	DefaultTCPIdleTimeout = 10 * time.Second
+	// tcpReadTimeout bounds the wait for a new connection's first query.
+	tcpReadTimeout = 5 * time.Second
 )
 
 func (c *Config) validate() error {
@@ -172,6 +197,27 @@ func (c *Config) validate() error {
 			return fmt.Errorf("resolver config: %s.Prefix %s is also Zones[%d].Prefix", field, z.Prefix, j)
 		}
 		seen[z.Prefix] = i
+	}
+	for _, f := range []struct {
+		name string
+		v    *int
+		def  int
+	}{
+		{"TCPMaxConns", &c.TCPMaxConns, DefaultTCPMaxConns},
+		{"TCPMaxQueries", &c.TCPMaxQueries, DefaultTCPMaxQueries},
+	} {
+		if *f.v == 0 {
+			*f.v = f.def
+		}
+		if *f.v < -1 {
+			return fmt.Errorf("resolver config: %s %d: want at least 1, or 0 for %d, or -1 for no cap", f.name, *f.v, f.def)
+		}
+	}
+	if c.TCPIdleTimeout == 0 {
+		c.TCPIdleTimeout = DefaultTCPIdleTimeout
+	}
+	if c.TCPIdleTimeout < 0 {
+		return fmt.Errorf("resolver config: TCPIdleTimeout %v: want a positive duration, or 0 for %v", c.TCPIdleTimeout, DefaultTCPIdleTimeout)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

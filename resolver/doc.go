@@ -97,6 +97,27 @@
 // endpoint. Unhealthy and draining endpoints are never in SRV or service
 // A/AAAA answers.
 //
+// # Abuse
+//
+// With Config.RRL.Rate set, UDP responses are rate limited per source
+// prefix (package rrl; IPv4 /24 and IPv6 /56 by default) before any
+// answer is built: a prefix past its rate and burst gets nothing, except
+// every RRL.Slip-th such response, which is sent as the header with TC
+// set, the question and (when the query had one) an OPT record, no
+// records, so that a real client asks again over TCP. Every UDP response
+// counts, NXDOMAIN and errors included; dropped and slipped ones are
+// counted in spillway_dns_rrl_dropped_total and
+// spillway_dns_rrl_slipped_total, not in spillway_dns_queries_total. The
+// FORMERR that miekg/dns itself sends to a message it cannot parse is not
+// limited (it is the 12-byte header, no larger than the query). TCP is
+// never rate limited: its handshake proves the source address.
+//
+// TCP is bounded instead: at most Config.TCPMaxConns connections are
+// open at once (one accepted past it is closed at once and counted in
+// spillway_dns_tcp_refused_total), each serves at most
+// Config.TCPMaxQueries queries, and one idle for Config.TCPIdleTimeout is
+// closed (a new connection gets 5 s for its first query).
+//
 // # Concurrency and cost
 //
 // ServeDNS is safe for concurrent use and takes no lock on the common path:

@@ -55,6 +55,9 @@ type metrics struct {
 	glueCut   prometheus.Counter
 	zonedVec  *prometheus.CounterVec
 	zoned     [2]prometheus.Counter // by zoneByECS, zoneBySource
+
+	rrlDropped, rrlSlipped prometheus.Counter
+	tcpRefused             prometheus.Counter
 }
 
 // How a querier's zone was known.
@@ -85,6 +88,15 @@ func newMetrics() *metrics {
 			Name: "spillway_dns_zone_answers_total", Help: "SRV answers whose weights follow the zone-aware split of the querier's zone, by how the zone was known (ecs: EDNS Client Subnet, source: source address).",
 		}, []string{"by"}),
 	}
+	m.rrlDropped = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "spillway_dns_rrl_dropped_total", Help: "UDP responses not sent because the querier's source prefix was past its response rate (--dns-rrl-rate).",
+	})
+	m.rrlSlipped = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "spillway_dns_rrl_slipped_total", Help: "UDP responses past the querier's prefix rate sent as an empty TC response instead (every --dns-rrl-slip-th), so a real client retries over TCP.",
+	})
+	m.tcpRefused = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "spillway_dns_tcp_refused_total", Help: "TCP connections closed on accept because --dns-tcp-max-conns were open.",
+	})
 	m.zoned[zoneByECS] = m.zonedVec.WithLabelValues("ecs")
 	m.zoned[zoneBySource] = m.zonedVec.WithLabelValues("source")
 	for i, q := range qtypeLabels {
@@ -104,7 +116,7 @@ func (m *metrics) observe(qtype uint16, rcode int, d time.Duration) {
 }
 
 func (m *metrics) register(r prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.queries, m.latency, m.truncated, m.subsets, m.glueCut, m.zonedVec} {
+	for _, c := range []prometheus.Collector{m.queries, m.latency, m.truncated, m.subsets, m.glueCut, m.zonedVec, m.rrlDropped, m.rrlSlipped, m.tcpRefused} {
 		if err := r.Register(c); err != nil {
 			return err
 		}

@@ -13,8 +13,10 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/spillway/spillway/registry"
+	"github.com/spillway/spillway/resolver/rrl"
 )
 
 // Server answers DNS queries for one domain from the registry store.
@@ -29,6 +31,7 @@ type Server struct {
 	ttl     struct{ srv, a, txt, soa, neg uint32 }
 	zones   *zoneTable      // nil: no Config.Zones
 	epw     EndpointWeights // Config.Weights when it implements it, else nil
+	rrl     *rrl.Limiter    // nil: Config.RRL.Rate is 0
 
 	cache cache
 	ents  atomic.Pointer[entSet]
@@ -64,10 +67,25 @@ func New(cfg Config) (*Server, error) {
 	s.bufs.New = func() any {
 		return &scratch{b: make([]byte, 0, maxTCPSize), split: make([]ZoneWeight, 0, 8)}
 	}
+	if cfg.RRL.Rate != 0 {
+		l, err := rrl.New(cfg.RRL, time.Now())
+		if err != nil {
+			return nil, fmt.Errorf("resolver config: RRL: %w", err)
+		}
+		s.rrl = l
+	}
 	s.metrics = newMetrics()
 	if cfg.Registerer != nil {
 		if err := s.metrics.register(cfg.Registerer); err != nil {
 			return nil, fmt.Errorf("resolver metrics: %w", err)
+		}
+		if s.rrl != nil {
+			g := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "spillway_dns_rrl_table_entries", Help: "Source prefixes the response rate limiter tracks (at most --dns-rrl-table-size).",
+			}, func() float64 { return float64(s.rrl.Len()) })
+			if err := cfg.Registerer.Register(g); err != nil {
+				return nil, fmt.Errorf("resolver metrics: %w", err)
+			}
 		}
 	}
 	return s, nil
@@ -81,7 +99,15 @@ func (s *Server) Serve(ctx context.Context, pc net.PacketConn, l net.Listener) e
 		servers = append(servers, &dns.Server{PacketConn: pc, Handler: s, UDPSize: 65535, MsgAcceptFunc: acceptQuery})
 	}
 	if l != nil {
-		servers = append(servers, &dns.Server{Listener: l, Handler: s, MsgAcceptFunc: acceptQuery, ReadTimeout: 5 * time.Second, IdleTimeout: func() time.Duration { return 10 * time.Second }})
+		if s.cfg.TCPMaxConns > 0 {
+			l = &limitListener{Listener: l, free: make(chan struct{}, s.cfg.TCPMaxConns), refused: s.metrics.tcpRefused, log: s.log}
+		}
+		idle := s.cfg.TCPIdleTimeout
+		servers = append(servers, &dns.Server{
+			Listener: l, Handler: s, MsgAcceptFunc: acceptQuery,
+			ReadTimeout: tcpReadTimeout, IdleTimeout: func() time.Duration { return idle },
+			MaxTCPQueries: s.cfg.TCPMaxQueries,
+		})
 	}
 	errc := make(chan error, len(servers))
 	for _, srv := range servers {
@@ -131,13 +157,26 @@ type reply struct {
 // domain) writes the response from pre-built bytes without allocating.
 func (s *Server) ServeDNS(w dns.ResponseWriter, r *dns.Msg) {
 	start := time.Now()
-	rcode, qtype := s.serve(w, r)
+	rcode, qtype := s.serve(w, r, start)
 	s.metrics.observe(qtype, rcode, time.Since(start))
 }
 
-func (s *Server) serve(w dns.ResponseWriter, r *dns.Msg) (rcode int, qtype uint16) {
+func (s *Server) serve(w dns.ResponseWriter, r *dns.Msg, now time.Time) (rcode int, qtype uint16) {
 	if r.Response {
 		return -1, 0 // never answer a response
+	}
+	if s.rrl != nil {
+		if ua, ok := w.RemoteAddr().(*net.UDPAddr); ok {
+			switch s.rrl.Allow(ua.AddrPort().Addr(), now) {
+			case rrl.Drop:
+				s.metrics.rrlDropped.Inc()
+				return -1, 0
+			case rrl.Slip:
+				s.metrics.rrlSlipped.Inc()
+				s.slip(w, r)
+				return -1, 0
+			}
+		}
 	}
 	if r.Opcode != dns.OpcodeQuery {
 		return s.slowReply(w, r, dns.RcodeNotImplemented), 0
@@ -538,4 +577,78 @@ func (s *Server) slowReply(w dns.ResponseWriter, r *dns.Msg, rcode int) int {
 		s.log.Debug("dns write", "err", err)
 	}
 	return rcode
+}
+
+// slip sends the response RRL sends in place of one past the rate: the
+// header with TC set, the question (when it is one plain name), no
+// records, and an OPT record when the query had one. It is never larger
+// than the query, so it amplifies nothing, and it tells a real client to
+// ask again over TCP.
+func (s *Server) slip(w dns.ResponseWriter, r *dns.Msg) {
+	sc := s.bufs.Get().(*scratch)
+	defer s.bufs.Put(sc)
+	b := sc.b[:headerLen]
+	clear(b)
+	flags := uint16(0x8000|0x0200) | uint16(r.Opcode&0xF)<<11 // QR, TC
+	if r.RecursionDesired {
+		flags |= 0x0100
+	}
+	b[0], b[1] = byte(r.Id>>8), byte(r.Id)
+	b[2], b[3] = byte(flags>>8), byte(flags)
+	if len(r.Question) == 1 && plainName(r.Question[0].Name) {
+		q := r.Question[0]
+		b = appendName(b, q.Name)
+		b = appendU16(b, q.Qtype)
+		b = appendU16(b, q.Qclass)
+		b[5] = 1
+	}
+	if opt := r.IsEdns0(); opt != nil {
+		b = appendOPT(b, uint16(s.cfg.UDPSizeCap), 0, opt.Do(), &clientSubnet{}, 0)
+		b[11] = 1
+	}
+	if _, err := w.Write(b); err != nil {
+		s.log.Debug("dns write", "err", err)
+	}
+	sc.b = b[:0]
+}
+
+// limitListener closes the connections it accepts past cap(free) open
+// ones, at once, rather than leaving them in the kernel's queue: a client
+// told no retries elsewhere; one left waiting holds its query.
+type limitListener struct {
+	net.Listener
+	free    chan struct{} // one token per open connection
+	refused prometheus.Counter
+	log     *slog.Logger
+}
+
+func (l *limitListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		select {
+		case l.free <- struct{}{}:
+			return &limitConn{Conn: c, free: l.free}, nil
+		default:
+			l.refused.Inc()
+			l.log.Debug("dns tcp connection refused", "peer", c.RemoteAddr().String(), "open", cap(l.free))
+			c.Close()
+		}
+	}
+}
+
+// limitConn gives its token back when first closed.
+type limitConn struct {
+	net.Conn
+	free   chan struct{}
+	closed atomic.Bool
+}
+
+func (c *limitConn) Close() error {
+	if c.closed.CompareAndSwap(false, true) {
+		<-c.free
+	}
+	return c.Conn.Close()
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the OS packages the tests need, if they are missing. Each entry is
 # "command:debian-package". The registry tests need none beyond Go and a C
-# compiler for -race; the DNS tests need dig and kdig; the etcd storage
+# compiler for -race; the DNS tests need dig, kdig and dnsperf (e2e TestDNSRRL); the etcd storage
 # tests start a real etcd server (Debian's etcd-server: /usr/bin/etcd).
 set -euo pipefail
 
@@ -9,6 +9,7 @@ need=(
   "gcc:gcc"
   "dig:bind9-dnsutils"
   "kdig:knot-dnsutils"
+  "dnsperf:dnsperf"
   "etcd:etcd-server"
 )
 

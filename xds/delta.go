@@ -30,8 +30,11 @@ type deltaStream struct {
 	stream v3discoverygrpc.AggregatedDiscoveryService_DeltaAggregatedResourcesServer
 	node   nodeInfo
 	known  bool
-	types  [4]deltaType
-	nonce  uint64
+	// allowed: the Authorizer allowed the stream (for its node once the
+	// node is known).
+	allowed bool
+	types   [4]deltaType
+	nonce   uint64
 }
 
 // DeltaAggregatedResources implements incremental (delta) ADS, with the
@@ -64,6 +67,12 @@ func (st *deltaStream) close() {
 }
 
 func (st *deltaStream) handle(req *v3discoverypb.DeltaDiscoveryRequest) error {
+	if !st.allowed || (!st.known && req.GetNode() != nil) {
+		if err := st.s.authorize(st.stream.Context(), "delta", req.GetNode().GetCluster()); err != nil {
+			return err
+		}
+		st.allowed = true
+	}
 	if !st.known && req.GetNode() != nil {
 		st.known = true
 		st.node = nodeOf(req.GetNode())

@@ -47,6 +47,14 @@
 // and the stuck Send keeps only its own goroutine. A response whose content equals the last one sent on
 // the stream, or the last one the stream rejected, is not sent.
 //
+// With a Config.Authorizer, the first request of every ADS and LRS stream
+// (and the first carrying a node, if earlier ones did not) asks it
+// whether the caller may be an xDS client of node.cluster (action "xds");
+// an LRS stream that names another cluster later asks again. A denial
+// ends the stream with PermissionDenied and the Authorizer's message
+// ("permission denied: IDENTITY may not xds CLUSTER") before anything is
+// sent, subscribed or counted.
+//
 // # Bounds
 //
 // Zone names from node.locality, node ids and clusters, and the cluster

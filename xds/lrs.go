@@ -32,6 +32,7 @@ func (s *Server) StreamLoadStats(stream v3lrsgrpc.LoadReportingService_StreamLoa
 		}
 	}()
 	sentInterval := false
+	allowed := false
 	for {
 		req, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
@@ -39,6 +40,14 @@ func (s *Server) StreamLoadStats(stream v3lrsgrpc.LoadReportingService_StreamLoa
 		}
 		if err != nil {
 			return err
+		}
+		// Every node a stream names is its caller's to claim: LRS streams
+		// may resend the node, and its cluster labels the load.
+		if !allowed || (req.GetNode() != nil && (!known || req.GetNode().GetCluster() != node.cluster)) {
+			if err := s.authorize(stream.Context(), "lrs", req.GetNode().GetCluster()); err != nil {
+				return err
+			}
+			allowed = true
 		}
 		now := time.Now()
 		if req.GetNode() != nil {

@@ -13,9 +13,13 @@ import (
 	v3lrsgrpc "github.com/envoyproxy/go-control-plane/envoy/service/load_stats/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/spillway/spillway/load"
 	"github.com/spillway/spillway/registry"
+	"github.com/spillway/spillway/security/authn"
+	"github.com/spillway/spillway/security/authz"
 )
 
 // Config configures a Server.
@@ -61,10 +65,38 @@ type Config struct {
 	// has endpoints in them. A zone with no stream and no load report for
 	// 5 min frees its slot. Zero means 64; negative is an error.
 	MaxZones int
+	// Authorizer is asked, on the first request of every ADS (SotW and
+	// delta) and LRS stream that carries the node, whether the caller may
+	// connect as an xDS client of the node's cluster (action "xds",
+	// resource node.cluster; "" while no node was sent); a denial ends
+	// the stream with PermissionDenied before anything is sent or
+	// counted. Nil allows every stream.
+	Authorizer Authorizer
 	// Logger; nil discards.
 	Logger *slog.Logger
 	// Registerer receives the metrics; nil registers nothing.
 	Registerer prometheus.Registerer
+}
+
+// Authorizer decides whether the caller (the identity in ctx, see
+// package authn) may do action on resource; *authz.Policy implements it.
+// A non-nil error is a denial whose message is the PermissionDenied
+// status's. It is called from many goroutines at once.
+type Authorizer interface {
+	Authorize(ctx context.Context, a authz.Action, resource string) error
+}
+
+// authorize asks the Authorizer whether the stream's caller may be an
+// xDS client of cluster; a denial is a PermissionDenied status.
+func (s *Server) authorize(ctx context.Context, protocol, cluster string) error {
+	if s.cfg.Authorizer == nil {
+		return nil
+	}
+	if err := s.cfg.Authorizer.Authorize(ctx, authz.XDS, cluster); err != nil {
+		s.log.Info("xds stream denied", "protocol", protocol, "identity", authn.FromContext(ctx).String(), "cluster", cluster, "err", err)
+		return status.Error(codes.PermissionDenied, err.Error())
+	}
+	return nil
 }
 
 func (c *Config) validate() error {

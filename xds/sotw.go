@@ -31,9 +31,12 @@ type sotwStream struct {
 	stream grpc.ServerStream
 	node   nodeInfo
 	known  bool // node seen
-	types  [4]sotwType
-	nonce  uint64
-	one    [1]string // respond's list of one name
+	// allowed: the Authorizer allowed the stream (for its node once the
+	// node is known).
+	allowed bool
+	types   [4]sotwType
+	nonce   uint64
+	one     [1]string // respond's list of one name
 }
 
 // StreamAggregatedResources implements state-of-the-world ADS. The
@@ -71,6 +74,12 @@ func nodeOf(n *v3corepb.Node) nodeInfo {
 }
 
 func (st *sotwStream) handle(req *v3discoverypb.DiscoveryRequest) error {
+	if !st.allowed || (!st.known && req.GetNode() != nil) {
+		if err := st.s.authorize(st.stream.Context(), "sotw", req.GetNode().GetCluster()); err != nil {
+			return err
+		}
+		st.allowed = true
+	}
 	if !st.known && req.GetNode() != nil {
 		st.known = true
 		st.node = nodeOf(req.GetNode())

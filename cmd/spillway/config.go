@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
@@ -40,6 +41,15 @@ type Config struct {
 	// AdminTokenFile holds the token that changes of the panic flag and the
 	// rollout config need; "" refuses every change.
 	AdminTokenFile string `yaml:"admin_token_file"`
+	// TokensFile is the bearer tokens of the identities that do not use
+	// client certificates (a YAML list of {identity, sha256}), reloaded on
+	// change; "" has none but the admin token (docs/security.md).
+	TokensFile string `yaml:"tokens_file"`
+	// AuthzFile is the policy of who may do what, reloaded on change; ""
+	// keeps the default policy: anyone may register and read, only
+	// identity admin may change the panic flag, rollout, routes and
+	// config (docs/security.md).
+	AuthzFile string `yaml:"authz_file"`
 	// ShutdownGrace bounds the graceful drain on SIGTERM.
 	ShutdownGrace time.Duration `yaml:"shutdown_grace"`
 	Leases        LeaseConfig   `yaml:"leases"`
@@ -91,6 +101,8 @@ type DNSConfig struct {
 	// answers to a querier of a known zone, by its EDNS Client Subnet or
 	// its source address, follow that zone's zone-aware split.
 	Zones []ZoneSubnet `yaml:"zones"`
+	// DNSAbuse: rate limiting and TCP caps (dnsabuse.go).
+	DNSAbuse `yaml:",inline"`
 }
 
 // ZoneSubnet is one entry of dns.zones.
@@ -140,6 +152,7 @@ func defaultConfig() Config {
 		ShutdownGrace: 10 * time.Second,
 		GRPC:          defaultGRPCConfig(),
 		TLS:           defaultTLSConfig(),
+		DNS:           DNSConfig{DNSAbuse: defaultDNSAbuse()},
 		XDS: XDSConfig{
 			PortName:        "grpc",
 			Debounce:        100 * time.Millisecond,
@@ -196,6 +209,8 @@ func parseConfig(args []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&f.ServiceConfig.Dir, "service-config-dir", "", "directory of SERVICE.yaml weight strategy configs, one per service, watched and reloaded; a service with a file there cannot be changed through the API")
 	fs.DurationVar(&f.ServiceConfig.Tombstone, "service-config-tombstone", 0, "how long a deleted service config keeps applying, shown as deleted, before the defaults apply (0: 168h)")
 	fs.StringVar(&f.AdminTokenFile, "admin-token-file", "", `file holding the admin token that "spillwayctl panic" and "rollout set" need; without it they are refused`)
+	fs.StringVar(&f.TokensFile, "tokens-file", "", "YAML `file` of bearer tokens, a list of {identity: NAME, sha256: HEX} (spillwayctl token new NAME), reloaded on change")
+	fs.StringVar(&f.AuthzFile, "authz-file", "", "YAML policy `file` of which identity may do what, reloaded on change (\"\": anyone may register and read, only identity admin may change panic, rollout, routes and config)")
 	fs.DurationVar(&f.ShutdownGrace, "shutdown-grace", cfg.ShutdownGrace, "how long SIGTERM waits for in-flight work")
 	fs.DurationVar(&f.Leases.DefaultTTL, "lease-ttl", cfg.Leases.DefaultTTL, "default VM lease TTL")
 	fs.DurationVar(&f.Leases.MinTTL, "lease-min-ttl", cfg.Leases.MinTTL, "smallest TTL a registration may ask for")
@@ -228,6 +243,7 @@ func parseConfig(args []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&f.TLS.ClientAuth, "client-auth", "", "with --client-ca: require (the default) or optional (callers without a certificate, e.g. with a token, get in)")
 	fs.StringVar(&f.TLS.MinVersion, "tls-min-version", cfg.TLS.MinVersion, "lowest TLS version: 1.2 or 1.3")
 	fs.DurationVar(&f.TLS.Reload, "tls-reload", cfg.TLS.Reload, "how often the certificate, key and CA files are read again; a rotation reaches new connections within this")
+	dnsAbuseSet := dnsAbuseFlags(fs, &f.DNS.DNSAbuse, cfg.DNS.DNSAbuse, &cfg)
 	var kubeconfigs kubeconfigFlag
 	fs.Var(&kubeconfigs, "kubeconfig", "kubeconfig `PATH` of a cluster whose EndpointSlices to watch, named after the file; repeat for more clusters (replaces kubernetes.clusters)")
 	if err := fs.Parse(args); err != nil {
@@ -273,6 +289,8 @@ func parseConfig(args []string, stderr io.Writer) (Config, error) {
 		"log-format":         func() { cfg.LogFormat = f.LogFormat },
 		"static-file":        func() { cfg.StaticFile = f.StaticFile },
 		"admin-token-file":   func() { cfg.AdminTokenFile = f.AdminTokenFile },
+		"tokens-file":        func() { cfg.TokensFile = f.TokensFile },
+		"authz-file":         func() { cfg.AuthzFile = f.AuthzFile },
 		"shutdown-grace":     func() { cfg.ShutdownGrace = f.ShutdownGrace },
 		"lease-ttl":          func() { cfg.Leases.DefaultTTL = f.Leases.DefaultTTL },
 		"lease-min-ttl":      func() { cfg.Leases.MinTTL = f.Leases.MinTTL },
@@ -310,6 +328,7 @@ func parseConfig(args []string, stderr io.Writer) (Config, error) {
 		"grpc-keepalive-timeout":        func() { cfg.GRPC.KeepaliveTimeout = f.GRPC.KeepaliveTimeout },
 		"grpc-keepalive-min-time":       func() { cfg.GRPC.KeepaliveMinTime = f.GRPC.KeepaliveMinTime },
 	}
+	maps.Copy(set, dnsAbuseSet)
 	fs.Visit(func(fl *flag.Flag) {
 		if apply := set[fl.Name]; apply != nil {
 			apply()
@@ -346,6 +365,9 @@ func (c *Config) validate() error {
 		return err
 	}
 	if _, err := c.DNS.zones(); err != nil {
+		return err
+	}
+	if err := c.DNS.DNSAbuse.validate(); err != nil {
 		return err
 	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {

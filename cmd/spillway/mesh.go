@@ -113,6 +113,8 @@ type meshInputs struct {
 	// peerCreds dial other replicas: TLS with this replica's own
 	// certificate when the listeners speak TLS (tls.go).
 	peerCreds credentials.TransportCredentials
+	// authz decides which callers may send load summaries (mesh).
+	authz exchange.Authorizer
 }
 
 func (in meshInputs) dialCreds() credentials.TransportCredentials {
@@ -153,7 +155,7 @@ func newMeshWeights(in meshInputs) (*meshWeights, error) {
 		return nil, err
 	}
 	m.merged = exchange.NewMerged(exchange.MergedConfig{})
-	m.server, err = exchange.NewServer(exchange.ServerConfig{Merged: m.merged, Logger: in.log, Registerer: in.metrics})
+	m.server, err = exchange.NewServer(exchange.ServerConfig{Merged: m.merged, Logger: in.log, Registerer: in.metrics, Authorizer: in.authz})
 	if err != nil {
 		return nil, err
 	}

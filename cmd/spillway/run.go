@@ -23,12 +23,14 @@ import (
 	"github.com/spillway/spillway/migration"
 	"github.com/spillway/spillway/migration/migrationapi"
 	"github.com/spillway/spillway/registry"
+	"github.com/spillway/spillway/registry/durable"
 	"github.com/spillway/spillway/registry/durable/etcdstore"
 	"github.com/spillway/spillway/registry/lease"
 	"github.com/spillway/spillway/registry/registryapi"
 	"github.com/spillway/spillway/registry/replica"
 	"github.com/spillway/spillway/registry/static"
 	"github.com/spillway/spillway/resolver"
+	"github.com/spillway/spillway/security/audit"
 	"github.com/spillway/spillway/weights"
 	"github.com/spillway/spillway/weights/svcconfig"
 	"github.com/spillway/spillway/weights/zoneaware"
@@ -77,6 +79,17 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	// Replication (replica.go): nil on bbolt, where this process decides
 	// expiry alone.
 	repl := newReplication(cfg.Store, st)
+
+	// Every admin change and every denial, in the log and the store.
+	auditLog, err := newAuditLog(st, repl, metrics, log.With("component", "audit"))
+	if err != nil {
+		return err
+	}
+	// Who is calling (certificate or token) and what they may do.
+	auth, policy, err := startSecurity(cfg, token, auditLog, metrics, log)
+	if err != nil {
+		return err
+	}
 	leaseCfg := lease.Config{
 		Store:         store,
 		Storage:       st,
@@ -97,7 +110,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	// Backends' utilization reports (ReportUtilization), kept for the
 	// per-endpoint planner; bounded by the registry's endpoints.
 	utilizations := load.NewUtilizationTable(store, metrics)
-	api, err := registryapi.New(registryapi.Config{Store: store, Leases: leases, Utilization: utilizations, Logger: log.With("component", "registryapi")})
+	api, err := registryapi.New(registryapi.Config{Store: store, Leases: leases, Utilization: utilizations, Authorizer: policy, Audit: auditLog, Logger: log.With("component", "registryapi")})
 	if err != nil {
 		return err
 	}
@@ -131,6 +144,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		LRSInterval: cfg.XDS.LRSInterval,
 		Plans:       plans,
 		MaxZones:    cfg.XDS.MaxZones,
+		Authorizer:  policy,
 		Logger:      log.With("component", "xds"),
 		Registerer:  metrics,
 	})
@@ -168,7 +182,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			ttl: cmp.Or(cfg.Store.Replica.ElectionTTL, etcdstore.DefaultSessionTTL), zoneAware: *zoneAware,
 			portName: cfg.XDS.PortName, interval: cfg.XDS.WeightsInterval, report: cfg.XDS.LRSInterval,
 			xds: xdsSrv, utilizations: utilizations, strategies: strategies(svcStore.Load, *zoneAware), local: planner, storeUp: func() bool { return rep.Status().Up },
-			metrics: metrics, log: log, peerCreds: srvTLS.peerCreds(),
+			metrics: metrics, log: log, peerCreds: srvTLS.peerCreds(), authz: policy,
 		})
 		if err != nil {
 			return err
@@ -191,8 +205,10 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			SRV: cfg.DNS.TTL.SRV, A: cfg.DNS.TTL.A, TXT: cfg.DNS.TTL.TXT,
 			SOA: cfg.DNS.TTL.SOA, Negative: cfg.DNS.TTL.Negative,
 		},
-		NSAddr:     nsAddr(cfg.DNSAddr),
-		Zones:      zones,
+		NSAddr:      nsAddr(cfg.DNSAddr),
+		Zones:       zones,
+		RRL:         cfg.DNS.rrl(),
+		TCPMaxConns: cfg.DNS.TCPMaxConns, TCPMaxQueries: cfg.DNS.TCPMaxQueries, TCPIdleTimeout: cfg.DNS.TCPIdleTimeout,
 		Weights:    planWeights{xds.PlanFunc(func(service string) *weights.Plan { return chosen.Plan(service) })},
 		Logger:     log.With("component", "dns"),
 		Registerer: metrics,
@@ -201,12 +217,12 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return fmt.Errorf("dns config: %w", err)
 	}
 
-	migrationCtl, err := migration.NewController(migration.ControllerConfig{Store: store, Storage: st, Logger: log.With("component", "migration"), Registerer: metrics})
+	migrationCtl, err := migration.NewController(migration.ControllerConfig{Store: store, Storage: st, Logger: log.With("component", "migration"), Registerer: metrics, Audit: auditLog})
 	if err != nil {
 		return err
 	}
 	migrationAPI, err := migrationapi.New(migrationapi.Config{
-		Panic: migrationCtl, Rollout: migrationCtl, Subscriptions: xdsSrv, Registry: store, Token: token,
+		Panic: migrationCtl, Rollout: migrationCtl, Subscriptions: xdsSrv, Registry: store, Token: token, Authorizer: policy, NoTokenHint: cfg.AuthzFile == "",
 		Logger: log.With("component", "migrationapi"), Registerer: metrics,
 	})
 	if err != nil {
@@ -217,7 +233,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if meshW != nil {
 		meshLoad = admin.JoinMesh(meshW.owners, meshW.merged)
 	}
-	adminAPI, err := admin.New(admin.Config{Mesh: meshLoad, Loads: xdsSrv.Loads(), Subscriptions: xdsSrv, Plans: xds.PlanFunc(func(service string) *weights.Plan { return chosen.Plan(service) }), Logger: log.With("component", "admin")})
+	adminAPI, err := admin.New(admin.Config{Mesh: meshLoad, Loads: xdsSrv.Loads(), Subscriptions: xdsSrv, Plans: xds.PlanFunc(func(service string) *weights.Plan { return chosen.Plan(service) }), Authorizer: policy, Logger: log.With("component", "admin")})
 	if err != nil {
 		return fmt.Errorf("admin config: %w", err)
 	}
@@ -293,10 +309,11 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			Help: "Loads of --static-file that failed and left the previous state in place.",
 		}, func() float64 { return float64(src.Failures()) }))
 	}
-	svcCfg, err := startServiceConfig(ctx, cfg.ServiceConfig, st, token, metrics, log.With("component", "svcconfig"))
+	svcCfg, err := startServiceConfig(ctx, cfg.ServiceConfig, st, token, auditLog, metrics, log.With("component", "svcconfig"))
 	if err != nil {
 		return err
 	}
+	svcCfg.authz = policy
 	svcStore.Store(svcCfg.store)
 	kube, err := startKubernetes(ctx, cfg.Kubernetes, store, metrics, log.With("component", "kubernetes"), &wg, fail)
 	if err != nil {
@@ -304,7 +321,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	store.MarkSynced()
 
-	grpcSrv := grpc.NewServer(srvTLS.grpcOptions(cfg.GRPC.serverOptions())...)
+	grpcSrv := grpc.NewServer(srvTLS.grpcOptions(append(cfg.GRPC.serverOptions(), auth.grpcOptions()...))...)
 	api.RegisterGRPC(grpcSrv)
 	xdsSrv.Register(grpcSrv)
 	if meshW != nil {
@@ -335,6 +352,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	mux.Handle("/v1/load", adminAPI.Handler()) // more specific than "/v1/": wins
 	mux.Handle("/v1/graph", adminAPI.Handler())
 	mux.Handle("/v1/weights", adminAPI.Handler())
+	mux.Handle(audit.Path, auditLog.Handler(policy))
 	if cfg.Pprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index) // and the named profiles under it
 		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
@@ -346,7 +364,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	for _, p := range migrationapi.Paths { // /v1/panic, /v1/rollout, /v1/rollout/validate
 		mux.Handle(p, migrationAPI.Handler())
 	}
-	httpSrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	httpSrv := &http.Server{Handler: audit.HTTPPeer(auth.Middleware(mux)), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	serveHTTP := func() error { return httpSrv.Serve(httpLis) }
 	if srvTLS != nil {
 		httpSrv.TLSConfig = srvTLS.http
@@ -357,6 +375,9 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		warnPlaintext(log, "http", httpLis.Addr())
 	}
 
+	wg.Go(func() { auditLog.Run(ctx) })
+	wg.Go(func() { auth.tokens.Run(ctx) })
+	wg.Go(func() { policy.Run(ctx) })
 	wg.Go(func() { fail("lease expiry", leases.Run(ctx)) })
 	if rep != nil {
 		wg.Go(func() { fail("replication", rep.Run(ctx)) })
@@ -390,6 +411,19 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	shutdown(cfg.ShutdownGrace, grpcSrv, httpSrv)
 	wg.Wait()
 	return cause
+}
+
+// newAuditLog keeps the audit entries in the shared store (etcd,
+// Spanner) or the bbolt file, in memory in memory-only mode.
+func newAuditLog(st storage, repl *replication, reg prometheus.Registerer, log *slog.Logger) (*audit.Log, error) {
+	c := audit.Config{Logger: log, Registerer: reg}
+	if ds, ok := st.(*durable.Store); ok {
+		c.KV = ds.KV()
+	}
+	if repl != nil {
+		c.Replica = repl.id()
+	}
+	return audit.New(c)
 }
 
 // adminToken reads --admin-token-file; "" when none is configured, which

@@ -42,18 +42,20 @@ type serviceConfig struct {
 	store *svcconfig.Store
 	dir   *svcconfig.Dir
 	token string
+	// authz, when set, decides config changes instead of token.
+	authz svcconfig.Authorizer
 	log   *slog.Logger
 }
 
 // startServiceConfig loads the stored configs and the directory; the
 // store's KV is the shared one (etcd, Spanner) or the local bbolt file,
 // none in memory-only mode.
-func startServiceConfig(ctx context.Context, c ServiceConfigConfig, st storage, token string, reg prometheus.Registerer, log *slog.Logger) (*serviceConfig, error) {
+func startServiceConfig(ctx context.Context, c ServiceConfigConfig, st storage, token string, rec svcconfig.Recorder, reg prometheus.Registerer, log *slog.Logger) (*serviceConfig, error) {
 	var kv durable.KV
 	if ds, ok := st.(*durable.Store); ok {
 		kv = ds.KV()
 	}
-	store, err := svcconfig.NewStore(svcconfig.StoreConfig{KV: kv, Tombstone: c.Tombstone, Logger: log})
+	store, err := svcconfig.NewStore(svcconfig.StoreConfig{KV: kv, Tombstone: c.Tombstone, Logger: log, Audit: rec})
 	if err != nil {
 		return nil, err
 	}
@@ -76,7 +78,11 @@ func startServiceConfig(ctx context.Context, c ServiceConfigConfig, st storage, 
 }
 
 func (sc *serviceConfig) mount(mux *http.ServeMux) {
-	h := sc.store.Handler(sc.token, func(msg string, args ...any) { sc.log.Info(msg, args...) })
+	logf := func(msg string, args ...any) { sc.log.Info(msg, args...) }
+	h := sc.store.Handler(sc.token, logf)
+	if sc.authz != nil {
+		h = sc.store.AuthorizedHandler(sc.authz, logf)
+	}
 	for _, p := range svcconfig.Paths {
 		mux.Handle(p, h)
 	}

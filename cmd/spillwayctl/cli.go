@@ -107,6 +107,8 @@ var commands = []*command{
 	panicCommand,
 	rolloutCommand,
 	configCommand,
+	auditCommand,
+	tokenCommand,
 }
 
 func lookup(name string) *command {

@@ -93,11 +93,22 @@
 //	    field by name, and a service owned by a --service-config-dir file
 //	    (HTTP 409); delete tombstones (the config keeps applying, shown as
 //	    deleted, until the tombstone time); undelete brings it back.
+//	audit [--since D|TIME] [--limit N] [--http ADDR] [--token T] [-o text|json]
+//	    Recent audit entries of every replica, newest first (GET
+//	    /v1/audit; needs read_audit, by default the admin token): TIME (in
+//	    your zone) IDENTITY ACTION RESOURCE OUTCOME CHANGE (old → new, and
+//	    the reason of a denial or failure). --since takes a duration back
+//	    from now (1h) or an RFC 3339 time; --limit at most 1000.
+//	token new NAME
+//	    Print a fresh random bearer token for identity NAME (line 1) and
+//	    its entry for the server's --tokens-file (line 2), which holds only
+//	    the token's SHA-256 (docs/security.md). Needs no server.
 //
 // The changes (panic on|off, rollout set, config set|delete|undelete) need the server's admin token
 // (spillway --admin-token-file): --token, the global --token-file, or $SPILLWAY_ADMIN_TOKEN, which
 // keeps it out of the process list. Without it they fail with
-// PermissionDenied and change nothing.
+// PermissionDenied and change nothing; a token the server does not know
+// fails with Unauthenticated.
 //
 // Example:
 //

@@ -10,7 +10,7 @@ import (
 // register the same vectors, and the second registration reuses the
 // first's.
 type metrics struct {
-	summaries *prometheus.CounterVec // result: accepted, invalid, full, sent, delivered, dropped
+	summaries *prometheus.CounterVec // result: accepted, invalid, full, denied, sent, delivered, dropped
 	bytes     *prometheus.CounterVec // direction: received, sent
 	unrouted  prometheus.Counter
 }
@@ -19,7 +19,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
 		summaries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "spillway_mesh_load_summaries_total",
-			Help: "Load summary messages between replicas, by result: accepted, invalid, full (owner side); sent, delivered (to this replica itself), dropped (sender side).",
+			Help: "Load summary messages between replicas, by result: accepted, invalid, full, denied (owner side); sent, delivered (to this replica itself), dropped (sender side).",
 		}, []string{"result"}),
 		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "spillway_mesh_load_bytes_total",

@@ -1,6 +1,7 @@
 package exchange
 
 import (
+	"context"
 	"errors"
 	"io"
 	"log/slog"
@@ -13,6 +14,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/spillway/spillway/load/exchange/meshv1"
+	"github.com/spillway/spillway/security/authn"
+	"github.com/spillway/spillway/security/authz"
 )
 
 // ServerConfig configures a Server.
@@ -25,6 +28,18 @@ type ServerConfig struct {
 	Registerer prometheus.Registerer
 	// Now is the owner's clock, stamped on each arrival; nil: time.Now.
 	Now func() time.Time
+	// Authorizer is asked when a stream opens whether the caller (the
+	// other replica, by its client certificate) may send load summaries
+	// (action "mesh", resource ""); nil allows every stream.
+	Authorizer Authorizer
+}
+
+// Authorizer decides whether the caller (the identity in ctx, see
+// package authn) may do action on resource; *authz.Policy implements it.
+// A non-nil error is a denial whose message is the PermissionDenied
+// status's. It is called from many goroutines at once.
+type Authorizer interface {
+	Authorize(ctx context.Context, a authz.Action, resource string) error
 }
 
 // Server is the owner side of LoadExchange: it validates every summary a
@@ -33,6 +48,7 @@ type Server struct {
 	meshv1.UnimplementedLoadExchangeServer
 
 	merged  *Merged
+	authz   Authorizer // or nil
 	log     *slog.Logger
 	metrics *metrics
 	now     func() time.Time
@@ -53,7 +69,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if now == nil {
 		now = time.Now
 	}
-	return &Server{merged: cfg.Merged, log: log.With("component", "load-exchange"), metrics: newMetrics(cfg.Registerer), now: now}, nil
+	return &Server{merged: cfg.Merged, authz: cfg.Authorizer, log: log.With("component", "load-exchange"), metrics: newMetrics(cfg.Registerer), now: now}, nil
 }
 
 // Register registers the LoadExchange service on r.
@@ -62,8 +78,17 @@ func (s *Server) Register(r grpc.ServiceRegistrar) { meshv1.RegisterLoadExchange
 // Report receives one sender's stream. Every message is validated whole
 // before any of it is stored; an invalid one ends the stream with
 // InvalidArgument naming the field, one past Merged's bounds with
-// ResourceExhausted. A stream carries one replica's summaries only.
+// ResourceExhausted. A stream carries one replica's summaries only. A
+// caller the Authorizer refuses gets PermissionDenied before anything is
+// read.
 func (s *Server) Report(stream grpc.ClientStreamingServer[meshv1.Summary, meshv1.ReportAck]) error {
+	if s.authz != nil {
+		if err := s.authz.Authorize(stream.Context(), authz.Mesh, ""); err != nil {
+			s.metrics.summaries.WithLabelValues("denied").Inc()
+			s.log.Warn("load exchange stream denied", "identity", authn.FromContext(stream.Context()).String(), "err", err)
+			return status.Error(codes.PermissionDenied, err.Error())
+		}
+	}
 	var accepted uint64
 	var replica string
 	for {

@@ -21,6 +21,8 @@ import (
 	pb "github.com/spillway/spillway/migration/migrationv1"
 	"github.com/spillway/spillway/registry"
 	"github.com/spillway/spillway/registry/durable"
+	"github.com/spillway/spillway/security/authn"
+	"github.com/spillway/spillway/security/authz"
 	"github.com/spillway/spillway/xds"
 )
 
@@ -63,6 +65,15 @@ var (
 	_ Snapshotter        = (*registry.Store)(nil)
 )
 
+// Authorizer decides whether the caller (the identity in ctx, see
+// package authn) may do action on resource; *authz.Policy implements it.
+// A non-nil error is a denial whose message ("permission denied:
+// IDENTITY may not ACTION") is the PermissionDenied status's (HTTP 403).
+// It is called from many goroutines at once.
+type Authorizer interface {
+	Authorize(ctx context.Context, a authz.Action, resource string) error
+}
+
 // Config configures an API.
 type Config struct {
 	// Panic is the panic flag; non-nil.
@@ -73,9 +84,20 @@ type Config struct {
 	Subscriptions SubscriptionLister
 	// Registry gives the services of the registry, or nil.
 	Registry Snapshotter
-	// Token is the admin token that changes need; "" refuses every change
-	// (FailedPrecondition, HTTP 403) until one is configured.
+	// Authorizer decides who may change the panic flag (action "panic")
+	// and the rollout ("rollout"), from the identity the authn
+	// interceptors put in the context; nil falls back to Token.
+	Authorizer Authorizer
+	// Token is the admin token that changes need when Authorizer is nil;
+	// "" refuses every change (FailedPrecondition, HTTP 403) until one is
+	// configured. Ignored when Authorizer is set (the authn layer then
+	// turns the admin token into identity "admin").
 	Token string
+	// NoTokenHint: with an Authorizer and no Token, an anonymous caller
+	// it refuses gets FailedPrecondition saying how to configure the
+	// admin token, as without an Authorizer (cmd/spillway sets it under
+	// the default policy, where only the admin token can change anything).
+	NoTokenHint bool
 	// Logger; nil discards.
 	Logger *slog.Logger
 	// Registerer receives spillway_admin_changes_total; nil registers
@@ -93,8 +115,11 @@ type API struct {
 	subs     SubscriptionLister
 	registry Snapshotter
 	auth     authorizer
-	log      *slog.Logger
-	changes  *prometheus.CounterVec
+	authz    Authorizer // or nil: auth decides
+	// noTokenHint: see Config.NoTokenHint.
+	noTokenHint bool
+	log         *slog.Logger
+	changes     *prometheus.CounterVec
 }
 
 var _ pb.MigrationServer = (*API)(nil)
@@ -112,7 +137,7 @@ func New(cfg Config) (*API, error) {
 	}
 	a := &API{
 		flag: cfg.Panic, rollout: cfg.Rollout, subs: cfg.Subscriptions, registry: cfg.Registry,
-		auth: newAuthorizer(cfg.Token), log: cfg.Logger, changes: newChangesCounter(),
+		auth: newAuthorizer(cfg.Token), authz: cfg.Authorizer, noTokenHint: cfg.NoTokenHint, log: cfg.Logger, changes: newChangesCounter(),
 	}
 	if cfg.Registerer != nil {
 		if err := cfg.Registerer.Register(a.changes); err != nil {
@@ -222,11 +247,35 @@ func (a *API) GetPanic(context.Context, *pb.GetPanicRequest) (*pb.PanicState, er
 	return panicState(a.flag.Panic()), nil
 }
 
+// allowed decides a change: the Authorizer when there is one, else the
+// admin token in header (the gRPC or HTTP authorization value).
+func (a *API) allowed(ctx context.Context, action authz.Action, header string) error {
+	if a.authz == nil {
+		return a.auth.check(header)
+	}
+	if err := a.authz.Authorize(ctx, action, ""); err != nil {
+		if a.noTokenHint && a.auth.sum == nil && authn.FromContext(ctx).Anonymous() {
+			// No admin token and no credentials: say how to allow
+			// changes, as without an Authorizer.
+			return errNoToken
+		}
+		return &deniedError{err}
+	}
+	return nil
+}
+
+// deniedError is a refusal of the Authorizer; its message is the
+// Authorizer's.
+type deniedError struct{ err error }
+
+func (d *deniedError) Error() string   { return d.err.Error() }
+func (d *deniedError) Unwrap() []error { return []error{errDenied, d.err} }
+
 // SetPanic implements pb.MigrationServer.
 func (a *API) SetPanic(ctx context.Context, req *pb.SetPanicRequest) (*pb.PanicState, error) {
-	authz, from, err := grpcCaller(ctx)
-	if err == nil {
-		err = a.auth.check(authz)
+	header, from, err := grpcCaller(ctx)
+	if err == nil || a.authz != nil {
+		err = a.allowed(ctx, authz.Panic, header)
 	}
 	p, err := a.setPanic(ctx, from, err, req.GetPanic())
 	if err != nil {
@@ -254,9 +303,9 @@ func (a *API) GetRollout(context.Context, *pb.GetRolloutRequest) (*pb.Rollout, e
 
 // SetRollout implements pb.MigrationServer.
 func (a *API) SetRollout(ctx context.Context, req *pb.SetRolloutRequest) (*pb.Rollout, error) {
-	authz, from, err := grpcCaller(ctx)
-	if err == nil {
-		err = a.auth.check(authz)
+	header, from, err := grpcCaller(ctx)
+	if err == nil || a.authz != nil {
+		err = a.allowed(ctx, authz.Rollout, header)
 	}
 	r, err := a.setRollout(ctx, from, err, []byte(req.GetYaml()))
 	if err != nil {

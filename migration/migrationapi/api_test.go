@@ -27,6 +27,7 @@ import (
 	"github.com/spillway/spillway/registry"
 	"github.com/spillway/spillway/registry/durable"
 	"github.com/spillway/spillway/resolver"
+	"github.com/spillway/spillway/security/authn"
 	"github.com/spillway/spillway/xds"
 )
 
@@ -50,6 +51,14 @@ type stack struct {
 
 func startStack(t *testing.T, token string) *stack {
 	t.Helper()
+	return startStackAuthz(t, token, nil)
+}
+
+// startStackAuthz is startStack with an Authorizer; the servers take the
+// caller's identity from the "x-identity" metadata and header, as the
+// authn interceptors would from its certificate.
+func startStackAuthz(t *testing.T, token string, az Authorizer) *stack {
+	t.Helper()
 	s := &stack{store: registry.NewStore(), metrics: prometheus.NewRegistry()}
 	var err error
 	s.ctrl, err = migration.NewController(migration.ControllerConfig{Store: s.store, Storage: durable.NewMemory(), Registerer: s.metrics})
@@ -71,7 +80,7 @@ func startStack(t *testing.T, token string) *stack {
 		{NodeID: "payments-1", ClientService: "payments", Services: []string{"inventory"}},
 		{NodeID: "anon", Services: []string{"payments"}}, // no node.cluster: not a known client
 	}
-	a, err := New(Config{Panic: s.ctrl, Rollout: s.ctrl, Subscriptions: subs, Registry: s.store, Token: token, Registerer: s.metrics})
+	a, err := New(Config{Panic: s.ctrl, Rollout: s.ctrl, Subscriptions: subs, Registry: s.store, Token: token, Authorizer: az, Registerer: s.metrics})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +88,12 @@ func startStack(t *testing.T, token string) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := grpc.NewServer()
+	srv := grpc.NewServer(grpc.UnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		if v := metadata.ValueFromIncomingContext(ctx, "x-identity"); len(v) == 1 {
+			ctx = authn.NewContext(ctx, authn.Identity{Name: v[0], Method: authn.Certificate})
+		}
+		return h(ctx, req)
+	}))
 	a.RegisterGRPC(srv)
 	done := make(chan struct{})
 	go func() {
@@ -95,7 +109,12 @@ func startStack(t *testing.T, token string) *stack {
 	for _, p := range Paths {
 		mux.Handle(p, a.Handler())
 	}
-	hs := httptest.NewServer(mux)
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if v := r.Header.Get("X-Identity"); v != "" {
+			r = r.WithContext(authn.NewContext(r.Context(), authn.Identity{Name: v, Method: authn.Certificate}))
+		}
+		mux.ServeHTTP(w, r)
+	}))
 	t.Cleanup(func() {
 		hs.Close()
 		conn.Close()

@@ -17,7 +17,7 @@
 //
 //	a, err := migrationapi.New(migrationapi.Config{
 //		Panic: ctrl, Rollout: ctrl, Subscriptions: xdsSrv, Registry: store,
-//		Token: token, Logger: log, Registerer: metrics,
+//		Authorizer: policy, Logger: log, Registerer: metrics,
 //	})
 //	a.RegisterGRPC(grpcSrv)
 //	for _, p := range migrationapi.Paths {
@@ -34,6 +34,18 @@
 // every change with FailedPrecondition (HTTP 403) saying how to configure
 // one: changes are never open by default. ReadTokenFile reads the token
 // the way the server's --admin-token-file does.
+//
+// With a Config.Authorizer (cmd/spillway passes its policy) the token is
+// not looked at here: the authn layer has turned the caller's
+// certificate or token (the admin token included, as identity "admin")
+// into an identity, and the Authorizer decides actions "panic" and
+// "rollout" (resource ""). The default policy lets only "admin" change
+// them, so --admin-token-file alone works as before. A denial is
+// PermissionDenied (HTTP 403) with the Authorizer's message, "permission
+// denied: IDENTITY may not panic", counted as denied, and changes
+// nothing; with Config.NoTokenHint (the default policy) an anonymous
+// caller of a server without an admin token still gets
+// FailedPrecondition saying how to configure one.
 //
 // An invalid rollout config (unparsable YAML, an unknown field, a bad
 // percentage) is InvalidArgument (HTTP 400) naming the field, in the

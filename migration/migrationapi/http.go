@@ -13,6 +13,7 @@ import (
 
 	"github.com/spillway/spillway/migration"
 	"github.com/spillway/spillway/registry/durable"
+	"github.com/spillway/spillway/security/authz"
 )
 
 var marshal = protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true}
@@ -36,7 +37,7 @@ func (a *API) Handler() http.Handler {
 		a.reply(w, panicState(a.flag.Panic()))
 	})
 	mux.HandleFunc("POST /v1/panic", func(w http.ResponseWriter, r *http.Request) {
-		err := a.auth.check(r.Header.Get("Authorization"))
+		err := a.allowed(r.Context(), authz.Panic, r.Header.Get("Authorization"))
 		var on bool
 		if err == nil {
 			on, err = panicBody(w, r)
@@ -52,7 +53,7 @@ func (a *API) Handler() http.Handler {
 		a.replyJSON(w, rolloutJSON(a.rollout.Rollout()))
 	})
 	mux.HandleFunc("PUT /v1/rollout", func(w http.ResponseWriter, r *http.Request) {
-		err := a.auth.check(r.Header.Get("Authorization"))
+		err := a.allowed(r.Context(), authz.Rollout, r.Header.Get("Authorization"))
 		var yaml []byte
 		if err == nil {
 			yaml, err = configBody(w, r)

@@ -15,6 +15,11 @@ type Record struct {
 	Service  string
 	TTL      time.Duration
 	Endpoint registry.Endpoint
+	// Owner is the identity (authn.Identity.Name) that made the
+	// registration: only it may heartbeat or deregister the lease. ""
+	// (anonymous, or a record written before owners were kept) lets any
+	// caller.
+	Owner string `json:",omitempty"`
 }
 
 // Key identifies a record: one endpoint of one service has at most one

@@ -13,6 +13,21 @@
 // fails, nothing changes and the error (durable.ErrUnavailable) is
 // returned. Heartbeat writes nothing: it moves an in-memory deadline.
 //
+// # Owners
+//
+// A lease belongs to the identity that registered it (authn.FromContext
+// of Register's ctx): its Name is kept in the durable record
+// (durable.Record.Owner), so a restart (Restore) and every other replica
+// (Adopt) know it. CheckOwner tells the API edge whether a caller may
+// heartbeat, deregister or report under a lease (an *OwnerError wrapping
+// ErrNotOwner if not); Register refuses to replace a live lease of
+// another identity on the same endpoint. A lease with no owner (made
+// anonymously, or stored before owners were kept) takes any caller. The
+// re-registration check is made under the endpoint's lock on this
+// replica: two replicas registering one endpoint for two identities at
+// the same instant both pass it, and the later write wins, as for any
+// re-registration.
+//
 // # Replicas
 //
 // With several replicas on one shared store (package replica), every

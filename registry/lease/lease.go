@@ -16,11 +16,39 @@ import (
 
 	"github.com/spillway/spillway/registry"
 	"github.com/spillway/spillway/registry/durable"
+	"github.com/spillway/spillway/security/authn"
 )
 
 // ErrNotFound: the lease is unknown or has expired. The client should
 // register again.
 var ErrNotFound = errors.New("lease not found")
+
+// ErrNotOwner: the caller is not the identity that made the lease. API
+// edges map it to gRPC PERMISSION_DENIED and HTTP 403. The error is an
+// *OwnerError.
+var ErrNotOwner = errors.New("permission denied")
+
+// OwnerError is a call on a lease (or a re-registration of its endpoint)
+// by another identity than the lease's owner. It wraps ErrNotOwner.
+type OwnerError struct {
+	// Identity is the caller (authn.Identity.String()).
+	Identity string
+	// Action is "heartbeat", "deregister", "report" or "register".
+	Action string
+	// LeaseID, Service and Endpoint name the lease.
+	LeaseID, Service, Endpoint string
+	// Owner is the identity that made the lease.
+	Owner string
+}
+
+func (e *OwnerError) Error() string {
+	if e.Action == "register" {
+		return fmt.Sprintf("permission denied: %s may not register endpoint %s of %s (its lease belongs to %s)", e.Identity, e.Endpoint, e.Service, e.Owner)
+	}
+	return fmt.Sprintf("permission denied: %s may not %s lease %s of %s (it belongs to %s)", e.Identity, e.Action, e.LeaseID, e.Service, e.Owner)
+}
+
+func (e *OwnerError) Unwrap() error { return ErrNotOwner }
 
 // Storage keeps registrations durable. Put and Delete must not return before
 // the change survives a crash.
@@ -155,6 +183,7 @@ type lease struct {
 	service string
 	epID    string
 	ttl     time.Duration
+	owner   string // authn.Identity.Name of the creator; "" lets anyone
 
 	deadline  atomic.Int64 // unix nanoseconds
 	lastSeen  atomic.Int64 // unix nanoseconds, any replica's
@@ -253,10 +282,12 @@ func (m *Manager) TTLFor(ttl time.Duration) (time.Duration, error) {
 }
 
 // Register validates e, stores it durably, publishes it and returns its
-// lease. Registering an endpoint that already has a lease replaces that
-// lease. Errors: registry.ErrInvalid (a *registry.FieldError),
-// registry.ErrConflict (the id belongs to another source), or a storage
-// error.
+// lease, owned by the identity in ctx (authn.FromContext). Registering an
+// endpoint that already has a lease replaces that lease, unless that lease
+// has another owner. Errors: registry.ErrInvalid (a *registry.FieldError),
+// registry.ErrConflict (the id belongs to another source), an *OwnerError
+// (ErrNotOwner: the endpoint's live lease belongs to another identity), or
+// a storage error.
 func (m *Manager) Register(ctx context.Context, service string, e *registry.Endpoint, ttl time.Duration) (Lease, error) {
 	service = registry.NormalizeService(service)
 	if err := registry.ValidateService("service", service); err != nil {
@@ -280,6 +311,14 @@ func (m *Manager) Register(ctx context.Context, service string, e *registry.Endp
 	kl.Lock()
 	defer kl.Unlock()
 
+	caller := authn.FromContext(ctx)
+	m.mu.RLock()
+	held := m.byKey[key]
+	m.mu.RUnlock()
+	if held != nil && held.owner != "" && held.owner != caller.Name {
+		m.metrics.notOwner.Inc()
+		return Lease{}, &OwnerError{Identity: caller.String(), Action: "register", LeaseID: held.id, Service: service, Endpoint: e.ID, Owner: held.owner}
+	}
 	now := time.Now()
 	e.Registered, e.LastSeen = now, now
 	snap := m.cfg.Store.Snapshot()
@@ -291,10 +330,10 @@ func (m *Manager) Register(ctx context.Context, service string, e *registry.Endp
 			e.Registered = old.Registered
 		}
 	}
-	l := &lease{id: newLeaseID(), key: key, service: service, epID: e.ID, ttl: ttl}
+	l := &lease{id: newLeaseID(), key: key, service: service, epID: e.ID, ttl: ttl, owner: caller.Name}
 	l.renew(now)
 	l.localSeen.Store(now.UnixNano())
-	rec := durable.Record{LeaseID: l.id, Service: service, TTL: ttl, Endpoint: *e}
+	rec := durable.Record{LeaseID: l.id, Service: service, TTL: ttl, Endpoint: *e, Owner: caller.Name}
 	if rs, ok := m.cfg.Storage.(revStorage); ok {
 		l.rev, err = rs.PutRev(ctx, rec)
 	} else {
@@ -324,7 +363,45 @@ func (m *Manager) Register(ctx context.Context, service string, e *registry.Endp
 	return Lease{ID: l.id, TTL: ttl, EndpointID: e.ID, Version: version}, nil
 }
 
-// Heartbeat renews a lease and returns its TTL. It writes nothing to disk.
+// Holder describes a live lease: its service, endpoint and owner.
+type Holder struct {
+	Service, Endpoint string
+	// Owner is the authn.Identity.Name that made the lease; "" lets any
+	// caller.
+	Owner string
+}
+
+// Holder returns what lease id holds, or false when it is unknown.
+func (m *Manager) Holder(id string) (Holder, bool) {
+	m.mu.RLock()
+	l := m.leases[id]
+	m.mu.RUnlock()
+	if l == nil {
+		return Holder{}, false
+	}
+	return Holder{Service: l.service, Endpoint: l.epID, Owner: l.owner}, true
+}
+
+// CheckOwner returns an *OwnerError unless the identity in ctx may act
+// (action: "heartbeat", "deregister", "report") on lease id: it made the
+// lease, or the lease has no owner. An unknown lease is ErrNotFound.
+// A lease's owner never changes, so the answer holds for as long as the
+// lease id is live.
+func (m *Manager) CheckOwner(ctx context.Context, action, id string) (Holder, error) {
+	h, ok := m.Holder(id)
+	if !ok {
+		return Holder{}, fmt.Errorf("%s %q: %w", action, id, ErrNotFound)
+	}
+	caller := authn.FromContext(ctx)
+	if h.Owner != "" && h.Owner != caller.Name {
+		m.metrics.notOwner.Inc()
+		return h, &OwnerError{Identity: caller.String(), Action: action, LeaseID: id, Service: h.Service, Endpoint: h.Endpoint, Owner: h.Owner}
+	}
+	return h, nil
+}
+
+// Heartbeat renews a lease and returns its TTL. It writes nothing to disk
+// and checks no owner (CheckOwner does).
 func (m *Manager) Heartbeat(id string) (time.Duration, error) {
 	m.mu.RLock()
 	l := m.leases[id]
@@ -444,7 +521,7 @@ func (m *Manager) Restore(ctx context.Context) (int, error) {
 			m.log.Error("skipped invalid registration", "key", r.Key(), "err", err)
 			continue
 		}
-		l := &lease{id: r.LeaseID, key: durable.Key(r.Service, e.ID), service: r.Service, epID: e.ID, ttl: r.TTL}
+		l := &lease{id: r.LeaseID, key: durable.Key(r.Service, e.ID), service: r.Service, epID: e.ID, ttl: r.TTL, owner: r.Owner}
 		l.deadline.Store(now.Add(r.TTL).UnixNano())
 		l.lastSeen.Store(e.LastSeen.UnixNano())
 		ops = append(ops, registry.Upsert(r.Service, &e))

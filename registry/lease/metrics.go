@@ -10,6 +10,7 @@ type metrics struct {
 	atRisk            prometheus.Gauge
 	guard             prometheus.Gauge
 	guardTrips        prometheus.Counter
+	notOwner          prometheus.Counter
 	leases            prometheus.GaugeFunc
 }
 
@@ -36,6 +37,9 @@ func newMetrics(m *Manager) *metrics {
 		guardTrips: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "spillway_vm_mass_expiry_guard_trips_total", Help: "Times the mass-expiry guard switched on.",
 		}),
+		notOwner: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "spillway_vm_lease_not_owner_total", Help: "Heartbeats, deregistrations, reports and re-registrations refused because the caller is not the identity that made the lease.",
+		}),
 		leases: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "spillway_vm_leases", Help: "Live VM leases.",
 		}, func() float64 { return float64(m.Len()) }),
@@ -43,7 +47,7 @@ func newMetrics(m *Manager) *metrics {
 }
 
 func (x *metrics) register(r prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{x.registrations, x.heartbeats, x.heartbeatsUnknown, x.expirations, x.atRisk, x.guard, x.guardTrips, x.leases} {
+	for _, c := range []prometheus.Collector{x.registrations, x.heartbeats, x.heartbeatsUnknown, x.expirations, x.atRisk, x.guard, x.guardTrips, x.notOwner, x.leases} {
 		if err := r.Register(c); err != nil {
 			return err
 		}

@@ -49,7 +49,7 @@ func (m *Manager) Adopt(rec durable.Record, rev int64, seen time.Time) error {
 		}
 		return nil
 	}
-	l := &lease{id: rec.LeaseID, key: key, service: rec.Service, epID: e.ID, ttl: rec.TTL, rev: rev}
+	l := &lease{id: rec.LeaseID, key: key, service: rec.Service, epID: e.ID, ttl: rec.TTL, owner: rec.Owner, rev: rev}
 	now := time.Now()
 	if seen.After(now) {
 		now = seen

@@ -17,13 +17,38 @@ import (
 	"github.com/spillway/spillway/registry/durable"
 	"github.com/spillway/spillway/registry/lease"
 	pb "github.com/spillway/spillway/registry/registryv1"
+	"github.com/spillway/spillway/security/authn"
+	"github.com/spillway/spillway/security/authz"
 )
 
-// Leases is the VM source the API drives.
+// Leases is the VM source the API drives; *lease.Manager.
 type Leases interface {
+	// Register makes a lease owned by the identity in ctx; another
+	// identity's live lease on the endpoint is a *lease.OwnerError.
 	Register(ctx context.Context, service string, e *registry.Endpoint, ttl time.Duration) (lease.Lease, error)
+	// CheckOwner says which service lease id holds and whether the
+	// identity in ctx may act on it (*lease.OwnerError if not).
+	CheckOwner(ctx context.Context, action, id string) (lease.Holder, error)
 	Heartbeat(id string) (time.Duration, error)
 	Deregister(ctx context.Context, id string) (uint64, error)
+}
+
+var _ Leases = (*lease.Manager)(nil)
+
+// Authorizer decides whether the caller (the identity in ctx, see
+// package authn) may do action on resource; *authz.Policy implements
+// it. A non-nil error is a denial: its message ("permission denied:
+// IDENTITY may not ACTION RESOURCE") is the PermissionDenied status's
+// (HTTP 403). It is called from many goroutines at once.
+type Authorizer interface {
+	Authorize(ctx context.Context, a authz.Action, resource string) error
+}
+
+// Auditor records a refusal that is not the Authorizer's (a lease that
+// belongs to another identity); *audit.Log implements it. The
+// Authorizer's own refusals reach the audit log through the policy.
+type Auditor interface {
+	DeniedError(ctx context.Context, a authz.Action, resource string, err error)
 }
 
 // LastSeener reports the live heartbeat time of a VM endpoint.
@@ -41,6 +66,11 @@ type Config struct {
 	// Utilization stores utilization reports (ReportUtilization and POST
 	// /v1/utilization); nil answers them Unimplemented.
 	Utilization *load.UtilizationTable
+	// Authorizer is asked before every call, with the call's service as
+	// the resource (see the package doc); nil allows every call.
+	Authorizer Authorizer
+	// Audit, or nil, records the refusals of lease ownership.
+	Audit Auditor
 	// Logger; nil discards.
 	Logger *slog.Logger
 }
@@ -54,6 +84,8 @@ type API struct {
 	leases   Leases
 	lastSeen LastSeener
 	util     *load.UtilizationTable
+	authz    Authorizer // or nil
+	audit    Auditor    // or nil
 	log      *slog.Logger
 	now      func() time.Time
 }
@@ -71,7 +103,7 @@ func New(cfg Config) (*API, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	a := &API{store: cfg.Store, leases: cfg.Leases, util: cfg.Utilization, log: cfg.Logger, now: time.Now}
+	a := &API{store: cfg.Store, leases: cfg.Leases, util: cfg.Utilization, authz: cfg.Authorizer, audit: cfg.Audit, log: cfg.Logger, now: time.Now}
 	a.lastSeen, _ = cfg.Leases.(LastSeener)
 	return a, nil
 }
@@ -79,10 +111,33 @@ func New(cfg Config) (*API, error) {
 // RegisterGRPC adds the Registry service to s.
 func (a *API) RegisterGRPC(s grpc.ServiceRegistrar) { pb.RegisterRegistryServer(s, a) }
 
+// errDenied marks a denial of the Authorizer.
+var errDenied = errors.New("permission denied")
+
+// denied is an Authorizer's refusal; its message is the Authorizer's.
+type denied struct{ err error }
+
+func (d *denied) Error() string   { return d.err.Error() }
+func (d *denied) Unwrap() []error { return []error{errDenied, d.err} }
+
+// authorize asks the Authorizer; a refusal wraps errDenied.
+func (a *API) authorize(ctx context.Context, action authz.Action, resource string) error {
+	if a.authz == nil {
+		return nil
+	}
+	if err := a.authz.Authorize(ctx, action, resource); err != nil {
+		a.log.Info("call denied", "identity", authn.FromContext(ctx).String(), "action", action, "resource", resource, "err", err)
+		return &denied{err}
+	}
+	return nil
+}
+
 // toStatus maps domain errors to gRPC codes at the edge.
 func toStatus(err error) error {
 	var fe *registry.FieldError
 	switch {
+	case errors.Is(err, errDenied), errors.Is(err, lease.ErrNotOwner):
+		return status.Error(codes.PermissionDenied, err.Error())
 	case errors.Is(err, durable.ErrUnavailable): // before DeadlineExceeded: a store timeout is the store's
 		return status.Error(codes.Unavailable, err.Error())
 	case errors.As(err, &fe):
@@ -119,11 +174,15 @@ func (a *API) register(ctx context.Context, req *pb.RegisterRequest) (*pb.Regist
 	if err != nil {
 		return nil, err
 	}
+	if err := a.authorize(ctx, authz.Register, service); err != nil {
+		return nil, err
+	}
 	l, err := a.leases.Register(ctx, service, e, time.Duration(req.GetTtlSeconds())*time.Second)
 	if err != nil {
-		if !errors.Is(err, registry.ErrInvalid) {
+		if !errors.Is(err, registry.ErrInvalid) && !errors.Is(err, lease.ErrNotOwner) {
 			a.log.Error("register failed", "service", service, "err", err)
 		}
+		a.ownerDenied(ctx, authz.Register, service, err)
 		return nil, err
 	}
 	return &pb.RegisterResponse{LeaseId: l.ID, TtlSeconds: uint32(l.TTL / time.Second), EndpointId: l.EndpointID, Version: l.Version}, nil
@@ -139,9 +198,36 @@ func validLeaseID(id string) error {
 	return nil
 }
 
+// mayUse checks that the caller may do action (heartbeat, deregister) on
+// lease id: the Authorizer allows action on the lease's service, and the
+// caller owns the lease. An unknown lease is lease.ErrNotFound.
+func (a *API) mayUse(ctx context.Context, action authz.Action, id string) error {
+	h, err := a.leases.CheckOwner(ctx, string(action), id)
+	if err != nil && !errors.Is(err, lease.ErrNotOwner) {
+		return err
+	}
+	// The policy first: a caller without the right to the service
+	// learns nothing about who holds its leases.
+	if aerr := a.authorize(ctx, action, h.Service); aerr != nil {
+		return aerr
+	}
+	a.ownerDenied(ctx, action, h.Service, err)
+	return err
+}
+
+// ownerDenied hands a lease-ownership refusal to the audit log.
+func (a *API) ownerDenied(ctx context.Context, action authz.Action, service string, err error) {
+	if a.audit != nil && errors.Is(err, lease.ErrNotOwner) {
+		a.audit.DeniedError(ctx, action, service, err)
+	}
+}
+
 // Heartbeat implements pb.RegistryServer.
-func (a *API) Heartbeat(_ context.Context, req *pb.HeartbeatRequest) (*pb.HeartbeatResponse, error) {
+func (a *API) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.HeartbeatResponse, error) {
 	if err := validLeaseID(req.GetLeaseId()); err != nil {
+		return nil, toStatus(err)
+	}
+	if err := a.mayUse(ctx, authz.Heartbeat, req.GetLeaseId()); err != nil {
 		return nil, toStatus(err)
 	}
 	ttl, err := a.leases.Heartbeat(req.GetLeaseId())
@@ -152,8 +238,11 @@ func (a *API) Heartbeat(_ context.Context, req *pb.HeartbeatRequest) (*pb.Heartb
 }
 
 // HeartbeatStream implements pb.RegistryServer: one response per request,
-// in order; an unknown lease answers found=false and keeps the stream.
+// in order; an unknown lease answers found=false and keeps the stream. A
+// lease the caller may not heartbeat (the policy, or another identity's
+// lease) ends the stream with PermissionDenied.
 func (a *API) HeartbeatStream(stream grpc.BidiStreamingServer[pb.HeartbeatRequest, pb.HeartbeatResponse]) error {
+	ctx := stream.Context()
 	var resp pb.HeartbeatResponse
 	for {
 		req, err := stream.Recv()
@@ -167,6 +256,12 @@ func (a *API) HeartbeatStream(stream grpc.BidiStreamingServer[pb.HeartbeatReques
 		// message must not end the stream for every other lease on it.
 		var ttl time.Duration
 		err = validLeaseID(req.GetLeaseId())
+		if err == nil {
+			err = a.mayUse(ctx, authz.Heartbeat, req.GetLeaseId())
+			if errors.Is(err, errDenied) || errors.Is(err, lease.ErrNotOwner) {
+				return toStatus(err)
+			}
+		}
 		if err == nil {
 			ttl, err = a.leases.Heartbeat(req.GetLeaseId())
 		}
@@ -184,6 +279,9 @@ func (a *API) Deregister(ctx context.Context, req *pb.DeregisterRequest) (*pb.De
 	if err := validLeaseID(req.GetLeaseId()); err != nil {
 		return nil, toStatus(err)
 	}
+	if err := a.mayUse(ctx, authz.Deregister, req.GetLeaseId()); err != nil {
+		return nil, toStatus(err)
+	}
 	v, err := a.leases.Deregister(ctx, req.GetLeaseId())
 	if err != nil {
 		return nil, toStatus(err)
@@ -192,7 +290,10 @@ func (a *API) Deregister(ctx context.Context, req *pb.DeregisterRequest) (*pb.De
 }
 
 // ListServices implements pb.RegistryServer.
-func (a *API) ListServices(context.Context, *pb.ListServicesRequest) (*pb.ListServicesResponse, error) {
+func (a *API) ListServices(ctx context.Context, _ *pb.ListServicesRequest) (*pb.ListServicesResponse, error) {
+	if err := a.authorize(ctx, authz.ReadRegistry, ""); err != nil {
+		return nil, toStatus(err)
+	}
 	snap := a.store.Snapshot()
 	resp := &pb.ListServicesResponse{Version: snap.Version()}
 	for _, name := range snap.Services() {
@@ -209,17 +310,20 @@ func (a *API) ListServices(context.Context, *pb.ListServicesRequest) (*pb.ListSe
 }
 
 // ListEndpoints implements pb.RegistryServer.
-func (a *API) ListEndpoints(_ context.Context, req *pb.ListEndpointsRequest) (*pb.ListEndpointsResponse, error) {
-	resp, err := a.listEndpoints(req)
+func (a *API) ListEndpoints(ctx context.Context, req *pb.ListEndpointsRequest) (*pb.ListEndpointsResponse, error) {
+	resp, err := a.listEndpoints(ctx, req)
 	if err != nil {
 		return nil, toStatus(err)
 	}
 	return resp, nil
 }
 
-func (a *API) listEndpoints(req *pb.ListEndpointsRequest) (*pb.ListEndpointsResponse, error) {
+func (a *API) listEndpoints(ctx context.Context, req *pb.ListEndpointsRequest) (*pb.ListEndpointsResponse, error) {
 	name := registry.NormalizeService(req.GetService())
 	if err := registry.ValidateService("service", name); err != nil {
+		return nil, err
+	}
+	if err := a.authorize(ctx, authz.ReadRegistry, name); err != nil {
 		return nil, err
 	}
 	snap := a.store.Snapshot()

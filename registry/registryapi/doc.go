@@ -23,4 +23,31 @@
 // (else NotFound) and, for a VM endpoint, the lease that holds it (else
 // NotFound: the lease is gone or another holds the endpoint). On the
 // stream the first refused report ends the stream with its status.
+//
+// # Authorization
+//
+// Before any change, every call asks Config.Authorizer (nil allows all)
+// whether the caller, the identity the authn interceptors put in the
+// context, may do its action on its service: Register "register", Heartbeat
+// and HeartbeatStream "heartbeat", Deregister "deregister",
+// ReportUtilization and POST /v1/utilization "report" (the lease's or
+// report's service), ListServices "read_registry" on "" and ListEndpoints
+// "read_registry" on the service. A lease also belongs to the identity
+// that registered it (package lease): heartbeating, deregistering or
+// reporting under another identity's lease, or registering an endpoint
+// whose live lease is another identity's, is refused even when the policy
+// allows the action, and "admin" is no exception (its lease expires after
+// one TTL without heartbeats). A lease registered anonymously, or stored
+// before owners were kept, takes any caller.
+//
+// A denial is PermissionDenied / HTTP 403 with the message
+//
+//	permission denied: IDENTITY may not ACTION SERVICE
+//	permission denied: IDENTITY may not heartbeat lease L of SERVICE (it belongs to OWNER)
+//	permission denied: IDENTITY may not register endpoint E of SERVICE (its lease belongs to OWNER)
+//
+// (IDENTITY "anonymous" without credentials) and changes nothing: not the
+// store, not a lease's deadline, not a utilization report. On
+// HeartbeatStream a denial ends the stream; an unknown lease still answers
+// found=false.
 package registryapi

@@ -55,7 +55,7 @@ func (a *API) Handler() http.Handler {
 		if !decode(w, r, req) {
 			return
 		}
-		resp, err := a.reportUtilizationJSON(req)
+		resp, err := a.reportUtilizationJSON(r.Context(), req)
 		reply(w, resp, err)
 	})
 	mux.HandleFunc("GET /v1/services", func(w http.ResponseWriter, r *http.Request) {
@@ -84,6 +84,8 @@ func decode(w http.ResponseWriter, r *http.Request, m proto.Message) bool {
 
 var httpCodes = map[codes.Code]int{
 	codes.InvalidArgument:  http.StatusBadRequest,
+	codes.Unauthenticated:  http.StatusUnauthorized,
+	codes.PermissionDenied: http.StatusForbidden,
 	codes.NotFound:         http.StatusNotFound,
 	codes.AlreadyExists:    http.StatusConflict,
 	codes.Canceled:         499,

@@ -1,6 +1,8 @@
 package registryapi
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -13,6 +15,7 @@ import (
 	"github.com/spillway/spillway/registry"
 	"github.com/spillway/spillway/registry/lease"
 	pb "github.com/spillway/spillway/registry/registryv1"
+	"github.com/spillway/spillway/security/authz"
 )
 
 var errNoUtilization = status.Error(codes.Unimplemented, "utilization reports are not enabled on this server")
@@ -35,15 +38,16 @@ func (a *API) ReportUtilization(stream grpc.ClientStreamingServer[pb.Utilization
 		if err != nil {
 			return err
 		}
-		if err := a.reportUtilization(req); err != nil {
+		if err := a.reportUtilization(stream.Context(), req); err != nil {
 			return toStatus(err)
 		}
 		accepted++
 	}
 }
 
-// reportUtilization validates and stores one report.
-func (a *API) reportUtilization(req *pb.UtilizationReport) error {
+// reportUtilization validates and stores one report, if the caller may
+// report for its service and owns the lease it names.
+func (a *API) reportUtilization(ctx context.Context, req *pb.UtilizationReport) error {
 	r := load.UtilizationReport{
 		Service:    registry.NormalizeService(req.GetService()),
 		EndpointID: req.GetEndpointId(),
@@ -56,15 +60,20 @@ func (a *API) reportUtilization(req *pb.UtilizationReport) error {
 		a.util.Count(load.UtilizationInvalid)
 		return validLeaseID(id)
 	}
+	if r.Service != "" {
+		if err := a.authorize(ctx, authz.Report, r.Service); err != nil {
+			return err
+		}
+	}
 	return a.util.Record(r, a.now(), func(e *registry.Endpoint) error {
-		return a.checkLease(r.Service, e, req.GetLeaseId())
+		return a.checkLease(ctx, r.Service, e, req.GetLeaseId())
 	})
 }
 
 // checkLease lets only the lease that holds a VM endpoint report for it.
 // Endpoints of other sources have no lease; a lease id sent for one is
-// ignored.
-func (a *API) checkLease(service string, e *registry.Endpoint, leaseID string) error {
+// ignored. The lease's owner must be the caller.
+func (a *API) checkLease(ctx context.Context, service string, e *registry.Endpoint, leaseID string) error {
 	if e.Source != registry.SourceVM || a.lastSeen == nil {
 		return nil
 	}
@@ -76,15 +85,19 @@ func (a *API) checkLease(service string, e *registry.Endpoint, leaseID string) e
 		a.util.Count(load.UtilizationWrongLease)
 		return fmt.Errorf("lease_id %q does not hold endpoint %q of %q: %w", leaseID, e.ID, service, lease.ErrNotFound)
 	}
+	if _, err := a.leases.CheckOwner(ctx, string(authz.Report), leaseID); errors.Is(err, lease.ErrNotOwner) {
+		a.ownerDenied(ctx, authz.Report, service, err)
+		return err
+	}
 	return nil
 }
 
 // reportUtilizationJSON is POST /v1/utilization: one report.
-func (a *API) reportUtilizationJSON(req *pb.UtilizationReport) (*pb.UtilizationAck, error) {
+func (a *API) reportUtilizationJSON(ctx context.Context, req *pb.UtilizationReport) (*pb.UtilizationAck, error) {
 	if a.util == nil {
 		return nil, errNoUtilization
 	}
-	if err := a.reportUtilization(req); err != nil {
+	if err := a.reportUtilization(ctx, req); err != nil {
 		return nil, toStatus(err)
 	}
 	return &pb.UtilizationAck{Accepted: 1}, nil

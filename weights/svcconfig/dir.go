@@ -12,6 +12,9 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+
+	"github.com/spillway/spillway/security/audit"
+	"github.com/spillway/spillway/security/authn"
 )
 
 const debounce = 100 * time.Millisecond
@@ -91,7 +94,7 @@ func (d *Dir) Load(ctx context.Context) error {
 		if e, ok := d.store.current(service); ok && e.status.Source == SourceDir && !e.status.Deleted && e.status.YAML == string(data) {
 			continue
 		}
-		if _, err := d.store.Set(ctx, service, data, SourceDir, name); err != nil {
+		if _, err := d.store.Set(d.as(ctx, name), service, data, SourceDir, name); err != nil {
 			fail(err)
 			continue
 		}
@@ -102,13 +105,19 @@ func (d *Dir) Load(ctx context.Context) error {
 		if present[service] || e.status.Source != SourceDir || e.status.Deleted {
 			continue
 		}
-		if _, err := d.store.Delete(ctx, service, SourceDir); err != nil {
+		if _, err := d.store.Delete(d.as(ctx, e.status.File), service, SourceDir); err != nil {
 			fail(err)
 			continue
 		}
 		d.log.Info("service config file removed, tombstoned", "service", service, "file", e.status.File)
 	}
 	return errors.Join(errs...)
+}
+
+// as returns ctx with the identity of a change made by the file name:
+// "file:PATH", for the audit entries.
+func (d *Dir) as(ctx context.Context, name string) context.Context {
+	return authn.NewContext(ctx, authn.Identity{Name: "file:" + filepath.Join(d.path, name), Method: audit.MethodFile})
 }
 
 // Run watches the directory and reloads it after each burst of changes,

@@ -24,6 +24,15 @@
 // sweep removes the record. Undelete restores a tombstone (owned by the
 // API when its file is gone).
 //
+// # Audit
+//
+// With StoreConfig.Audit, every Set, Delete and Undelete (and every
+// refused or failed one) is recorded (package security/audit): action
+// config, the service, the old and new YAML (a tombstone ends with
+// "# (deleted)"), and who: the identity of the request's context, or
+// "file:PATH" for a change made by the directory. Expired tombstones
+// removed by Sweep are not recorded.
+//
 // # Concurrency
 //
 // Get, Services, Changed and Version are safe for concurrent use; Get

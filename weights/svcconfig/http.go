@@ -1,6 +1,7 @@
 package svcconfig
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
@@ -12,6 +13,8 @@ import (
 	"time"
 
 	"github.com/spillway/spillway/registry/durable"
+	"github.com/spillway/spillway/security/authn"
+	"github.com/spillway/spillway/security/authz"
 )
 
 // Paths of the HTTP API; mount Handler on each.
@@ -57,7 +60,7 @@ func (s *Store) Handler(token string, log func(msg string, args ...any)) http.Ha
 		h := sha256.Sum256([]byte(token))
 		sum = h[:]
 	}
-	auth := func(w http.ResponseWriter, r *http.Request) bool {
+	auth := func(w http.ResponseWriter, r *http.Request, _ string) bool {
 		if sum == nil {
 			writeErr(w, http.StatusForbidden, "", "changes are disabled: start spillway with --admin-token-file FILE to allow them")
 			return false
@@ -78,6 +81,38 @@ func (s *Store) Handler(token string, log func(msg string, args ...any)) http.Ha
 		}
 		return true
 	}
+	return s.handler(auth)
+}
+
+// Authorizer decides whether the caller (the identity in ctx, see
+// package authn) may do action on resource; *authz.Policy implements it.
+// A non-nil error is a denial whose message is the 403's. It is called
+// from many goroutines at once.
+type Authorizer interface {
+	Authorize(ctx context.Context, a authz.Action, resource string) error
+}
+
+// AuthorizedHandler is Handler with az deciding every change: action
+// "config" on the service, for the identity the authn middleware put in
+// the request's context (the admin token is identity "admin" there). A
+// denial is 403 with az's message ("permission denied: IDENTITY may not
+// config SERVICE") and changes nothing. Reads stay open.
+func (s *Store) AuthorizedHandler(az Authorizer, log func(msg string, args ...any)) http.Handler {
+	return s.handler(func(w http.ResponseWriter, r *http.Request, service string) bool {
+		if err := az.Authorize(r.Context(), authz.Config, service); err != nil {
+			writeErr(w, http.StatusForbidden, "", err.Error())
+			return false
+		}
+		if log != nil {
+			log("service config change requested", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "identity", authn.FromContext(r.Context()).String())
+		}
+		return true
+	})
+}
+
+// handler serves the API; auth decides a change of service and answers
+// the refusal itself.
+func (s *Store) handler(auth func(w http.ResponseWriter, r *http.Request, service string) bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/config", func(w http.ResponseWriter, _ *http.Request) {
 		out := []Entry{}
@@ -97,7 +132,7 @@ func (s *Store) Handler(token string, log func(msg string, args ...any)) http.Ha
 		writeJSON(w, http.StatusOK, s.EntryOf(svc))
 	})
 	mux.HandleFunc("PUT /v1/config/{service}", func(w http.ResponseWriter, r *http.Request) {
-		if !auth(w, r) {
+		if !auth(w, r, r.PathValue("service")) {
 			return
 		}
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBytes))
@@ -113,7 +148,7 @@ func (s *Store) Handler(token string, log func(msg string, args ...any)) http.Ha
 		writeJSON(w, http.StatusOK, s.EntryOf(svc))
 	})
 	mux.HandleFunc("DELETE /v1/config/{service}", func(w http.ResponseWriter, r *http.Request) {
-		if !auth(w, r) {
+		if !auth(w, r, r.PathValue("service")) {
 			return
 		}
 		svc := r.PathValue("service")
@@ -124,7 +159,7 @@ func (s *Store) Handler(token string, log func(msg string, args ...any)) http.Ha
 		writeJSON(w, http.StatusOK, s.EntryOf(svc))
 	})
 	mux.HandleFunc("POST /v1/config/{service}/undelete", func(w http.ResponseWriter, r *http.Request) {
-		if !auth(w, r) {
+		if !auth(w, r, r.PathValue("service")) {
 			return
 		}
 		svc := r.PathValue("service")

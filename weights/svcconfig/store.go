@@ -15,7 +15,20 @@ import (
 
 	"github.com/spillway/spillway/registry/durable"
 	"github.com/spillway/spillway/registry/names"
+	"github.com/spillway/spillway/security/audit"
+	"github.com/spillway/spillway/security/authz"
 )
+
+// Recorder receives an audit entry for every put, delete and undelete of
+// a service's config, and every refused or failed one: who (the identity
+// in the context; "file:PATH" for the directory), the old and new YAML.
+// Record must not block for long and never fails the change.
+// *audit.Log implements it.
+type Recorder interface {
+	Record(ctx context.Context, e audit.Entry)
+}
+
+var _ Recorder = (*audit.Log)(nil)
 
 // KeyPrefix is where records live in the KV: svcconfig/<service>.
 const KeyPrefix = "svcconfig/"
@@ -79,6 +92,8 @@ type StoreConfig struct {
 	Now func() time.Time
 	// Logger, or nil to discard.
 	Logger *slog.Logger
+	// Audit records every change; nil records none.
+	Audit Recorder
 }
 
 // Store is the in-memory view of every service's config, kept in step
@@ -89,6 +104,7 @@ type Store struct {
 	tombstone time.Duration
 	now       func() time.Time
 	log       *slog.Logger
+	audit     Recorder
 
 	view atomic.Pointer[map[string]entry]
 	// memRev numbers the writes when there is no KV.
@@ -116,7 +132,7 @@ func NewStore(cfg StoreConfig) (*Store, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Store{kv: cfg.KV, tombstone: cfg.Tombstone, now: cfg.Now, log: cfg.Logger, changed: make(chan struct{})}
+	s := &Store{kv: cfg.KV, tombstone: cfg.Tombstone, now: cfg.Now, log: cfg.Logger, audit: cfg.Audit, changed: make(chan struct{})}
 	s.view.Store(&map[string]entry{})
 	return s, nil
 }
@@ -224,8 +240,10 @@ func checkService(service string) (string, error) {
 // Set parses yamlText and stores it as service's config from source (file
 // is the file's name, for SourceDir). The API (SourceAPI) may not set a
 // service a file owns: ErrOwnedByFile.
-func (s *Store) Set(ctx context.Context, service string, yamlText []byte, source, file string) (Status, error) {
-	service, err := checkService(service)
+func (s *Store) Set(ctx context.Context, service string, yamlText []byte, source, file string) (_ Status, err error) {
+	old := s.yamlOf(service)
+	defer s.record(ctx, service, "put", func() (string, string) { return old, string(yamlText) }, &err)
+	service, err = checkService(service)
 	if err != nil {
 		return Status{}, err
 	}
@@ -259,8 +277,10 @@ func (s *Store) guard(service, source string) error {
 
 // Delete tombstones service's config: it keeps applying, shown as
 // deleted, for the tombstone time.
-func (s *Store) Delete(ctx context.Context, service, source string) (Status, error) {
-	service, err := checkService(service)
+func (s *Store) Delete(ctx context.Context, service, source string) (_ Status, err error) {
+	old := s.yamlOf(service)
+	defer s.record(ctx, service, "delete", func() (string, string) { return old, s.yamlOf(service) }, &err)
+	service, err = checkService(service)
 	if err != nil {
 		return Status{}, err
 	}
@@ -272,6 +292,7 @@ func (s *Store) Delete(ctx context.Context, service, source string) (Status, err
 		return Status{}, fmt.Errorf("service %s: %w", service, ErrNotFound)
 	}
 	if e.status.Deleted {
+		old = e.status.YAML + deletedMark // no change: the entry shows old == new
 		return e.status, nil
 	}
 	now := s.now().UTC()
@@ -285,8 +306,10 @@ func (s *Store) Delete(ctx context.Context, service, source string) (Status, err
 
 // Undelete brings back a tombstoned config. A config whose file is gone
 // comes back owned by the API.
-func (s *Store) Undelete(ctx context.Context, service string) (Status, error) {
-	service, err := checkService(service)
+func (s *Store) Undelete(ctx context.Context, service string) (_ Status, err error) {
+	old := s.yamlOf(service)
+	defer s.record(ctx, service, "undelete", func() (string, string) { return old, s.yamlOf(service) }, &err)
+	service, err = checkService(service)
 	if err != nil {
 		return Status{}, err
 	}
@@ -300,6 +323,36 @@ func (s *Store) Undelete(ctx context.Context, service string) (Status, error) {
 	}
 	e, _ = s.current(service)
 	return e.status, nil
+}
+
+// deletedMark ends the audit rendering of a tombstoned config.
+const deletedMark = "\n# (deleted)"
+
+// yamlOf renders service's config for an audit entry: its YAML, marked
+// when it is a tombstone; "" when there is none.
+func (s *Store) yamlOf(service string) string {
+	e, ok := s.current(names.NormalizeService(service))
+	switch {
+	case !ok:
+		return ""
+	case e.status.Deleted:
+		return e.status.YAML + deletedMark
+	}
+	return e.status.YAML
+}
+
+// record hands one change (*errp nil) or refused change to the audit
+// recorder, if any; values gives the old and new rendering.
+func (s *Store) record(ctx context.Context, service, kind string, values func() (old, new string), errp *error) {
+	if s.audit == nil {
+		return
+	}
+	old, new := values()
+	e := audit.Entry{Action: string(authz.Config), Resource: service, Outcome: audit.OutcomeAllowed, Reason: kind, Old: old, New: new}
+	if *errp != nil {
+		e.Outcome, e.Reason = audit.OutcomeFailed, kind+": "+(*errp).Error()
+	}
+	s.audit.Record(ctx, e)
 }
 
 // Sweep removes the tombstones that have run out, so the defaults apply.

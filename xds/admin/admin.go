@@ -17,6 +17,7 @@ import (
 	"github.com/spillway/spillway/load"
 	"github.com/spillway/spillway/load/exchange"
 	"github.com/spillway/spillway/registry"
+	"github.com/spillway/spillway/security/authz"
 	"github.com/spillway/spillway/weights"
 	"github.com/spillway/spillway/xds"
 	pb "github.com/spillway/spillway/xds/admin/adminv1"
@@ -69,6 +70,33 @@ var (
 	_ Plans              = (*weights.Planner)(nil)
 )
 
+// Authorizer decides whether the caller (the identity in ctx, see
+// package authn) may do action on resource; *authz.Policy implements it.
+// A non-nil error is a denial whose message is the PermissionDenied
+// status's (HTTP 403). It is called from many goroutines at once.
+type Authorizer interface {
+	Authorize(ctx context.Context, a authz.Action, resource string) error
+}
+
+// errDenied marks a refusal of the Authorizer.
+var errDenied = errors.New("permission denied")
+
+type deniedError struct{ err error }
+
+func (d *deniedError) Error() string   { return d.err.Error() }
+func (d *deniedError) Unwrap() []error { return []error{errDenied, d.err} }
+
+// authorize asks the Authorizer for read_load of resource.
+func (a *API) authorize(ctx context.Context, resource string) error {
+	if a.authz == nil {
+		return nil
+	}
+	if err := a.authz.Authorize(ctx, authz.ReadLoad, resource); err != nil {
+		return &deniedError{err}
+	}
+	return nil
+}
+
 // Config configures an API.
 type Config struct {
 	// Loads is the LRS load table; non-nil.
@@ -82,6 +110,9 @@ type Config struct {
 	// answers a service this replica owns from Mesh (merged, merged_from)
 	// and any other from Loads, flagged owner_elsewhere.
 	Mesh MeshLoad
+	// Authorizer is asked before every read (action "read_load"; the
+	// service for Load and Weights, "" for Graph); nil allows all.
+	Authorizer Authorizer
 	// Logger; nil discards.
 	Logger *slog.Logger
 	// Now is the clock that decides which reports are fresh; nil means
@@ -98,6 +129,7 @@ type API struct {
 	subs  SubscriptionLister
 	plans Plans
 	mesh  MeshLoad
+	authz Authorizer // or nil
 	log   *slog.Logger
 	now   func() time.Time
 }
@@ -121,7 +153,7 @@ func New(cfg Config) (*API, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &API{loads: cfg.Loads, subs: cfg.Subscriptions, plans: cfg.Plans, mesh: cfg.Mesh, log: cfg.Logger, now: cfg.Now}, nil
+	return &API{loads: cfg.Loads, subs: cfg.Subscriptions, plans: cfg.Plans, mesh: cfg.Mesh, authz: cfg.Authorizer, log: cfg.Logger, now: cfg.Now}, nil
 }
 
 // RegisterGRPC adds the Admin service to s.
@@ -133,6 +165,8 @@ var errNoPlan = errors.New("no zone-aware weights")
 // toStatus maps domain errors to gRPC codes at the edge.
 func toStatus(err error) error {
 	switch {
+	case errors.Is(err, errDenied):
+		return status.Error(codes.PermissionDenied, err.Error())
 	case errors.Is(err, registry.ErrInvalid):
 		return status.Error(codes.InvalidArgument, err.Error())
 	case errors.Is(err, errNoPlan):
@@ -142,17 +176,20 @@ func toStatus(err error) error {
 }
 
 // Load implements pb.AdminServer.
-func (a *API) Load(_ context.Context, req *pb.LoadRequest) (*pb.LoadResponse, error) {
-	resp, err := a.load(req)
+func (a *API) Load(ctx context.Context, req *pb.LoadRequest) (*pb.LoadResponse, error) {
+	resp, err := a.load(ctx, req)
 	if err != nil {
 		return nil, toStatus(err)
 	}
 	return resp, nil
 }
 
-func (a *API) load(req *pb.LoadRequest) (*pb.LoadResponse, error) {
+func (a *API) load(ctx context.Context, req *pb.LoadRequest) (*pb.LoadResponse, error) {
 	service := registry.NormalizeService(req.GetService())
 	if err := registry.ValidateService("service", service); err != nil {
+		return nil, err
+	}
+	if err := a.authorize(ctx, service); err != nil {
 		return nil, err
 	}
 	now := a.now()
@@ -218,7 +255,10 @@ type edgeAcc struct {
 }
 
 // Graph implements pb.AdminServer.
-func (a *API) Graph(context.Context, *pb.GraphRequest) (*pb.GraphResponse, error) {
+func (a *API) Graph(ctx context.Context, _ *pb.GraphRequest) (*pb.GraphResponse, error) {
+	if err := a.authorize(ctx, ""); err != nil {
+		return nil, toStatus(err)
+	}
 	return a.graph(), nil
 }
 

@@ -54,6 +54,10 @@
 // NotFound / HTTP 404; a bad name is InvalidArgument / HTTP 400 naming
 // "service", as for Load.
 //
+// With a Config.Authorizer, every read asks it for "read_load" (the
+// service for Load and Weights, "" for Graph); a denial is
+// PermissionDenied / HTTP 403 with its message.
+//
 // # Concurrency
 //
 // An API is read-only after New and safe for concurrent use; it reads its

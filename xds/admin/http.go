@@ -26,7 +26,7 @@ func (a *API) Handler() http.Handler {
 		if !ok {
 			return
 		}
-		resp, err := a.load(&pb.LoadRequest{Service: q.Get("service")})
+		resp, err := a.load(r.Context(), &pb.LoadRequest{Service: q.Get("service")})
 		if err != nil {
 			a.fail(w, err)
 			return
@@ -37,6 +37,10 @@ func (a *API) Handler() http.Handler {
 		if _, ok := query(w, r); !ok {
 			return
 		}
+		if err := a.authorize(r.Context(), ""); err != nil {
+			a.fail(w, err)
+			return
+		}
 		a.reply(w, a.graph())
 	})
 	mux.HandleFunc("GET /v1/weights", func(w http.ResponseWriter, r *http.Request) {
@@ -44,7 +48,7 @@ func (a *API) Handler() http.Handler {
 		if !ok {
 			return
 		}
-		resp, err := a.weights(&pb.WeightsRequest{Service: q.Get("service")})
+		resp, err := a.weights(r.Context(), &pb.WeightsRequest{Service: q.Get("service")})
 		if err != nil {
 			a.fail(w, err)
 			return
@@ -86,6 +90,8 @@ func query(w http.ResponseWriter, r *http.Request, allowed ...string) (url.Value
 func (a *API) fail(w http.ResponseWriter, err error) {
 	var fe *registry.FieldError
 	switch {
+	case errors.Is(err, errDenied):
+		writeError(w, http.StatusForbidden, "", err.Error())
 	case errors.As(err, &fe):
 		writeError(w, http.StatusBadRequest, fe.Field, fe.Error())
 	case errors.Is(err, registry.ErrInvalid):

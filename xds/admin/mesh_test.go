@@ -238,7 +238,7 @@ func TestJoinMesh(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := a.load(&pb.LoadRequest{Service: "payments"})
+	got, err := a.load(context.Background(), &pb.LoadRequest{Service: "payments"})
 	if err != nil {
 		t.Fatal(err)
 	}

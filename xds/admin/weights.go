@@ -17,17 +17,20 @@ import (
 )
 
 // Weights implements pb.AdminServer.
-func (a *API) Weights(_ context.Context, req *pb.WeightsRequest) (*pb.WeightsResponse, error) {
-	resp, err := a.weights(req)
+func (a *API) Weights(ctx context.Context, req *pb.WeightsRequest) (*pb.WeightsResponse, error) {
+	resp, err := a.weights(ctx, req)
 	if err != nil {
 		return nil, toStatus(err)
 	}
 	return resp, nil
 }
 
-func (a *API) weights(req *pb.WeightsRequest) (*pb.WeightsResponse, error) {
+func (a *API) weights(ctx context.Context, req *pb.WeightsRequest) (*pb.WeightsResponse, error) {
 	service := registry.NormalizeService(req.GetService())
 	if err := registry.ValidateService("service", service); err != nil {
+		return nil, err
+	}
+	if err := a.authorize(ctx, service); err != nil {
 		return nil, err
 	}
 	plan := a.plans.Plan(service)

@@ -197,7 +197,7 @@ func TestWeightsGRPC(t *testing.T) {
 func TestWeightsKeepsResult(t *testing.T) {
 	f := newFake()
 	before := f.plans["payments"].Clone()
-	if _, err := newAPI(t, f).weights(&pb.WeightsRequest{Service: "payments"}); err != nil {
+	if _, err := newAPI(t, f).weights(context.Background(), &pb.WeightsRequest{Service: "payments"}); err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff(before, f.plans["payments"]); diff != "" {
@@ -208,7 +208,7 @@ func TestWeightsKeepsResult(t *testing.T) {
 func TestWeightsHTTP(t *testing.T) {
 	a := newAPI(t, newFake())
 	want := func(service string) *pb.WeightsResponse {
-		resp, err := a.weights(&pb.WeightsRequest{Service: service})
+		resp, err := a.weights(context.Background(), &pb.WeightsRequest{Service: service})
 		if err != nil {
 			t.Fatal(err)
 		}

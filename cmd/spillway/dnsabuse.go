@@ -1,0 +1,111 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"time"
+
+	"github.com/spillway/spillway/resolver"
+	"github.com/spillway/spillway/resolver/rrl"
+)
+
+// DNSAbuse is the DNS server's defence against floods: response rate
+// limiting of UDP answers per source prefix and caps on TCP. Its YAML
+// keys sit in the dns section (dns.rrl.rate, dns.tcp_max_conns, ...).
+type DNSAbuse struct {
+	RRL DNSRRL `yaml:"rrl"`
+	// TCPMaxConns caps concurrent TCP connections (-1: no cap).
+	TCPMaxConns int `yaml:"tcp_max_conns"`
+	// TCPMaxQueries caps the queries of one TCP connection (-1: no cap).
+	TCPMaxQueries int `yaml:"tcp_max_queries"`
+	// TCPIdleTimeout closes a TCP connection idle this long.
+	TCPIdleTimeout time.Duration `yaml:"tcp_idle_timeout"`
+}
+
+// DNSRRL is dns.rrl: responses per second per source prefix (rate 0: off).
+type DNSRRL struct {
+	Rate          int `yaml:"rate"`
+	Burst         int `yaml:"burst"`
+	Slip          int `yaml:"slip"`
+	IPv4PrefixLen int `yaml:"ipv4_prefix_len"`
+	IPv6PrefixLen int `yaml:"ipv6_prefix_len"`
+	TableSize     int `yaml:"table_size"`
+}
+
+func defaultDNSAbuse() DNSAbuse {
+	return DNSAbuse{
+		RRL: DNSRRL{
+			Slip: 2, IPv4PrefixLen: rrl.DefaultIPv4PrefixLen, IPv6PrefixLen: rrl.DefaultIPv6PrefixLen,
+			TableSize: rrl.DefaultTableSize,
+		},
+		TCPMaxConns:    resolver.DefaultTCPMaxConns,
+		TCPMaxQueries:  resolver.DefaultTCPMaxQueries,
+		TCPIdleTimeout: resolver.DefaultTCPIdleTimeout,
+	}
+}
+
+// dnsAbuseFlags defines the flags of DNSAbuse into f, with def's values
+// as defaults, and returns what applies each one to cfg when it was set.
+func dnsAbuseFlags(fs *flag.FlagSet, f *DNSAbuse, def DNSAbuse, cfg *Config) map[string]func() {
+	fs.IntVar(&f.RRL.Rate, "dns-rrl-rate", def.RRL.Rate, "UDP responses per second per source prefix; past it (and the burst) responses are dropped or slipped (0: no rate limit)")
+	fs.IntVar(&f.RRL.Burst, "dns-rrl-burst", def.RRL.Burst, "responses a quiet source prefix gets at once before the rate applies (0: the rate)")
+	fs.IntVar(&f.RRL.Slip, "dns-rrl-slip", def.RRL.Slip, "every Nth response past the rate is sent empty with TC set, so a real client retries over TCP (0: drop all, 1: slip all)")
+	fs.IntVar(&f.RRL.IPv4PrefixLen, "dns-rrl-ipv4-prefix", def.RRL.IPv4PrefixLen, "IPv4 source prefix length that shares one rate")
+	fs.IntVar(&f.RRL.IPv6PrefixLen, "dns-rrl-ipv6-prefix", def.RRL.IPv6PrefixLen, "IPv6 source prefix length that shares one rate")
+	fs.IntVar(&f.RRL.TableSize, "dns-rrl-table-size", def.RRL.TableSize, "source prefixes the rate limiter remembers; the least recently seen is forgotten first")
+	fs.IntVar(&f.TCPMaxConns, "dns-tcp-max-conns", def.TCPMaxConns, "concurrent DNS TCP connections; more are closed on accept (-1: no cap)")
+	fs.IntVar(&f.TCPMaxQueries, "dns-tcp-max-queries", def.TCPMaxQueries, "queries one DNS TCP connection may send before it is closed (-1: no cap)")
+	fs.DurationVar(&f.TCPIdleTimeout, "dns-tcp-idle-timeout", def.TCPIdleTimeout, "close a DNS TCP connection that sends no query for this long")
+	d := &cfg.DNS.DNSAbuse
+	return map[string]func(){
+		"dns-rrl-rate":         func() { d.RRL.Rate = f.RRL.Rate },
+		"dns-rrl-burst":        func() { d.RRL.Burst = f.RRL.Burst },
+		"dns-rrl-slip":         func() { d.RRL.Slip = f.RRL.Slip },
+		"dns-rrl-ipv4-prefix":  func() { d.RRL.IPv4PrefixLen = f.RRL.IPv4PrefixLen },
+		"dns-rrl-ipv6-prefix":  func() { d.RRL.IPv6PrefixLen = f.RRL.IPv6PrefixLen },
+		"dns-rrl-table-size":   func() { d.RRL.TableSize = f.RRL.TableSize },
+		"dns-tcp-max-conns":    func() { d.TCPMaxConns = f.TCPMaxConns },
+		"dns-tcp-max-queries":  func() { d.TCPMaxQueries = f.TCPMaxQueries },
+		"dns-tcp-idle-timeout": func() { d.TCPIdleTimeout = f.TCPIdleTimeout },
+	}
+}
+
+// validate names the flag (and YAML key) of the first bad value.
+func (d *DNSAbuse) validate() error {
+	for _, c := range []struct {
+		name      string
+		v, lo, hi int
+	}{
+		{"--dns-rrl-rate (dns.rrl.rate)", d.RRL.Rate, 0, 1_000_000_000},
+		{"--dns-rrl-burst (dns.rrl.burst)", d.RRL.Burst, 0, 1_000_000_000},
+		{"--dns-rrl-slip (dns.rrl.slip)", d.RRL.Slip, 0, 1 << 16},
+		{"--dns-rrl-ipv4-prefix (dns.rrl.ipv4_prefix_len)", d.RRL.IPv4PrefixLen, 1, 32},
+		{"--dns-rrl-ipv6-prefix (dns.rrl.ipv6_prefix_len)", d.RRL.IPv6PrefixLen, 1, 128},
+		{"--dns-rrl-table-size (dns.rrl.table_size)", d.RRL.TableSize, 1, 1 << 24},
+	} {
+		if c.v < c.lo || c.v > c.hi {
+			return fmt.Errorf("%s: %d, want %d..%d", c.name, c.v, c.lo, c.hi)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		v    int
+	}{
+		{"--dns-tcp-max-conns (dns.tcp_max_conns)", d.TCPMaxConns},
+		{"--dns-tcp-max-queries (dns.tcp_max_queries)", d.TCPMaxQueries},
+	} {
+		if c.v < 1 && c.v != -1 {
+			return fmt.Errorf("%s: %d, want at least 1, or -1 for no cap", c.name, c.v)
+		}
+	}
+	if d.TCPIdleTimeout <= 0 {
+		return fmt.Errorf("--dns-tcp-idle-timeout (dns.tcp_idle_timeout): %v, want > 0", d.TCPIdleTimeout)
+	}
+	return nil
+}
+
+// rrl is the resolver's RRL config; Rate 0 is off.
+func (d *DNSAbuse) rrl() rrl.Config {
+	r := d.RRL
+	return rrl.Config{Rate: r.Rate, Burst: r.Burst, Slip: r.Slip, IPv4PrefixLen: r.IPv4PrefixLen, IPv6PrefixLen: r.IPv6PrefixLen, TableSize: r.TableSize}
+}
