@@ -198,8 +198,8 @@ func TestTLSRotation(t *testing.T) {
 		}
 		defer resp.Body.Close()
 		io.ReadAll(resp.Body)
-		if resp.StatusCode != 200 {
-			t.Fatalf("%s: GET /healthz = %d", what, resp.StatusCode)
+		if resp.StatusCode != 200 || resp.ProtoMajor != 2 {
+			t.Fatalf("%s: GET /healthz = %d over %s, want 200 over HTTP/2 (tlsDial speaks HTTP/1.1)", what, resp.StatusCode, resp.Proto)
 		}
 		return reused, resp.TLS.PeerCertificates[0].SerialNumber
 	}
