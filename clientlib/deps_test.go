@@ -31,7 +31,7 @@ func TestNoServerPackages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	roots := []string{"clientlib", "clientlib/dnsresolver", "clientlib/wrr", "clientlib/heartbeat", "clientlib/utilization"}
+	roots := []string{"clientlib", "clientlib/dnsresolver", "clientlib/wrr", "clientlib/heartbeat", "clientlib/utilization", "clientlib/clientcreds"}
 	via := map[string]string{} // package -> the package that imports it
 	var queue []string
 	for _, r := range roots {

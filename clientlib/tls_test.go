@@ -3,14 +3,21 @@ package clientlib_test
 import (
 	"encoding/json"
 	"errors"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/spillway/spillway/clientlib"
+	"github.com/spillway/spillway/security/tlsconfig"
 	"github.com/spillway/spillway/security/tlsconfig/tlstest"
 )
 
@@ -73,5 +80,64 @@ func TestBootstrapJSONTLS(t *testing.T) {
 				t.Fatalf("BootstrapJSON error = %v, want ErrInvalidOption containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestRolloutHTTPSReload: with WithTLS the rollout is read over HTTPS
+// with the client certificate, and the files are read again before each
+// poll: a certificate the server refuses makes the next read fail
+// (Status.LastRolloutError; the last decision is kept), a good
+// one after it makes the reads work again, without a new Conn.
+func TestRolloutHTTPSReload(t *testing.T) {
+	e := newEnv(t)
+	dir := t.TempDir()
+	ca, other := tlstest.NewCA(t, "ca"), tlstest.NewCA(t, "other")
+	srvR, err := tlsconfig.New(tlsconfig.Config{Files: ca.Issue(t, tlstest.Leaf{IPs: []netip.Addr{tlstest.Loopback}}).WriteFiles(t, dir, "srv", ca)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srvCfg, err := srvR.ServerConfig(tlsconfig.ServerOptions{ClientAuth: tlsconfig.RequireClientCert, NextProtos: []string{"h2", "http/1.1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu   sync.Mutex
+		seen []string // client URI SAN of each read
+	)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.TLS.PeerCertificates[0].URIs[0].String())
+		mu.Unlock()
+		io.WriteString(w, `{"rules":[{"name":"none","match":{},"percent":0}],"version":7}`)
+	}))
+	srv.TLS = srvCfg
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshakes below
+	srv.StartTLS()
+	defer srv.Close()
+
+	files := ca.Issue(t, tlstest.Leaf{URIs: []string{"spiffe://t/first"}}).WriteFiles(t, dir, "cli", ca)
+	c := e.dial("https-reader", clientlib.WithRolloutURL(srv.URL+"/v1/rollout"), clientlib.WithTLS(clientlib.TLS{CA: files.CA, Cert: files.Cert, Key: files.Key}))
+	lastSeen := func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(seen) == 0 {
+			return ""
+		}
+		return seen[len(seen)-1]
+	}
+	if s := c.Status(); s.Eligibility.Err != nil || s.Eligibility.Version != 7 || lastSeen() != "spiffe://t/first" {
+		t.Fatalf("first read: version %d, err %v, client %q", s.Eligibility.Version, s.Eligibility.Err, lastSeen())
+	}
+	// A certificate of a CA the server does not trust: the next read fails.
+	other.Issue(t, tlstest.Leaf{URIs: []string{"spiffe://t/other"}}).WriteFiles(t, dir, "cli")
+	if _, ok := waitFor(10*time.Second, func() bool { return c.Status().LastRolloutError != nil }); !ok {
+		t.Fatal("reads kept working after the client certificate was replaced by one the server refuses")
+	}
+	// A good one again: reads work, with the new identity.
+	ca.Issue(t, tlstest.Leaf{URIs: []string{"spiffe://t/second"}}).WriteFiles(t, dir, "cli")
+	if _, ok := waitFor(10*time.Second, func() bool {
+		return c.Status().LastRolloutError == nil && lastSeen() == "spiffe://t/second"
+	}); !ok {
+		t.Fatalf("reads did not recover with the new certificate: err %v, last client %q", c.Status().LastRolloutError, lastSeen())
 	}
 }

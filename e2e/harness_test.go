@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,7 +16,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	pb "github.com/spillway/spillway/registry/registryv1"
 )
@@ -74,6 +72,10 @@ type server struct {
 	cmd  *exec.Cmd
 	logs *syncBuffer
 	done chan struct{}
+
+	// tls, when set (newTLSServer), is the server's TLS: every helper
+	// below speaks TLS with its client certificate.
+	tls *e2eTLS
 }
 
 type syncBuffer struct {
@@ -148,7 +150,7 @@ func (s *server) waitReady() {
 			s.t.Fatalf("spillway exited before ready:\n%s", s.logs)
 		default:
 		}
-		resp, err := http.Get("http://" + s.httpAddr + "/readyz")
+		resp, err := s.httpClient().Get(s.url("/readyz"))
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
@@ -185,7 +187,7 @@ func (s *server) stop() {
 
 func (s *server) client() pb.RegistryClient {
 	s.t.Helper()
-	conn, err := grpc.NewClient(s.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(s.grpcAddr, s.dialOptions()...)
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -195,7 +197,7 @@ func (s *server) client() pb.RegistryClient {
 
 func (s *server) metric(name string) string {
 	s.t.Helper()
-	resp, err := http.Get("http://" + s.httpAddr + "/metrics")
+	resp, err := s.httpClient().Get(s.url("/metrics"))
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -213,7 +215,7 @@ func (s *server) metric(name string) string {
 // the test.
 func (s *server) ctl(ctx context.Context, args ...string) string {
 	s.t.Helper()
-	cmd := exec.CommandContext(ctx, bin.spillwayctl, append([]string{"--server", s.grpcAddr}, args...)...)
+	cmd := exec.CommandContext(ctx, bin.spillwayctl, append(s.ctlGlobals(), args...)...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {

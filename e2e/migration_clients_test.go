@@ -118,6 +118,14 @@ type mcFixture struct {
 
 func newMCFixture(t *testing.T, extra ...string) *mcFixture {
 	t.Helper()
+	return newMCFixtureTLS(t, false, extra...)
+}
+
+// newMCFixtureTLS is newMCFixture whose server, with withTLS, speaks only
+// mTLS on its gRPC and HTTP ports (newTLSServer): the clients' xDS
+// channels, rollout reads and spillwayctl then use client certificates.
+func newMCFixtureTLS(t *testing.T, withTLS bool, extra ...string) *mcFixture {
+	t.Helper()
 	f := &mcFixture{dir: t.TempDir()}
 	var static strings.Builder
 	fmt.Fprintf(&static, "services:\n  - name: %s\n    endpoints:\n", mcService)
@@ -133,7 +141,11 @@ func newMCFixture(t *testing.T, extra ...string) *mcFixture {
 			t.Fatal(err)
 		}
 	}
-	f.s = newServer(t, append([]string{"--static-file", staticFile, "--admin-token-file", tokenFile,
+	newS := newServer
+	if withTLS {
+		newS = newTLSServer
+	}
+	f.s = newS(t, append([]string{"--static-file", staticFile, "--admin-token-file", tokenFile,
 		"--xds-port-name", "xds", "--xds-debounce", "20ms", "--zone-aware=false"}, extra...)...)
 	f.s.start()
 	return f
@@ -200,16 +212,20 @@ func (f *mcFixture) dial(t *testing.T) map[string]*clientlib.Conn {
 	zones := []string{"zone-a", "zone-b", "zone-c"}
 	for i := range mcClients {
 		name := fmt.Sprintf("client-%02d", i)
-		c, err := clientlib.Dial(context.Background(), mcService,
+		var secure []clientlib.Option
+		if f.s.tls != nil {
+			secure = append(secure, clientlib.WithTLS(f.s.tls.clientlib()))
+		}
+		c, err := clientlib.Dial(context.Background(), mcService, append(secure,
 			clientlib.WithService(name),
 			clientlib.WithZone(zones[i%3]), clientlib.WithRegion("r1"),
 			clientlib.WithMetadata(map[string]string{"tier": "3"}),
 			clientlib.WithControlPlane(f.s.grpcAddr),
 			clientlib.WithDNSServer(f.s.flag("--dns-addr")),
-			clientlib.WithRolloutURL("http://"+f.s.httpAddr+"/v1/rollout"),
+			clientlib.WithRolloutURL(f.s.url("/v1/rollout")),
 			clientlib.WithPanicPollInterval(mcPoll),
 			clientlib.WithXDSTimeout(5*time.Second),
-			clientlib.WithPerConnBootstrap()) // 20 identities in one test process
+			clientlib.WithPerConnBootstrap())...) // 20 identities in one test process
 		if err != nil {
 			t.Fatalf("Dial as %s: %v", name, err)
 		}
@@ -413,8 +429,19 @@ func TestMigrationClients(t *testing.T) {
 // every one returns to DNS within two polls; at 50% again, panic on sends
 // every one to DNS. Not one RPC fails throughout. "Within two polls" is
 // counted with Status.Polls and Status.LastSwitchPoll, not timed.
+//
+// It runs twice: on plaintext, and with the server on mTLS (issue 16
+// acceptance 4), where every client's xDS channel has a bootstrap with
+// "tls" channel creds and reads the rollout over HTTPS with its client
+// certificate; the server refuses any caller without one.
 func TestMigrationRolloutLive(t *testing.T) {
-	f := newMCFixture(t)
+	for _, mode := range []string{"plaintext", "mtls"} {
+		t.Run(mode, func(t *testing.T) { testMigrationRolloutLive(t, mode == "mtls") })
+	}
+}
+
+func testMigrationRolloutLive(t *testing.T, withTLS bool) {
+	f := newMCFixtureTLS(t, withTLS)
 	isHalf := func(n string) bool { return slices.Contains(mcHalf, n) }
 	half50 := func(n string) clientlib.Channel {
 		if isHalf(n) {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,7 +29,7 @@ func (s *server) ctlEnv(env []string, args ...string) ctlResult {
 	s.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin.spillwayctl, append([]string{"--server", s.grpcAddr}, args...)...)
+	cmd := exec.CommandContext(ctx, bin.spillwayctl, append(s.ctlGlobals(), args...)...)
 	cmd.Env = append(os.Environ(), env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -58,7 +57,7 @@ func (s *server) xdsTXT() string {
 
 func (s *server) httpGet(path string) string {
 	s.t.Helper()
-	resp, err := http.Get("http://" + s.httpAddr + path)
+	resp, err := s.httpClient().Get(s.url(path))
 	if err != nil {
 		s.t.Fatal(err)
 	}

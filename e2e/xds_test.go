@@ -527,7 +527,13 @@ type edsWatch struct {
 
 func watchEDS(t *testing.T, server, service, zone string) *edsWatch {
 	t.Helper()
-	conn, err := grpc.NewClient(server, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	return watchEDSWith(t, server, service, zone, grpc.WithTransportCredentials(insecure.NewCredentials()))
+}
+
+// watchEDSWith is watchEDS dialling with opts (e.g. TLS credentials).
+func watchEDSWith(t *testing.T, server, service, zone string, opts ...grpc.DialOption) *edsWatch {
+	t.Helper()
+	conn, err := grpc.NewClient(server, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -628,7 +634,7 @@ type metricSample struct {
 // the server's Prometheus text exposition.
 func metricSeries(t *testing.T, s *server, name string) []metricSample {
 	t.Helper()
-	resp, err := http.Get("http://" + s.httpAddr + "/metrics")
+	resp, err := s.httpClient().Get(s.url("/metrics"))
 	if err != nil {
 		t.Fatal(err)
 	}

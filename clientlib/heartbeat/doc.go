@@ -30,7 +30,8 @@
 //
 // To fail over between replicas, give the addresses instead of a
 // connection; the Agent dials them itself (DialOptions, plaintext by
-// default):
+// default; clientcreds.Config{CA, Cert, Key, TokenFile}.DialOptions() for
+// TLS/mTLS and a bearer token):
 //
 //	a, err := heartbeat.New(heartbeat.Config{
 //		Servers:  []string{"10.0.0.1:18000", "10.0.0.2:18000", "spillway.internal:18000"},

@@ -53,7 +53,9 @@ type Config struct {
 	// it stops answering; see the package documentation.
 	Servers []string
 	// DialOptions are used to dial each of Servers; nil means plaintext
-	// (insecure credentials), as spillwayctl dials. Ignored with Conn.
+	// (insecure credentials). clientcreds.Config.DialOptions gives
+	// TLS/mTLS and a bearer token (spillwayctl agent --tls-ca, --tls-cert,
+	// --tls-key, --token-file). Ignored with Conn.
 	DialOptions []grpc.DialOption
 	// Service is the service to register under, e.g. "payments"; required.
 	// The server validates and normalises it.

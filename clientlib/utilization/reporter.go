@@ -36,9 +36,13 @@ type Reporter struct {
 	// Conn is a connection to the spillway registry's gRPC port, or nil
 	// when Target is set. Run does not close it.
 	Conn grpc.ClientConnInterface
-	// Target is dialled with plaintext credentials when Conn is nil,
-	// e.g. "127.0.0.1:18000".
+	// Target is dialled with DialOptions when Conn is nil, e.g.
+	// "127.0.0.1:18000".
 	Target string
+	// DialOptions dial Target; nil means plaintext (insecure
+	// credentials). clientcreds.Config.DialOptions gives TLS/mTLS and a
+	// bearer token.
+	DialOptions []grpc.DialOption
 	// TargetFunc, when non-nil and Conn is nil, is called before each
 	// stream and overrides Target when it returns non-empty (e.g. the
 	// heartbeat agent's active server, so both follow its failover).
@@ -112,7 +116,11 @@ func (r *Reporter) Run(ctx context.Context) error {
 			if cc != nil {
 				cc.Close()
 			}
-			c, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			opts := r.DialOptions
+			if len(opts) == 0 {
+				opts = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+			}
+			c, err := grpc.NewClient(target, opts...)
 			if err != nil {
 				cc = nil
 				return nil, fmt.Errorf("utilization reporter: dial %s: %w", target, err)

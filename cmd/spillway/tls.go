@@ -120,7 +120,7 @@ func startTLS(t TLSConfig, reg prometheus.Registerer, log *slog.Logger) (*server
 	if s.http, err = r.ServerConfig(tlsconfig.ServerOptions{ClientAuth: auth, MinVersion: min, NextProtos: []string{"h2", "http/1.1"}}); err != nil {
 		return nil, fmt.Errorf("tls: %w", err)
 	}
-	log.Info("tls on the grpc and http listeners", "cert", t.Cert, "client_ca", t.ClientCA, "client_auth", auth, "min_version", t.MinVersion, "reload", t.Reload)
+	log.Info("tls on the grpc and http listeners", "cert", t.Cert, "client_ca", t.ClientCA, "client_auth", auth.String(), "min_version", t.MinVersion, "reload", t.Reload)
 	return s, nil
 }
 

@@ -12,8 +12,9 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+
+	"github.com/spillway/spillway/clientlib/clientcreds"
 )
 
 // Defaults of the global flags.
@@ -44,15 +45,36 @@ type env struct {
 	timeout time.Duration
 	stdout  io.Writer
 	stderr  io.Writer
+	// creds are --tls-ca, --tls-cert, --tls-key and --token-file: how
+	// every gRPC and HTTP call reaches the server.
+	creds clientcreds.Config
 }
 
 // dial returns a client connection to --server. The connection is lazy: an
 // unreachable server shows up as Unavailable on the first request.
-func (e *env) dial() (*grpc.ClientConn, error) {
+func (e *env) dial() (*grpc.ClientConn, error) { return e.dialToken("") }
+
+// withToken is e.creds sending token instead of --token-file when token
+// is not "".
+func (e *env) withToken(token string) clientcreds.Config {
+	c := e.creds
+	if token != "" {
+		c.TokenFile, c.Token = "", token
+	}
+	return c
+}
+
+// dialToken is dial sending token (e.g. a command's --token) instead of
+// --token-file when not "".
+func (e *env) dialToken(token string) (*grpc.ClientConn, error) {
 	if strings.Contains(e.server, ",") {
 		return nil, usagef("--server %q: a list of servers is for agent only", e.server)
 	}
-	conn, err := grpc.NewClient(e.server, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	opts, err := e.withToken(token).DialOptions()
+	if err != nil {
+		return nil, usagef("%v (--tls-ca, --tls-cert, --tls-key, --token-file)", err)
+	}
+	conn, err := grpc.NewClient(e.server, opts...)
 	if err != nil {
 		return nil, usagef("--server %q: %v", e.server, err)
 	}
@@ -98,14 +120,19 @@ func lookup(name string) *command {
 	return nil
 }
 
-func globalFlags(fs *flag.FlagSet) (server *string, timeout *time.Duration) {
+func globalFlags(fs *flag.FlagSet) (server *string, timeout *time.Duration, creds *clientcreds.Config) {
 	server = fs.String("server", defaultServer, "gRPC `address` of the spillway server (agent: a comma-separated list)")
 	timeout = fs.Duration("timeout", defaultTimeout, "timeout of each request")
-	return server, timeout
+	creds = &clientcreds.Config{}
+	fs.StringVar(&creds.CA, "tls-ca", "", "PEM CA bundle `file` that signs the server's certificate (turns on TLS for gRPC and HTTP)")
+	fs.StringVar(&creds.Cert, "tls-cert", "", "PEM client certificate `file` (with --tls-key) for a server that verifies clients")
+	fs.StringVar(&creds.Key, "tls-key", "", "PEM private key `file` of --tls-cert")
+	fs.StringVar(&creds.TokenFile, "token-file", "", "`file` holding a bearer token sent with every call (a command's --token wins)")
+	return server, timeout, creds
 }
 
 func printUsage(w io.Writer) {
-	fmt.Fprintf(w, "Usage: spillwayctl [--server ADDR] [--timeout D] COMMAND [flags] [args]\n\nCommands:\n")
+	fmt.Fprintf(w, "Usage: spillwayctl [--server ADDR] [--timeout D] [--tls-ca F [--tls-cert F --tls-key F]] [--token-file F] COMMAND [flags] [args]\n\nCommands:\n")
 	for _, c := range commands {
 		fmt.Fprintf(w, "  %-11s %s\n", c.name, c.summary)
 	}
@@ -122,7 +149,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	g := flag.NewFlagSet("spillwayctl", flag.ContinueOnError)
 	g.SetOutput(io.Discard)
 	g.Usage = func() {}
-	server, timeout := globalFlags(g)
+	server, timeout, creds := globalFlags(g)
 	if err := g.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			printUsage(stdout)
@@ -152,8 +179,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case *timeout <= 0:
 		fmt.Fprintf(stderr, "spillwayctl: --timeout %v: must be positive\n", *timeout)
 		return exitUsage
+	case (creds.Cert == "") != (creds.Key == ""):
+		fmt.Fprintf(stderr, "spillwayctl: --tls-cert and --tls-key go together\n")
+		return exitUsage
 	}
-	e := &env{server: *server, timeout: *timeout, stdout: stdout, stderr: stderr}
+	e := &env{server: *server, timeout: *timeout, stdout: stdout, stderr: stderr, creds: *creds}
 	return c.run(ctx, e, g.Args()[1:])
 }
 

@@ -249,13 +249,18 @@ var agentCommand = &command{
 				return usagef("--server %q: %v", list, err)
 			}
 			log := slog.New(slog.NewTextHandler(e.stderr, nil))
+			dialOpts, err := e.creds.DialOptions()
+			if err != nil {
+				return usagef("%v (--tls-ca, --tls-cert, --tls-key, --token-file)", err)
+			}
 			a, err := heartbeat.New(heartbeat.Config{
-				Servers:  addrs,
-				Service:  req.GetService(),
-				Endpoint: req.GetEndpoint(),
-				TTL:      f.ttl,
-				Interval: *interval,
-				Logger:   log,
+				Servers:     addrs,
+				DialOptions: dialOpts,
+				Service:     req.GetService(),
+				Endpoint:    req.GetEndpoint(),
+				TTL:         f.ttl,
+				Interval:    *interval,
+				Logger:      log,
 			})
 			if err != nil {
 				return err
@@ -266,14 +271,15 @@ var agentCommand = &command{
 				// The host's CPU, in-flight unknown (utilization = cpu),
 				// sent to the server the heartbeats use, under their lease.
 				r := &utilization.Reporter{
-					Target:     addrs[0],
-					TargetFunc: func() string { return a.Status().Active },
-					Service:    req.GetService(),
-					EndpointID: req.GetEndpoint().GetId(),
-					LeaseFunc:  a.LeaseID,
-					Interval:   *utilInterval,
-					Source:     utilization.CPUOnly(utilization.HostCPU()),
-					Logger:     log.With("component", "utilization"),
+					Target:      addrs[0],
+					DialOptions: dialOpts,
+					TargetFunc:  func() string { return a.Status().Active },
+					Service:     req.GetService(),
+					EndpointID:  req.GetEndpoint().GetId(),
+					LeaseFunc:   a.LeaseID,
+					Interval:    *utilInterval,
+					Source:      utilization.CPUOnly(utilization.HostCPU()),
+					Logger:      log.With("component", "utilization"),
 				}
 				rctx, cancel := context.WithCancel(ctx)
 				defer cancel()

@@ -53,11 +53,11 @@ var configCommand = &command{
 				if err != nil {
 					return fmt.Errorf("read the service config: %w", err)
 				}
-				method, body, tok = http.MethodPut, b, token()
+				method, body, tok = http.MethodPut, b, token(e)
 			case "delete":
-				method, tok = http.MethodDelete, token()
+				method, tok = http.MethodDelete, token(e)
 			case "undelete":
-				method, path, tok = http.MethodPost, path+"/undelete", token()
+				method, path, tok = http.MethodPost, path+"/undelete", token(e)
 			}
 			out, err := callConfig(ctx, e, *httpAddr, method, path, tok, body)
 			if err != nil {
@@ -92,14 +92,17 @@ var configCommand = &command{
 func callConfig(ctx context.Context, e *env, addr, method, path, token string, body []byte) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, e.timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, "http://"+addr+path, bytes.NewReader(body))
+	creds := e.withToken(token)
+	req, err := http.NewRequestWithContext(ctx, method, creds.Scheme()+"://"+addr+path, bytes.NewReader(body))
 	if err != nil {
 		return nil, usagef("--http %q: %v", addr, err)
 	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
+	client, err := creds.HTTPClient()
+	if err != nil {
+		return nil, usagef("%v (--tls-ca, --tls-cert, --tls-key, --token-file)", err)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	defer client.CloseIdleConnections()
+	resp, err := client.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w (is spillway's HTTP port at --http %s?)", method, path, err, addr)
 	}

@@ -5,13 +5,22 @@
 //
 // Usage:
 //
-//	spillwayctl [--server ADDR] [--timeout D] COMMAND [flags] [args]
+//	spillwayctl [--server ADDR] [--timeout D] [--tls-ca F [--tls-cert F --tls-key F]] [--token-file F] COMMAND [flags] [args]
 //
 // Global flags, before the command:
 //
 //	--server ADDR   gRPC address of the spillway server (default 127.0.0.1:18000);
 //	                for agent, a comma-separated list of replicas
 //	--timeout D     timeout of each request (default 5s)
+//	--tls-ca F      PEM CA bundle of the server's certificate: TLS for gRPC
+//	                and for config's HTTP calls (spillway --tls-cert)
+//	--tls-cert F, --tls-key F
+//	                client certificate and key (mTLS, spillway --client-ca)
+//	--token-file F  bearer token sent with every call (a command's --token
+//	                wins; it wins over $SPILLWAY_ADMIN_TOKEN)
+//
+// The agent uses the same flags for its heartbeats and utilization
+// reports. See docs/security.md.
 //
 // Commands:
 //
@@ -96,7 +105,7 @@
 //	    the token's SHA-256 (docs/security.md). Needs no server.
 //
 // The changes (panic on|off, rollout set, config set|delete|undelete) need the server's admin token
-// (spillway --admin-token-file): --token, or $SPILLWAY_ADMIN_TOKEN, which
+// (spillway --admin-token-file): --token, the global --token-file, or $SPILLWAY_ADMIN_TOKEN, which
 // keeps it out of the process list. Without it they fail with
 // PermissionDenied and change nothing; a token the server does not know
 // fails with Unauthenticated.

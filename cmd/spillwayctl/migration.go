@@ -13,7 +13,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	migrationv1 "github.com/spillway/spillway/migration/migrationv1"
@@ -23,12 +22,16 @@ import (
 const tokenEnv = "SPILLWAY_ADMIN_TOKEN"
 
 // tokenFlag defines --token and returns the token to send: --token, else
+// "" when the global --token-file is set (it is sent instead), else
 // $SPILLWAY_ADMIN_TOKEN, else "".
-func tokenFlag(fs *flag.FlagSet) func() string {
-	tok := fs.String("token", "", "admin `token` for changes (default $"+tokenEnv+"; the environment keeps it out of ps)")
-	return func() string {
+func tokenFlag(fs *flag.FlagSet) func(e *env) string {
+	tok := fs.String("token", "", "admin `token` for changes (default: the global --token-file, else $"+tokenEnv+"; the environment keeps it out of ps)")
+	return func(e *env) string {
 		if *tok != "" {
 			return strings.TrimSpace(*tok)
+		}
+		if e.creds.TokenFile != "" {
+			return ""
 		}
 		return strings.TrimSpace(os.Getenv(tokenEnv))
 	}
@@ -37,16 +40,13 @@ func tokenFlag(fs *flag.FlagSet) func() string {
 // callMigration runs fn with a Migration client and a context bounded by
 // --timeout that carries token, if any, as "authorization: Bearer".
 func callMigration(ctx context.Context, e *env, token string, fn func(ctx context.Context, c migrationv1.MigrationClient) error) error {
-	conn, err := e.dial()
+	conn, err := e.dialToken(token)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
 	ctx, cancel := context.WithTimeout(ctx, e.timeout)
 	defer cancel()
-	if token != "" {
-		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
-	}
 	return fn(ctx, migrationv1.NewMigrationClient(conn))
 }
 
@@ -71,7 +71,7 @@ var panicCommand = &command{
 			default:
 				return usagef("want on, off or status, got %q", args[0])
 			}
-			return callMigration(ctx, e, token(), func(ctx context.Context, c migrationv1.MigrationClient) error {
+			return callMigration(ctx, e, token(e), func(ctx context.Context, c migrationv1.MigrationClient) error {
 				var st *migrationv1.PanicState
 				var err error
 				if set == nil {
@@ -152,7 +152,7 @@ var rolloutCommand = &command{
 				}
 				yaml = b
 			}
-			return callMigration(ctx, e, token(), func(ctx context.Context, c migrationv1.MigrationClient) error {
+			return callMigration(ctx, e, token(e), func(ctx context.Context, c migrationv1.MigrationClient) error {
 				switch sub {
 				case "show", "set":
 					var r *migrationv1.Rollout

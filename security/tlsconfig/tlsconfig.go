@@ -41,7 +41,8 @@ type Config struct {
 	Files Files
 	// Interval is the poll period of Run; zero means DefaultInterval.
 	Interval time.Duration
-	// Logger receives reload logs; nil discards them.
+	// Logger receives reload logs (give it a "component"); nil discards
+	// them.
 	Logger *slog.Logger
 	// Registerer registers the reload metrics; nil registers nowhere.
 	Registerer prometheus.Registerer
@@ -61,6 +62,19 @@ const (
 	// chains to the CA.
 	RequireClientCert
 )
+
+// String is the --client-auth spelling: "none", "optional" or "require".
+func (a ClientAuth) String() string {
+	switch a {
+	case NoClientCert:
+		return "none"
+	case VerifyClientCertIfGiven:
+		return "optional"
+	case RequireClientCert:
+		return "require"
+	}
+	return fmt.Sprintf("ClientAuth(%d)", int(a))
+}
 
 // ParseClientAuth parses the --client-auth flag: "require" or "optional".
 func ParseClientAuth(s string) (ClientAuth, error) {
@@ -130,7 +144,7 @@ func New(cfg Config) (*Reloader, error) {
 	r := &Reloader{
 		files:    cfg.Files,
 		interval: cfg.Interval,
-		logger:   logger.With("component", "tlsconfig"),
+		logger:   logger,
 		metrics:  newMetrics(cfg.Registerer),
 	}
 	hash, raw, err := r.read()
@@ -336,6 +350,12 @@ type ClientOptions struct {
 	ServerName string
 }
 
+// Config is a client *tls.Config of o without files: system roots, no
+// client certificate.
+func (o ClientOptions) Config() *tls.Config {
+	return &tls.Config{MinVersion: max(o.MinVersion, tls.VersionTLS12), ServerName: o.ServerName}
+}
+
 // ClientConfig is a client *tls.Config that presents the current
 // certificate (when Files.Cert is set) at every handshake and trusts the
 // CA pool current now (the system roots without Files.CA).
@@ -356,9 +376,10 @@ func (r *Reloader) ClientConfig(o ClientOptions) *tls.Config {
 	return cfg
 }
 
-// TransportCredentials are gRPC client credentials that build a fresh
-// ClientConfig for every new connection, so a reloaded CA bundle or
-// certificate applies to the next connection.
+// TransportCredentials are gRPC client credentials that check the files
+// and build a fresh ClientConfig for every new connection, so a rotated
+// CA bundle or certificate applies to the next connection (with or
+// without Run).
 func (r *Reloader) TransportCredentials(o ClientOptions) credentials.TransportCredentials {
 	return &reloadingCreds{r: r, o: o}
 }
@@ -369,6 +390,7 @@ type reloadingCreds struct {
 }
 
 func (c *reloadingCreds) ClientHandshake(ctx context.Context, authority string, conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	c.r.Check() // cheap (a few KB read); a client without Run still sees rotations
 	return credentials.NewTLS(c.r.ClientConfig(c.o)).ClientHandshake(ctx, authority, conn)
 }
 

@@ -175,6 +175,12 @@ func (ca *CA) Issue(t testing.TB, l Leaf) *Cert {
 	return c
 }
 
+// ClientTLS is a client *tls.Config presenting c and trusting roots:
+// what a test dials a TLS server with as this identity.
+func (c *Cert) ClientTLS(roots ...*CA) *tls.Config {
+	return &tls.Config{RootCAs: Pool(roots...), Certificates: []tls.Certificate{c.TLS}}
+}
+
 // Pool is a cert pool holding the given CAs.
 func Pool(cas ...*CA) *x509.CertPool {
 	p := x509.NewCertPool()
