@@ -13,6 +13,7 @@ import (
 	"time"
 
 	v3endpointpb "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	v3discoverypb "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/miekg/dns"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
@@ -291,5 +292,123 @@ func TestRegionFailover(t *testing.T) {
 	t.Logf("r1 restarted: first RPC on r1 after %v", took.Round(time.Millisecond))
 	if got := f.rpcs(t, 100); got["r1"] != 100 || got["r2"] != 0 {
 		t.Errorf("after r1 recovered: served %v of 100 RPCs, want all on r1", got)
+	}
+}
+
+// next ACKs and returns the next ClusterLoadAssignment pushed on w,
+// failing the test after d.
+func (w *edsWatch) next(t *testing.T, d time.Duration) *v3endpointpb.ClusterLoadAssignment {
+	t.Helper()
+	timeout := time.After(d)
+	for {
+		select {
+		case resp := <-w.resps:
+			if err := w.stream.Send(&v3discoverypb.DiscoveryRequest{
+				TypeUrl: edsTypeURL, ResourceNames: w.names, VersionInfo: resp.GetVersionInfo(), ResponseNonce: resp.GetNonce(),
+			}); err != nil {
+				t.Fatalf("ADS ACK: %v", err)
+			}
+			for _, r := range resp.GetResources() {
+				cla := &v3endpointpb.ClusterLoadAssignment{}
+				if err := r.UnmarshalTo(cla); err != nil {
+					t.Fatalf("ADS response: %v", err)
+				}
+				return cla
+			}
+		case err := <-w.errc:
+			t.Fatalf("ADS stream: %v", err)
+		case <-timeout:
+			t.Fatalf("no EDS push within %v", d)
+		}
+	}
+}
+
+// TestRegionRedirect (#15 acceptance 4): `spillwayctl config set geo`
+// with a redirect of r1 to r2 expiring a few seconds later moves the r1
+// clients to r2 in the first EDS push after the set (r2 at priority 0,
+// r1 last), the real grpc-go client's RPCs to r2 with none failing, and
+// dig from the r1 querier to r2 at SRV priority 0 as soon as xDS has it
+// (DNS answers are built at query time: a caching resolver sees it within
+// one TTL). When the redirect expires, with no edit, the next push and
+// the next dig are back to r1 first, and so are the RPCs.
+func TestRegionRedirect(t *testing.T) {
+	f := newGeoFixture(t)
+	if got := f.rpcs(t, 100); got["r1"] != 100 {
+		t.Fatalf("before the redirect: served %v of 100 RPCs, want all on r1", got)
+	}
+	if got := f.srvPriorities(t, geoQuerier); got != "r1=0 r2=1" {
+		t.Fatalf("before the redirect: dig from r1 SRV priorities %s, want r1=0 r2=1", got)
+	}
+
+	// RPCs all along, not WaitForReady, counting failures: the redirect
+	// must not fail any.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var failed, total atomic.Int64
+	loadCtx, stopLoad := context.WithCancel(ctx)
+	loadDone := make(chan struct{})
+	go func() {
+		defer close(loadDone)
+		for i := 0; i < 20000 && loadCtx.Err() == nil; i++ {
+			if err := f.call(loadCtx, false); err != nil && loadCtx.Err() == nil {
+				failed.Add(1)
+			}
+			total.Add(1)
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	defer func() { stopLoad(); <-loadDone }()
+
+	const lifetime = 15 * time.Second
+	until := time.Now().Add(lifetime).Truncate(time.Second)
+	file := filepath.Join(t.TempDir(), "geo.yaml")
+	if err := os.WriteFile(file, []byte(fmt.Sprintf("redirects:\n  - {from: r1, to: r2, until: %s}\n", until.UTC().Format(time.RFC3339))), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	set := time.Now()
+	if r := f.s.ctlEnv(nil, "config", "set", geoService, file, "--http", f.s.httpAddr, "--token", e2eToken); r.code != 0 {
+		t.Fatalf("spillwayctl config set: exit %d, stderr %s", r.code, r.stderr)
+	}
+	cla := f.eds.next(t, 30*time.Second)
+	pushed := time.Since(set)
+	if got := regionPriorities(cla); got != "r1=1 r2=0" {
+		t.Fatalf("first EDS push after the redirect: %s, want r1=1 r2=0 (r2 first, r1 last)", got)
+	}
+	// The push left after the rule was in the region table, which DNS
+	// reads at query time: the next dig has it.
+	if got := f.srvPriorities(t, geoQuerier); got != "r1=1 r2=0" {
+		t.Errorf("dig from r1 after the redirect's push: SRV priorities %s, want r1=1 r2=0", got)
+	}
+	if got := f.srvPriorities(t, "127.0.0.1"); got != "r1=0 r2=0" {
+		t.Errorf("dig from no region during the redirect: SRV priorities %s, want r1=0 r2=0 (a redirect only moves r1's clients)", got)
+	}
+	took := f.untilServedBy(t, "r2")
+	t.Logf("redirect r1→r2: EDS pushed %v after config set, traffic on r2 %v after the push", pushed.Round(time.Millisecond), took.Round(time.Millisecond))
+	if time.Now().Before(until.Add(-2 * time.Second)) {
+		// The load loop runs too: count that r1 gets none, r2 at least these.
+		if got := f.rpcs(t, 50); got["r1"] != 0 || got["r2"] < 50 {
+			t.Errorf("during the redirect: served %v during 50 RPCs (and the load loop's), want none on r1", got)
+		}
+	}
+
+	// Expiry: no edit; the next push puts r1 first again.
+	cla = f.eds.next(t, time.Until(until)+30*time.Second)
+	expired := time.Since(until)
+	if got := regionPriorities(cla); got != "r1=0 r2=1" {
+		t.Fatalf("first EDS push after the redirect's expiry: %s, want r1=0 r2=1", got)
+	}
+	if got := f.srvPriorities(t, geoQuerier); got != "r1=0 r2=1" {
+		t.Errorf("dig from r1 after the redirect expired: SRV priorities %s, want r1=0 r2=1", got)
+	}
+	took = f.untilServedBy(t, "r1")
+	t.Logf("redirect expired: EDS pushed %v after until, traffic on r1 %v after the push", expired.Round(time.Millisecond), took.Round(time.Millisecond))
+	if got := f.rpcs(t, 100); got["r2"] != 0 || got["r1"] < 100 {
+		t.Errorf("after the redirect expired: served %v during 100 RPCs (and the load loop's), want none on r2", got)
+	}
+	stopLoad()
+	<-loadDone
+	t.Logf("RPCs made all along (not WaitForReady): %d, failed %d", total.Load(), failed.Load())
+	if n := failed.Load(); n != 0 {
+		t.Errorf("%d of %d RPCs failed across the redirect and its expiry, want 0", n, total.Load())
 	}
 }
