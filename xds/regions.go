@@ -80,3 +80,16 @@ func (s *Server) reportRegions(service, client string, o regions.Outcome) {
 		s.log.Warn("region exclusion not applied: it would leave no endpoints (fail open)", "service", service)
 	}
 }
+
+// RegionView is what the regional rules in force decide for service
+// (regions.Explain over the regions of its healthy endpoints, with the
+// server's RegionPreference), for explain; false when the registry has no
+// such service.
+func (s *Server) RegionView(service string) (regions.View, bool) {
+	svc, ok := s.store.Snapshot().Service(service)
+	if !ok {
+		return regions.View{}, false
+	}
+	rules, _ := s.regionRules(service)
+	return regions.Explain(serviceRegions(svc, s.cfg.PortName), s.cfg.RegionPreference, rules, time.Now()), true
+}
