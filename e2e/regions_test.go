@@ -412,3 +412,69 @@ func TestRegionRedirect(t *testing.T) {
 		t.Errorf("%d of %d RPCs failed across the redirect and its expiry, want 0", n, total.Load())
 	}
 }
+
+// TestRegionRulesExplained: with zone-aware weights on (so the service has
+// weights to explain), the redirects set with `spillwayctl config set`
+// show in `spillwayctl weights` and GET /v1/weights: active, and per
+// client region the order and whether each applied (r2's redirect to r3,
+// a region without endpoints, does not).
+func TestRegionRulesExplained(t *testing.T) {
+	dir := t.TempDir()
+	token := filepath.Join(dir, "admin-token")
+	if err := os.WriteFile(token, []byte(e2eToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := newServer(t, "--admin-token-file", token, "--lease-ttl", "1h")
+	s.start()
+	reg := s.client()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for _, region := range []string{"r1", "r2"} {
+		b := &regionBackend{id: region + "-0", region: region}
+		b.start(t)
+		if _, err := reg.Register(ctx, &pb.RegisterRequest{Service: geoService, Endpoint: &pb.Endpoint{
+			Id: b.id, Address: "127.0.0.1", Ports: []*pb.Port{{Name: "grpc", Number: b.port}},
+			Locality: &pb.Locality{Region: region, Zone: region + "-a"},
+		}}); err != nil {
+			t.Fatalf("register %s: %v", b.id, err)
+		}
+	}
+	file := filepath.Join(dir, "geo.yaml")
+	if err := os.WriteFile(file, []byte("redirects:\n  - {from: r1, to: r2}\n  - {from: r2, to: r3}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := s.ctlEnv(nil, "config", "set", geoService, file, "--http", s.httpAddr, "--token", e2eToken); r.code != 0 {
+		t.Fatalf("spillwayctl config set: exit %d, stderr %s", r.code, r.stderr)
+	}
+	want := []string{
+		"regions with healthy endpoints: r1, r2",
+		"redirect r1 → r2 (active)",
+		"redirect r2 → r3 (active)",
+		"redirect to r2 applied",
+		"redirect to r3 not applied: no healthy endpoint there",
+	}
+	// The first weights cycle may still be to come: poll, bounded.
+	var out string
+	for i := 0; ; i++ {
+		r := s.ctlEnv(nil, "weights", geoService)
+		out = r.stdout
+		if r.code == 0 && strings.Contains(out, "CLIENT REGION") {
+			break
+		}
+		if i == 300 {
+			t.Fatalf("spillwayctl weights %s: no regions section after 300 tries; exit %d, stdout:\n%s\nstderr: %s", geoService, r.code, out, r.stderr)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for _, w := range want {
+		if !strings.Contains(out, w) {
+			t.Errorf("spillwayctl weights %s lacks %q:\n%s", geoService, w, out)
+		}
+	}
+	body := s.httpGet("/v1/weights?service=" + geoService)
+	for _, w := range []string{`"client_region":"r1"`, `"order":["r2","r1"]`, `"redirect":"applied"`, `"redirect":"no_endpoints"`, `"redirect_to":"r3"`} {
+		if !strings.Contains(body, w) {
+			t.Errorf("GET /v1/weights?service=%s lacks %s:\n%s", geoService, w, body)
+		}
+	}
+}
