@@ -317,7 +317,10 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			Help: "Loads of --static-file that failed and left the previous state in place.",
 		}, func() float64 { return float64(src.Failures()) }))
 	}
-	svcCfg, err := startServiceConfig(ctx, cfg.ServiceConfig, st, token, auditLog, metrics, log.With("component", "svcconfig"))
+	svcCfg, err := startServiceConfig(ctx, cfg.ServiceConfig, st, token, auditLog, func(service string) []string {
+		v, _ := xdsSrv.RegionView(service)
+		return v.Present
+	}, metrics, log.With("component", "svcconfig"))
 	if err != nil {
 		return err
 	}

@@ -51,12 +51,14 @@ type serviceConfig struct {
 // startServiceConfig loads the stored configs and the directory; the
 // store's KV is the shared one (etcd, Spanner) or the local bbolt file,
 // none in memory-only mode.
-func startServiceConfig(ctx context.Context, c ServiceConfigConfig, st storage, token string, rec svcconfig.Recorder, reg prometheus.Registerer, log *slog.Logger) (*serviceConfig, error) {
+// regionsOf, non-nil, lists a service's regions with healthy endpoints,
+// for the warnings of PUT.
+func startServiceConfig(ctx context.Context, c ServiceConfigConfig, st storage, token string, rec svcconfig.Recorder, regionsOf func(string) []string, reg prometheus.Registerer, log *slog.Logger) (*serviceConfig, error) {
 	var kv durable.KV
 	if ds, ok := st.(*durable.Store); ok {
 		kv = ds.KV()
 	}
-	store, err := svcconfig.NewStore(svcconfig.StoreConfig{KV: kv, Tombstone: c.Tombstone, Logger: log, Audit: rec})
+	store, err := svcconfig.NewStore(svcconfig.StoreConfig{KV: kv, Tombstone: c.Tombstone, Logger: log, Audit: rec, Regions: regionsOf})
 	if err != nil {
 		return nil, err
 	}
