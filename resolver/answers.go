@@ -4,10 +4,14 @@ import (
 	"cmp"
 	"math"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/spillway/spillway/registry"
+	"github.com/spillway/spillway/weights/regions"
 )
 
 // section is pre-built answer and additional records, positioned for a
@@ -60,6 +64,11 @@ type svcAnswers struct {
 	// epGen is the EndpointWeights generation the SRV weights were built
 	// with (0: registry weights).
 	epGen uint64
+	// prio is the SRV priority of each region (package regions); nil: all
+	// 0. An endpoint of a region it leaves out is left out. rulesVer is
+	// the RegionRules version it was computed with.
+	prio     map[string]int
+	rulesVer uint64
 }
 
 // slot holds the current answers of one service name: cur with endpoint
@@ -68,6 +77,22 @@ type svcAnswers struct {
 type slot struct {
 	cur   atomic.Pointer[svcAnswers]
 	zoned []atomic.Pointer[svcAnswers] // by zoneTable index
+	// regional holds the variants of queriers of a known region when the
+	// service has more than one region or region rules, keyed by
+	// regionalKey; bounded by (zones + 1) × (regions + 1).
+	regional sync.Map
+	// regions caches the service's regions for one version.
+	regions atomic.Pointer[svcRegions]
+}
+
+type svcRegions struct {
+	svc  *registry.Service
+	regs []string
+}
+
+type regionalKey struct {
+	zone int    // zoneTable index, -1 unknown
+	prio string // prioKey
 }
 
 // cache maps service names to their answers. Readers take no lock: the map
@@ -117,12 +142,105 @@ func (c *cache) slot(name string) *slot {
 func (s *Server) answers(svc *registry.Service) *svcAnswers {
 	sl := s.cache.slot(svc.Name)
 	gen := s.endpointGen(svc.Name)
-	if a := sl.cur.Load(); a != nil && a.svc == svc && a.epGen == gen {
+	rules, rv := s.regionRules(svc.Name)
+	if a := sl.cur.Load(); a != nil && a.svc == svc && a.epGen == gen && a.rulesVer == rv {
 		return a
 	}
-	a := s.build(svc, nil, gen)
+	var prio map[string]int
+	if !rules.Empty() { // exclusions apply to queriers of every region
+		prio, _ = regions.Order(s.serviceRegions(sl, svc), "", s.cfg.RegionPreference, rules, time.Now())
+	}
+	a := s.build(svc, nil, gen, prio)
+	a.rulesVer = rv
 	sl.cur.Store(a)
 	return a
+}
+
+// regionRules is service's rules, none without Config.RegionRules.
+func (s *Server) regionRules(service string) (regions.Rules, uint64) {
+	if s.cfg.RegionRules == nil {
+		return regions.Rules{}, 0
+	}
+	return s.cfg.RegionRules.Rules(service)
+}
+
+// serviceRegions lists svc's regions with a healthy serving endpoint.
+func (s *Server) serviceRegions(sl *slot, svc *registry.Service) []string {
+	if r := sl.regions.Load(); r != nil && r.svc == svc {
+		return r.regs
+	}
+	var regs []string
+	for _, e := range svc.Serving() {
+		if e.Health == registry.Healthy && !slices.Contains(regs, e.Locality.Region) {
+			regs = append(regs, e.Locality.Region)
+		}
+	}
+	slices.Sort(regs)
+	sl.regions.Store(&svcRegions{svc: svc, regs: regs})
+	return regs
+}
+
+// regionalAnswers returns the variant for a querier of a known region
+// when the service's SRV priorities depend on the region, and false when
+// they do not (one region, no rules, or the querier's region unknown).
+func (s *Server) regionalAnswers(rp *reply, svc *registry.Service) (*svcAnswers, bool) {
+	if s.zones == nil || !s.zones.hasRegions {
+		return nil, false
+	}
+	sl := s.cache.slot(svc.Name)
+	present := s.serviceRegions(sl, svc)
+	rules, rv := s.regionRules(svc.Name)
+	if len(present) <= 1 && rules.Empty() {
+		return nil, false
+	}
+	zi, scope := s.zoneOf(rp)
+	region := ""
+	if zi >= 0 {
+		region = s.zones.regions[zi]
+	}
+	// The answer differs by region: keep it to the querier's subnet.
+	rp.scope = scope
+	if region == "" {
+		return nil, false
+	}
+	prio, _ := regions.Order(present, region, s.cfg.RegionPreference, rules, time.Now())
+	var split []ZoneWeight
+	if s.cfg.Weights != nil {
+		var ok bool
+		split, ok = s.cfg.Weights.ZoneWeights(rp.sc.split[:0], svc.Name, s.zones.names[zi])
+		rp.sc.split = split[:0]
+		if !ok || len(split) == 0 {
+			split = nil
+		}
+	}
+	key := regionalKey{zone: zi, prio: prioKey(prio)}
+	if split == nil {
+		key.zone = -1 // endpoint weights: the same for every zone
+	}
+	gen := s.endpointGen(svc.Name)
+	if v, ok := sl.regional.Load(key); ok {
+		if a := v.(*svcAnswers); a.svc == svc && a.epGen == gen && a.rulesVer == rv && slices.Equal(a.split, split) {
+			return a, true
+		}
+	}
+	a := s.build(svc, slices.Clone(split), gen, prio)
+	a.rulesVer = rv
+	sl.regional.Store(key, a)
+	return a, true
+}
+
+// prioKey names a priority map.
+func prioKey(prio map[string]int) string {
+	keys := make([]string, 0, len(prio))
+	for r := range prio {
+		keys = append(keys, r)
+	}
+	slices.Sort(keys)
+	var b strings.Builder
+	for _, r := range keys {
+		b.WriteString(r + "=" + strconv.Itoa(prio[r]) + ",")
+	}
+	return b.String()
 }
 
 // srvAnswers returns the answers whose SRV weights suit the querier: its
@@ -130,6 +248,9 @@ func (s *Server) answers(svc *registry.Service) *svcAnswers {
 // for it, else the endpoint weights. It sets the ECS scope of the reply
 // when the answer depends on the querier's zone.
 func (s *Server) srvAnswers(rp *reply, svc *registry.Service) *svcAnswers {
+	if a, ok := s.regionalAnswers(rp, svc); ok {
+		return a
+	}
 	if s.zones == nil || s.cfg.Weights == nil {
 		return s.answers(svc)
 	}
@@ -163,20 +284,23 @@ func (s *Server) srvAnswers(rp *reply, svc *registry.Service) *svcAnswers {
 	if a := p.Load(); a != nil && a.svc == svc && a.epGen == gen && slices.Equal(a.split, split) {
 		return a
 	}
-	a := s.build(svc, slices.Clone(split), gen)
+	a := s.build(svc, slices.Clone(split), gen, nil)
 	p.Store(a)
 	return a
 }
 
 // build makes the positive answers of svc: all of them with the endpoint
 // weights when split is nil, else the SRV answers with split's.
-func (s *Server) build(svc *registry.Service, split []ZoneWeight, epGen uint64) *svcAnswers {
-	out := &svcAnswers{svc: svc, srv: map[srvKey]*answer{}, split: split, epGen: epGen}
+func (s *Server) build(svc *registry.Service, split []ZoneWeight, epGen uint64, prio map[string]int) *svcAnswers {
+	out := &svcAnswers{svc: svc, srv: map[srvKey]*answer{}, split: split, epGen: epGen, prio: prio}
 	var v4, v6 []*registry.Endpoint
 	ports := map[srvKey][]*registry.Endpoint{}
 	for _, e := range svc.Serving() {
 		if e.Health != registry.Healthy {
 			continue
+		}
+		if _, kept := prio[e.Locality.Region]; prio != nil && !kept {
+			continue // an excluded region
 		}
 		if e.Address.Is4() {
 			v4 = append(v4, e)
@@ -197,7 +321,7 @@ func (s *Server) build(svc *registry.Service, split []ZoneWeight, epGen uint64) 
 	}
 	for k, eps := range ports {
 		qname := "_" + k.port + "._" + string(k.proto) + "." + host
-		out.srv[k] = s.buildSRV(eps, split, k.port, svc.Name, wireLen(qname), epGen)
+		out.srv[k] = s.buildSRV(eps, split, prio, k.port, svc.Name, wireLen(qname), epGen)
 	}
 	return out
 }
@@ -305,7 +429,7 @@ func srvWeightsWith(eps []*registry.Endpoint, split []ZoneWeight, weight func(*r
 // buildSRV makes the SRV answer: one SRV per endpoint with its target
 // <id>.<service>.<domain>, and the targets' addresses as additional
 // records, their owners compressed to point at the SRV targets.
-func (s *Server) buildSRV(eps []*registry.Endpoint, split []ZoneWeight, port, service string, qlen int, epGen uint64) *answer {
+func (s *Server) buildSRV(eps []*registry.Endpoint, split []ZoneWeight, prio map[string]int, port, service string, qlen int, epGen uint64) *answer {
 	suffix := "." + service + "." + s.domain
 	weight := s.endpointWeight(service, epGen)
 	mk := func(eps []*registry.Endpoint) section {
@@ -317,7 +441,7 @@ func (s *Server) buildSRV(eps []*registry.Endpoint, split []ZoneWeight, port, se
 			p, _ := e.Port(port)
 			target := e.ID + suffix
 			b = appendRRHeader(b, ptrQName, typeSRV, s.ttl.srv, 6+wireLen(target))
-			b = appendU16(b, 0) // priority: equal, see the package doc
+			b = appendU16(b, uint16(prio[e.Locality.Region])) // by region, see the package doc
 			b = appendU16(b, weights[i])
 			b = appendU16(b, p.Number)
 			targets[i] = base + len(b)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spillway/spillway/registry"
 	"github.com/spillway/spillway/resolver/rrl"
+	"github.com/spillway/spillway/weights/regions"
 )
 
 // TTLs are the record TTLs, per kind of record.
@@ -59,6 +60,12 @@ type Config struct {
 	// SRV weights follow the split (see the package doc). Nil, or a querier
 	// of no known zone, gives SRV weights from the endpoint weights.
 	Weights Weights
+	// RegionPreference orders, per querier region, the other regions in
+	// SRV priority order (package regions); nil orders them by name.
+	RegionPreference regions.Preference
+	// RegionRules gives each service's regional redirects and exclusions;
+	// nil: none.
+	RegionRules RegionRules
 
 	// RRL limits the UDP responses per source prefix (package rrl): a
 	// prefix past its rate gets nothing, or every RRL.Slip-th time an
@@ -79,10 +86,23 @@ type Config struct {
 	TCPIdleTimeout time.Duration
 }
 
-// ZoneSubnet places the queriers of one subnet in a zone.
+// ZoneSubnet places the queriers of one subnet in a zone, and the zone in
+// a region.
 type ZoneSubnet struct {
 	Prefix netip.Prefix
 	Zone   string
+	// Region is the zone's region: a querier of a known region gets SRV
+	// priority 0 for its region's targets and higher ones for the others
+	// (see the package doc). "" leaves it to another entry of the same
+	// zone, or unknown; entries of one zone must not disagree.
+	Region string
+}
+
+// RegionRules gives a service's regional redirects and exclusions (a
+// *regions.Table implements it), with a version that changes whenever the
+// rules in force change. It is called from many goroutines at once.
+type RegionRules interface {
+	Rules(service string) (regions.Rules, uint64)
 }
 
 // ZoneWeight is the weight of one upstream zone in a split: clients send
@@ -180,6 +200,13 @@ func (c *Config) validate() error {
 		}
 	}
 	seen := make(map[netip.Prefix]int, len(c.Zones))
+	zoneRegion := map[string]struct {
+		region string
+		at     int
+	}{}
+	if err := c.RegionPreference.Validate(); err != nil {
+		return fmt.Errorf("resolver config: RegionPreference: %w", err)
+	}
 	for i, z := range c.Zones {
 		field := fmt.Sprintf("Zones[%d]", i)
 		switch p := z.Prefix; {
@@ -192,6 +219,18 @@ func (c *Config) validate() error {
 		}
 		if err := registry.ValidateLabel(field+".Zone", z.Zone); err != nil {
 			return fmt.Errorf("resolver config: %w", err)
+		}
+		if z.Region != "" {
+			if err := registry.ValidateLabel(field+".Region", z.Region); err != nil {
+				return fmt.Errorf("resolver config: %w", err)
+			}
+			if r, ok := zoneRegion[z.Zone]; ok && r.region != z.Region {
+				return fmt.Errorf("resolver config: %s.Region %q: zone %s is in region %q at Zones[%d]", field, z.Region, z.Zone, r.region, r.at)
+			}
+			zoneRegion[z.Zone] = struct {
+				region string
+				at     int
+			}{z.Region, i}
 		}
 		if j, dup := seen[z.Prefix]; dup {
 			return fmt.Errorf("resolver config: %s.Prefix %s is also Zones[%d].Prefix", field, z.Prefix, j)

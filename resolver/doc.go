@@ -41,9 +41,22 @@
 // delivered its initial state) every name in the domain gets SERVFAIL: a
 // restarting server must never tell the fleet that services do not exist.
 //
-// SRV priorities are all 0 and weights carry the endpoint weights scaled to
-// 1..65535: strict priorities would send a whole zone's traffic to one
-// place.
+// SRV weights carry the endpoint weights scaled to 1..65535. SRV
+// priorities are 0 unless regions apply (below): strict priorities by
+// zone would send a whole zone's traffic to one place.
+//
+// # Regions
+//
+// A ZoneSubnet may name its zone's Region. For a querier whose region is
+// known, of a service with endpoints in more than one region or with
+// RegionRules, the SRV priority of a target is its region's priority for
+// that region (package regions: 0 for the querier's own region, then
+// Config.RegionPreference's order, then by name), the same order xDS
+// gives a client of that region. Queriers of unknown region get every
+// target at priority 0. A region excluded by RegionRules is left out of
+// every SRV and A/AAAA answer (unless that would leave none); a redirect
+// of the querier's region puts the target region first. The answer then
+// depends on the querier's subnet and carries its ECS scope.
 //
 // # Zones
 //
@@ -55,7 +68,8 @@
 // weights still hold. They are scaled so the largest is 65535, and none is
 // 0: a zone the split leaves out, or one whose share rounds to nothing,
 // gets weight 1 (16 bits cannot say less). A subset answer is weighted
-// over its own records, so it follows the split too. Priorities stay 0.
+// over its own records, so it follows the split too. Priorities are by
+// region only.
 // A querier of no known zone, or a service without a split, gets the
 // endpoint weights.
 //

@@ -12,8 +12,11 @@ import (
 // into one map per family keyed by masked prefix, probed from the longest
 // configured prefix length down. It is read-only after newZoneTable.
 type zoneTable struct {
-	names  []string // distinct zones; a zone's index selects its answer variant
-	v4, v6 zoneFamily
+	names   []string // distinct zones; a zone's index selects its answer variant
+	regions []string // by zone index: the zone's region, "" unknown
+	// hasRegions: some zone has a region.
+	hasRegions bool
+	v4, v6     zoneFamily
 }
 
 type zoneFamily struct {
@@ -41,6 +44,11 @@ func newZoneTable(zones []ZoneSubnet) *zoneTable {
 			zi = len(t.names)
 			index[z.Zone] = zi
 			t.names = append(t.names, z.Zone)
+			t.regions = append(t.regions, z.Region)
+		}
+		if z.Region != "" {
+			t.regions[zi] = z.Region
+			t.hasRegions = true
 		}
 		f := &t.v6
 		if z.Prefix.Addr().Is4() {

@@ -54,10 +54,10 @@ func (f *fakeWeights) ZoneWeights(dst []ZoneWeight, service, clientZone string) 
 var _ Weights = (*fakeWeights)(nil)
 
 var testZones = []ZoneSubnet{
-	{netip.MustParsePrefix("10.1.0.0/16"), "zone-a"},
-	{netip.MustParsePrefix("10.1.5.0/24"), "zone-c"}, // inside zone-a's subnet
-	{netip.MustParsePrefix("10.2.0.0/16"), "zone-b"},
-	{netip.MustParsePrefix("2001:db8:a::/48"), "zone-a"},
+	{Prefix: netip.MustParsePrefix("10.1.0.0/16"), Zone: "zone-a"},
+	{Prefix: netip.MustParsePrefix("10.1.5.0/24"), Zone: "zone-c"}, // inside zone-a's subnet
+	{Prefix: netip.MustParsePrefix("10.2.0.0/16"), Zone: "zone-b"},
+	{Prefix: netip.MustParsePrefix("2001:db8:a::/48"), Zone: "zone-a"},
 }
 
 // newZoneServer returns a synced store and a server that knows testZones
@@ -539,11 +539,11 @@ func TestZoneConfigValidate(t *testing.T) {
 	}{
 		{"valid", testZones, ""},
 		{"zero_prefix", []ZoneSubnet{{Zone: "zone-a"}}, "Zones[0].Prefix"},
-		{"host_bits", []ZoneSubnet{{p("10.1.2.3/16"), "zone-a"}}, "Zones[0].Prefix 10.1.2.3/16 has host bits set, want 10.1.0.0/16"},
-		{"mapped", []ZoneSubnet{{p("::ffff:10.0.0.0/104"), "zone-a"}}, "Zones[0].Prefix"},
-		{"empty_zone", []ZoneSubnet{{p("10.0.0.0/8"), ""}}, "Zones[0].Zone"},
-		{"zone_not_label", []ZoneSubnet{{p("10.0.0.0/8"), "zone-a"}, {p("10.2.0.0/16"), "Zone_B"}}, "Zones[1].Zone"},
-		{"duplicate", []ZoneSubnet{{p("10.0.0.0/8"), "zone-a"}, {p("10.0.0.0/8"), "zone-b"}}, "Zones[1].Prefix 10.0.0.0/8 is also Zones[0].Prefix"},
+		{"host_bits", []ZoneSubnet{{Prefix: p("10.1.2.3/16"), Zone: "zone-a"}}, "Zones[0].Prefix 10.1.2.3/16 has host bits set, want 10.1.0.0/16"},
+		{"mapped", []ZoneSubnet{{Prefix: p("::ffff:10.0.0.0/104"), Zone: "zone-a"}}, "Zones[0].Prefix"},
+		{"empty_zone", []ZoneSubnet{{Prefix: p("10.0.0.0/8"), Zone: ""}}, "Zones[0].Zone"},
+		{"zone_not_label", []ZoneSubnet{{Prefix: p("10.0.0.0/8"), Zone: "zone-a"}, {Prefix: p("10.2.0.0/16"), Zone: "Zone_B"}}, "Zones[1].Zone"},
+		{"duplicate", []ZoneSubnet{{Prefix: p("10.0.0.0/8"), Zone: "zone-a"}, {Prefix: p("10.0.0.0/8"), Zone: "zone-b"}}, "Zones[1].Prefix 10.0.0.0/8 is also Zones[0].Prefix"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -17,8 +17,12 @@ type entry struct {
 	static [3]*resource // LDS, RDS, CDS
 	svc    *registry.Service
 	gen    uint64               // plan generation the eds map is for
-	eds    map[string]*resource // by zone variant, for svc and gen
-	good   map[string]*resource // last valid, by zone variant, any version
+	rules  uint64               // region rules version the eds map is for
+	eds    map[string]*resource // by zone and region variant, for svc, gen and rules
+	good   map[string]*resource // last valid, by zone and region variant, any version
+	// regions are svc's regions with a healthy endpoint, sorted; nil
+	// until computed for svc.
+	regions []string
 
 	// one is the set {name}, read-only: the subscription of every
 	// state-of-the-world stream that names this service alone, in any
@@ -50,10 +54,17 @@ func (c *cache) entry(name string) *entry {
 	return e
 }
 
-// lookup returns resource name of type t as a client in zone sees it, and
+// lookup returns resource name of type t as a client in zone (of no
+// region) sees it; see lookupFor.
+func (s *Server) lookup(t int, name, zone string, snap *registry.Snapshot) (*resource, bool) {
+	return s.lookupFor(t, name, nodeInfo{zone: zone}, snap)
+}
+
+// lookupFor returns resource name of type t as client node sees it, and
 // false if the service does not exist. A resource that fails validation is
 // never returned: the last valid one is, or none.
-func (s *Server) lookup(t int, name, zone string, snap *registry.Snapshot) (*resource, bool) {
+func (s *Server) lookupFor(t int, name string, node nodeInfo, snap *registry.Snapshot) (*resource, bool) {
+	zone := node.zone
 	svc, ok := snap.Service(name)
 	if !ok {
 		return nil, false
@@ -74,17 +85,27 @@ func (s *Server) lookup(t int, name, zone string, snap *registry.Snapshot) (*res
 		return e.static[t], true
 	}
 	variant, gen, weights, epw := s.variant(svc, zone)
-	if e.svc != svc || e.gen != gen {
-		e.svc, e.gen = svc, gen
+	rules, rulesVer := s.regionRules(name)
+	if e.svc != svc || e.gen != gen || e.rules != rulesVer {
+		if e.svc != svc {
+			e.regions = nil
+		}
+		e.svc, e.gen, e.rules = svc, gen, rulesVer
 		clear(e.eds)
 	}
+	if e.regions == nil {
+		e.regions = serviceRegions(svc, s.cfg.PortName)
+	}
+	prio, outcome := s.priorities(e.regions, node.region, rules)
+	variant += prioKey(prio)
 	if r := e.eds[variant]; r != nil {
 		return r, true
 	}
 	if e.eds == nil {
 		e.eds, e.good = map[string]*resource{}, map[string]*resource{}
 	}
-	r, err := s.buildEDS(svc, zone, weights, epw)
+	s.reportRegions(name, node.region, outcome)
+	r, err := s.buildEDS(svc, zone, weights, epw, prio)
 	if err != nil {
 		s.metrics.invalid.WithLabelValues("EDS").Inc()
 		s.log.Error("endpoints not pushed: the new version is invalid, clients keep the last valid one", "service", name, "zone", zone, "err", err)
@@ -134,8 +155,8 @@ func (s *Server) buildStatic(t int, name string) (*resource, error) {
 	return encode(name, m)
 }
 
-func (s *Server) buildEDS(svc *registry.Service, zone string, weights LocalityWeights, epw endpointWeights) (*resource, error) {
-	cla, err := clusterLoadAssignmentWith(svc, s.cfg.PortName, zone, weights, epw)
+func (s *Server) buildEDS(svc *registry.Service, zone string, weights LocalityWeights, epw endpointWeights, prio map[string]int) (*resource, error) {
+	cla, err := clusterLoadAssignmentWith(svc, s.cfg.PortName, zone, weights, epw, prio)
 	if err != nil {
 		return nil, err
 	}

@@ -178,7 +178,7 @@ func (st *deltaStream) respond(t int, since time.Time) error {
 	resp := &v3discoverypb.DeltaDiscoveryResponse{TypeUrl: typeURLs[t], SystemVersionInfo: strconv.FormatUint(snap.Version(), 10)}
 	sent := map[string]string{}
 	for _, n := range names {
-		r, exists := s.lookup(t, n, st.node.zone, snap)
+		r, exists := s.lookupFor(t, n, st.node, snap)
 		have, holds := ts.known[n]
 		switch {
 		case r != nil:

@@ -20,7 +20,11 @@
 // weights from the plan or Config.Weights, by default the count of healthy
 // endpoints (with PID alone, the sum of the healthy endpoints' weights;
 // both kept within gRPC's uint32 sums); one endpoint per address and port, as
-// registry.Service.Serving decides). Every resource is validated before it
+// registry.Service.Serving decides; priorities by the client's
+// node.locality.region when the service spans regions or has region rules:
+// Config.RegionPreference, Config.RegionRules, package weights/regions,
+// docs/routing.md; the EDS variant is per zone variant and priorities).
+// Every resource is validated before it
 // is sent, against its proto constraints and against each rule grpc-go's
 // parsers enforce (check.go); an invalid one is never pushed, it is logged
 // and counted (spillway_xds_invalid_resources_total), and clients keep the

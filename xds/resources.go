@@ -273,9 +273,10 @@ func endpointPort(e *registry.Endpoint, name string) (registry.Port, bool) {
 	return registry.Port{}, false
 }
 
-// clusterLoadAssignment builds ClusterLoadAssignment S for clients in zone.
+// clusterLoadAssignment builds ClusterLoadAssignment S for clients in zone,
+// every locality at priority 0.
 func clusterLoadAssignment(svc *registry.Service, port, zone string, weights LocalityWeights) (*v3endpointpb.ClusterLoadAssignment, error) {
-	return clusterLoadAssignmentWith(svc, port, zone, weights, endpointWeights{})
+	return clusterLoadAssignmentWith(svc, port, zone, weights, endpointWeights{}, nil)
 }
 
 // endpointWeights are a plan's per-endpoint weights (weights.Plan.Endpoints).
@@ -317,8 +318,12 @@ func fitUint32(ws []uint64) []uint32 {
 }
 
 // clusterLoadAssignmentWith builds ClusterLoadAssignment S for clients in
-// zone, with a plan's endpoint weights.
-func clusterLoadAssignmentWith(svc *registry.Service, port, zone string, weights LocalityWeights, epw endpointWeights) (*v3endpointpb.ClusterLoadAssignment, error) {
+// zone, with a plan's endpoint weights. prio, non-nil, is the priority of
+// each region (package regions): a locality of a region it leaves out is
+// dropped. Nil puts every locality at priority 0. The locality weights
+// are computed over every locality, as without priorities: inside one
+// priority only their ratios count.
+func clusterLoadAssignmentWith(svc *registry.Service, port, zone string, weights LocalityWeights, epw endpointWeights, prio map[string]int) (*v3endpointpb.ClusterLoadAssignment, error) {
 	locs, eps := groupLocalities(svc, port)
 	cla := &v3endpointpb.ClusterLoadAssignment{ClusterName: svc.Name}
 	if len(locs) == 0 {
@@ -345,9 +350,18 @@ func clusterLoadAssignmentWith(svc *registry.Service, port, zone string, weights
 		if w[i] < 1 {
 			return nil, fmt.Errorf("cluster load assignment %s: locality %s/%s/%s has weight 0; gRPC would drop it", svc.Name, l.Region, l.Zone, l.SubZone)
 		}
+		var priority int
+		if prio != nil {
+			p, ok := prio[l.Region]
+			if !ok {
+				continue // an excluded region
+			}
+			priority = p
+		}
 		lle := &v3endpointpb.LocalityLbEndpoints{
 			Locality:            &v3corepb.Locality{Region: l.Region, Zone: l.Zone, SubZone: l.SubZone},
 			LoadBalancingWeight: wrapperspb.UInt32(w[i]),
+			Priority:            uint32(priority),
 		}
 		ws := make([]uint64, len(eps[i]))
 		for j, e := range eps[i] {

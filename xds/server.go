@@ -20,6 +20,7 @@ import (
 	"github.com/spillway/spillway/registry"
 	"github.com/spillway/spillway/security/authn"
 	"github.com/spillway/spillway/security/authz"
+	"github.com/spillway/spillway/weights/regions"
 )
 
 // Config configures a Server.
@@ -65,6 +66,16 @@ type Config struct {
 	// has endpoints in them. A zone with no stream and no load report for
 	// 5 min frees its slot. Zero means 64; negative is an error.
 	MaxZones int
+	// RegionPreference orders, per client region, the other regions a
+	// client fails over to (package regions): a client of region R
+	// (node.locality.region) gets R's localities at priority 0 and the
+	// others at 1, 2, ... in this order, then by name. Nil orders the
+	// others by name. A client without a region gets every locality at
+	// priority 0.
+	RegionPreference regions.Preference
+	// RegionRules gives each service's regional redirects and exclusions;
+	// nil: none. Call Dispatch with the services whose rules changed.
+	RegionRules RegionRules
 	// Authorizer is asked, on the first request of every ADS (SotW and
 	// delta) and LRS stream that carries the node, whether the caller may
 	// connect as an xDS client of the node's cluster (action "xds",
@@ -140,6 +151,9 @@ func (c *Config) validate() error {
 	}
 	if c.Weights == nil {
 		c.Weights = healthyCountWeights
+	}
+	if err := c.RegionPreference.Validate(); err != nil {
+		return fmt.Errorf("xds config: RegionPreference: %w", err)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -354,8 +368,8 @@ func (c *streamCore) stop(h *hub) {
 // nodeInfo is what a stream's node says about its client, and the label
 // its zone got from the zone set (the zone itself while it holds a slot).
 type nodeInfo struct {
-	id, zone, cluster string
-	label             string
+	id, zone, region, cluster string
+	label                     string
 }
 
 // hub knows which streams want which services. Dispatch never blocks: it

@@ -70,7 +70,11 @@ func (st *sotwStream) close() {
 }
 
 func nodeOf(n *v3corepb.Node) nodeInfo {
-	return nodeInfo{id: n.GetId(), zone: n.GetLocality().GetZone(), cluster: n.GetCluster()}
+	region := n.GetLocality().GetRegion()
+	if registry.ValidateLabel("region", region) != nil {
+		region = "" // not a region any endpoint has
+	}
+	return nodeInfo{id: n.GetId(), zone: n.GetLocality().GetZone(), region: region, cluster: n.GetCluster()}
 }
 
 func (st *sotwStream) handle(req *v3discoverypb.DiscoveryRequest) error {
@@ -213,7 +217,7 @@ func (st *sotwStream) respond(t int, since time.Time) error {
 	for _, n := range names {
 		h = fnvString(h, n)
 		h = fnvByte(h, 0)
-		if r, _ := s.lookup(t, n, st.node.zone, snap); r != nil {
+		if r, _ := s.lookupFor(t, n, st.node, snap); r != nil {
 			res = append(res, r)
 			h = fnvString(h, r.version)
 		}

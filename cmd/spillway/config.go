@@ -18,6 +18,7 @@ import (
 
 	"github.com/spillway/spillway/registry"
 	"github.com/spillway/spillway/resolver"
+	"github.com/spillway/spillway/weights/regions"
 )
 
 // Config is the server configuration: YAML file first, then flags that were
@@ -38,6 +39,10 @@ type Config struct {
 	StaticFile string      `yaml:"static_file"`
 	// ServiceConfig is per-service weight strategy config (svcconfig.go).
 	ServiceConfig ServiceConfigConfig `yaml:"service_config"`
+	// RegionPreference lists, per client region, the other regions in
+	// failover order (xDS priorities and SRV priorities,
+	// docs/routing.md); unset: by name.
+	RegionPreference regions.Preference `yaml:"region_preference"`
 	// AdminTokenFile holds the token that changes of the panic flag and the
 	// rollout config need; "" refuses every change.
 	AdminTokenFile string `yaml:"admin_token_file"`
@@ -109,6 +114,7 @@ type DNSConfig struct {
 type ZoneSubnet struct {
 	Prefix string `yaml:"prefix"` // e.g. 10.1.0.0/16
 	Zone   string `yaml:"zone"`   // a zone of the endpoints' localities
+	Region string `yaml:"region"` // the zone's region, optional: SRV priorities by region
 }
 
 // zones returns dns.zones for the resolver.
@@ -125,7 +131,12 @@ func (d *DNSConfig) zones() ([]resolver.ZoneSubnet, error) {
 		if err := registry.ValidateLabel(fmt.Sprintf("dns.zones[%d].zone", i), z.Zone); err != nil {
 			return nil, err
 		}
-		out = append(out, resolver.ZoneSubnet{Prefix: p, Zone: z.Zone})
+		if z.Region != "" {
+			if err := registry.ValidateLabel(fmt.Sprintf("dns.zones[%d].region", i), z.Region); err != nil {
+				return nil, err
+			}
+		}
+		out = append(out, resolver.ZoneSubnet{Prefix: p, Zone: z.Zone, Region: z.Region})
 	}
 	return out, nil
 }
@@ -202,6 +213,11 @@ func parseConfig(args []string, stderr io.Writer) (Config, error) {
 	fs.IntVar(&f.Store.Replica.Mesh.Shards, "mesh-shards", 0, "how many shards services are spread over for ownership; the same on every replica (0: 16)")
 	fs.IntVar(&f.Store.Replica.Mesh.StaleCycles, "mesh-stale-cycles", 0, "weights cycles without a heartbeat from a service's owner before a replica falls back to its own view (0: 3)")
 	fs.StringVar(&f.Store.Replica.Mesh.Addr, "mesh-addr", "", "host:port other replicas reach this replica's gRPC port on, for load summaries (\"\": --grpc-addr)")
+	fs.Func("region-preference", "per client region, the other regions in failover order: `R1=R2,R3;R2=R1,R3` (xDS and SRV priorities; unset: by name)", func(v string) error {
+		p, err := regions.ParsePreference(v)
+		f.RegionPreference = p
+		return err
+	})
 	fs.StringVar(&f.Domain, "domain", cfg.Domain, "DNS domain served")
 	fs.StringVar(&f.LogLevel, "log-level", cfg.LogLevel, "debug, info, warn or error")
 	fs.StringVar(&f.LogFormat, "log-format", cfg.LogFormat, "text or json")
@@ -289,6 +305,7 @@ func parseConfig(args []string, stderr io.Writer) (Config, error) {
 		"log-level":          func() { cfg.LogLevel = f.LogLevel },
 		"log-format":         func() { cfg.LogFormat = f.LogFormat },
 		"static-file":        func() { cfg.StaticFile = f.StaticFile },
+		"region-preference":  func() { cfg.RegionPreference = f.RegionPreference },
 		"admin-token-file":   func() { cfg.AdminTokenFile = f.AdminTokenFile },
 		"tokens-file":        func() { cfg.TokensFile = f.TokensFile },
 		"authz-file":         func() { cfg.AuthzFile = f.AuthzFile },
@@ -341,6 +358,9 @@ func parseConfig(args []string, stderr io.Writer) (Config, error) {
 
 // validate names the flag (and YAML key) of the first bad value.
 func (c *Config) validate() error {
+	if err := c.RegionPreference.Validate(); err != nil {
+		return fmt.Errorf("--region-preference (region_preference): %w", err)
+	}
 	for _, a := range []struct{ name, v string }{
 		{"--dns-addr (dns_addr)", c.DNSAddr}, {"--grpc-addr (grpc_addr)", c.GRPCAddr}, {"--http-addr (http_addr)", c.HTTPAddr},
 	} {

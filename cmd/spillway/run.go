@@ -32,6 +32,7 @@ import (
 	"github.com/spillway/spillway/resolver"
 	"github.com/spillway/spillway/security/audit"
 	"github.com/spillway/spillway/weights"
+	"github.com/spillway/spillway/weights/regions"
 	"github.com/spillway/spillway/weights/svcconfig"
 	"github.com/spillway/spillway/weights/zoneaware"
 	"github.com/spillway/spillway/xds"
@@ -135,18 +136,23 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		plans = xds.PlanFunc(func(service string) *weights.Plan { return chosen.Plan(service) })
 	}
 	onLocal := func(services []string, now time.Time) {}
+	// Regional redirects and exclusions (svcconfig's redirects and
+	// exclude), fed from the service config store by watchRegionRules.
+	regionRules := regions.NewTable()
 	xdsSrv, err := xds.New(xds.Config{
-		Store:       store,
-		PortName:    cfg.XDS.PortName,
-		Debounce:    cfg.XDS.Debounce,
-		MaxDelay:    cfg.XDS.MaxDelay,
-		Resync:      cfg.XDS.Resync,
-		LRSInterval: cfg.XDS.LRSInterval,
-		Plans:       plans,
-		MaxZones:    cfg.XDS.MaxZones,
-		Authorizer:  policy,
-		Logger:      log.With("component", "xds"),
-		Registerer:  metrics,
+		RegionPreference: cfg.RegionPreference,
+		RegionRules:      regionRules,
+		Store:            store,
+		PortName:         cfg.XDS.PortName,
+		Debounce:         cfg.XDS.Debounce,
+		MaxDelay:         cfg.XDS.MaxDelay,
+		Resync:           cfg.XDS.Resync,
+		LRSInterval:      cfg.XDS.LRSInterval,
+		Plans:            plans,
+		MaxZones:         cfg.XDS.MaxZones,
+		Authorizer:       policy,
+		Logger:           log.With("component", "xds"),
+		Registerer:       metrics,
 	})
 	if err != nil {
 		return fmt.Errorf("xds config: %w", err)
@@ -205,10 +211,12 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			SRV: cfg.DNS.TTL.SRV, A: cfg.DNS.TTL.A, TXT: cfg.DNS.TTL.TXT,
 			SOA: cfg.DNS.TTL.SOA, Negative: cfg.DNS.TTL.Negative,
 		},
-		NSAddr:      nsAddr(cfg.DNSAddr),
-		Zones:       zones,
-		RRL:         cfg.DNS.rrl(),
-		TCPMaxConns: cfg.DNS.TCPMaxConns, TCPMaxQueries: cfg.DNS.TCPMaxQueries, TCPIdleTimeout: cfg.DNS.TCPIdleTimeout,
+		NSAddr:           nsAddr(cfg.DNSAddr),
+		Zones:            zones,
+		RegionPreference: cfg.RegionPreference,
+		RegionRules:      regionRules,
+		RRL:              cfg.DNS.rrl(),
+		TCPMaxConns:      cfg.DNS.TCPMaxConns, TCPMaxQueries: cfg.DNS.TCPMaxQueries, TCPIdleTimeout: cfg.DNS.TCPIdleTimeout,
 		Weights:    planWeights{xds.PlanFunc(func(service string) *weights.Plan { return chosen.Plan(service) })},
 		Logger:     log.With("component", "dns"),
 		Registerer: metrics,
@@ -233,7 +241,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if meshW != nil {
 		meshLoad = admin.JoinMesh(meshW.owners, meshW.merged)
 	}
-	adminAPI, err := admin.New(admin.Config{Mesh: meshLoad, Loads: xdsSrv.Loads(), Subscriptions: xdsSrv, Plans: xds.PlanFunc(func(service string) *weights.Plan { return chosen.Plan(service) }), Authorizer: policy, Logger: log.With("component", "admin")})
+	adminAPI, err := admin.New(admin.Config{Mesh: meshLoad, Loads: xdsSrv.Loads(), Subscriptions: xdsSrv, Regions: xdsSrv, Plans: xds.PlanFunc(func(service string) *weights.Plan { return chosen.Plan(service) }), Authorizer: policy, Logger: log.With("component", "admin")})
 	if err != nil {
 		return fmt.Errorf("admin config: %w", err)
 	}
@@ -309,12 +317,19 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			Help: "Loads of --static-file that failed and left the previous state in place.",
 		}, func() float64 { return float64(src.Failures()) }))
 	}
-	svcCfg, err := startServiceConfig(ctx, cfg.ServiceConfig, st, token, auditLog, metrics, log.With("component", "svcconfig"))
+	svcCfg, err := startServiceConfig(ctx, cfg.ServiceConfig, st, token, auditLog, func(service string) []string {
+		v, _ := xdsSrv.RegionView(service)
+		return v.Present
+	}, metrics, log.With("component", "svcconfig"))
 	if err != nil {
 		return err
 	}
 	svcCfg.authz = policy
 	svcStore.Store(svcCfg.store)
+	wg.Go(func() { watchRegionRules(ctx, svcCfg.store, regionRules, xdsSrv.Dispatch) })
+	wg.Go(func() {
+		regionRules.Run(ctx, func(services []string) { xdsSrv.Dispatch(services, time.Now()) })
+	})
 	kube, err := startKubernetes(ctx, cfg.Kubernetes, store, metrics, log.With("component", "kubernetes"), &wg, fail)
 	if err != nil {
 		return err

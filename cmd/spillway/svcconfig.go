@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/spillway/spillway/registry/durable"
+	"github.com/spillway/spillway/weights/regions"
 	"github.com/spillway/spillway/weights/svcconfig"
 )
 
@@ -50,12 +51,14 @@ type serviceConfig struct {
 // startServiceConfig loads the stored configs and the directory; the
 // store's KV is the shared one (etcd, Spanner) or the local bbolt file,
 // none in memory-only mode.
-func startServiceConfig(ctx context.Context, c ServiceConfigConfig, st storage, token string, rec svcconfig.Recorder, reg prometheus.Registerer, log *slog.Logger) (*serviceConfig, error) {
+// regionsOf, non-nil, lists a service's regions with healthy endpoints,
+// for the warnings of PUT.
+func startServiceConfig(ctx context.Context, c ServiceConfigConfig, st storage, token string, rec svcconfig.Recorder, regionsOf func(string) []string, reg prometheus.Registerer, log *slog.Logger) (*serviceConfig, error) {
 	var kv durable.KV
 	if ds, ok := st.(*durable.Store); ok {
 		kv = ds.KV()
 	}
-	store, err := svcconfig.NewStore(svcconfig.StoreConfig{KV: kv, Tombstone: c.Tombstone, Logger: log, Audit: rec})
+	store, err := svcconfig.NewStore(svcconfig.StoreConfig{KV: kv, Tombstone: c.Tombstone, Logger: log, Audit: rec, Regions: regionsOf})
 	if err != nil {
 		return nil, err
 	}
@@ -92,5 +95,36 @@ func (sc *serviceConfig) run(ctx context.Context, wg *sync.WaitGroup, fail func(
 	wg.Go(func() { fail("service config store", sc.store.Run(ctx, 0)) })
 	if sc.dir != nil {
 		wg.Go(func() { fail("service config dir", sc.dir.Run(ctx)) })
+	}
+}
+
+// watchRegionRules keeps table in step with every service's redirects and
+// exclude in store, and calls dispatch with the services whose rules
+// changed (a push to their xDS streams; DNS reads the table per query).
+func watchRegionRules(ctx context.Context, store *svcconfig.Store, table *regions.Table, dispatch func([]string, time.Time)) {
+	for {
+		changed := store.Changed()
+		var moved []string
+		seen := map[string]bool{}
+		for _, svc := range store.Services() {
+			seen[svc] = true
+			c, _, _ := store.Get(svc)
+			if table.Set(svc, c.RegionRules()) {
+				moved = append(moved, svc)
+			}
+		}
+		for _, svc := range table.Services() {
+			if !seen[svc] && table.Set(svc, regions.Rules{}) {
+				moved = append(moved, svc)
+			}
+		}
+		if len(moved) > 0 {
+			dispatch(moved, time.Now())
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+		}
 	}
 }

@@ -78,6 +78,9 @@ var configCommand = &command{
 			if err := json.Unmarshal(out, &ent); err != nil {
 				return fmt.Errorf("decode the answer: %w", err)
 			}
+			for _, w := range ent.Warnings { // set: accepted, but part of it does not apply now
+				fmt.Fprintf(e.stderr, "spillwayctl: warning: %s\n", w)
+			}
 			if *format == "yaml" {
 				_, err := io.WriteString(e.stdout, ent.YAML)
 				return err

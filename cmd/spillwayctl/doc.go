@@ -71,8 +71,11 @@
 //	    replica's own view, and why the published plan was not used); per upstream zone
 //	    the capacity (adjusted/raw: slow start, queue and error factors),
 //	    demand and load; per client zone the demand, local share, spill and
-//	    weights, with the reason when a fallback is in force. NotFound when
-//	    the service has no weights (unknown, or --zone-aware off).
+//	    weights, with the reason when a fallback is in force; for a service
+//	    in several regions or with regional rules (docs/routing.md), the
+//	    redirects and exclusions set (active or expired) and per client
+//	    region the priority order and whether each rule applied. NotFound
+//	    when the service has no weights (unknown, or --zone-aware off).
 //	panic on|off|status [--token T] [-o text|json]
 //	    The panic button. on publishes TXT _xds.<domain> "xds=off": every
 //	    client goes back to DNS; off publishes "xds=on": eligible clients

@@ -101,7 +101,66 @@ func writeWeights(w io.Writer, resp *adminv1.WeightsResponse) error {
 			fmt.Fprintf(w, "    %s\n", rt.GetExplain())
 		}
 	}
-	return writeEndpoints(w, resp)
+	if err := writeEndpoints(w, resp); err != nil {
+		return err
+	}
+	return writeRegions(w, resp.GetRegions())
+}
+
+// writeRegions prints a service's regional rules and, per client region,
+// the regions by priority and what the rules did; nothing without them:
+//
+//	regions with healthy endpoints: r1, r2
+//	redirect r1 → r2 until 2026-12-01T18:00:00Z (active)
+//	exclude r3 (expired)
+//
+//	CLIENT REGION  PRIORITY ORDER  RULES
+//	r1             r2 > r1         redirect to r2 applied
+//	r2             r2 > r1         -
+//	(no region)    r1,r2           -
+func writeRegions(w io.Writer, r *adminv1.RegionRouting) error {
+	if r == nil {
+		return nil
+	}
+	fmt.Fprintf(w, "\nregions with healthy endpoints: %s\n", orDash(strings.Join(r.GetPresent(), ", ")))
+	for _, rule := range r.GetRules() {
+		line := "exclude " + rule.GetExclude()
+		if rule.GetExclude() == "" {
+			line = "redirect " + rule.GetFrom() + " → " + rule.GetTo()
+		}
+		if rule.GetUntil() != nil {
+			line += " until " + rule.GetUntil().AsTime().UTC().Format(time.RFC3339)
+		}
+		state := "active"
+		if !rule.GetActive() {
+			state = "expired"
+		}
+		fmt.Fprintf(w, "%s (%s)\n", line, state)
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "CLIENT REGION\tPRIORITY ORDER\tRULES")
+	for _, c := range r.GetClients() {
+		region := c.GetClientRegion()
+		if region == "" {
+			region = "(no region)"
+		}
+		var did []string
+		switch c.GetRedirect() {
+		case "applied":
+			did = append(did, "redirect to "+c.GetRedirectTo()+" applied")
+		case "no_endpoints":
+			did = append(did, "redirect to "+c.GetRedirectTo()+" not applied: no healthy endpoint there")
+		}
+		if len(c.GetExcluded()) > 0 {
+			did = append(did, "excluded "+strings.Join(c.GetExcluded(), ", "))
+		}
+		if c.GetFailOpen() {
+			did = append(did, "exclusions not applied: they would leave no endpoint (fail open)")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", region, orDash(strings.Join(c.GetOrder(), " > ")), orDash(strings.Join(did, "; ")))
+	}
+	return tw.Flush()
 }
 
 // writeEndpoints prints the PID round and the endpoints table of a service

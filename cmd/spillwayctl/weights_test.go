@@ -312,3 +312,44 @@ b-0       zone-b  10000   10000  -      -     missing  0.000  0.000  0.000  0.00
 		t.Errorf("no endpoints: %q, %v; want nothing", b.String(), err)
 	}
 }
+
+func TestWriteRegions(t *testing.T) {
+	until := timestamppb.New(time.Date(2026, 12, 1, 18, 0, 0, 0, time.UTC))
+	r := &adminv1.RegionRouting{
+		Present: []string{"r1", "r2"},
+		Rules: []*adminv1.RegionRule{
+			{From: "r1", To: "r2", Until: until, Active: true},
+			{From: "r2", To: "r3", Active: true},
+			{Exclude: "r4", Until: until},
+		},
+		Clients: []*adminv1.RegionDecision{
+			{ClientRegion: "r1", Order: []string{"r2", "r1"}, Redirect: "applied", RedirectTo: "r2"},
+			{ClientRegion: "r2", Order: []string{"r2", "r1"}, Redirect: "no_endpoints", RedirectTo: "r3"},
+			{ClientRegion: "r5", Order: []string{"r1"}, Excluded: []string{"r2"}},
+			{ClientRegion: "", Order: []string{"r1,r2"}, FailOpen: true},
+		},
+	}
+	var b strings.Builder
+	if err := writeRegions(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	want := `
+regions with healthy endpoints: r1, r2
+redirect r1 → r2 until 2026-12-01T18:00:00Z (active)
+redirect r2 → r3 (active)
+exclude r4 until 2026-12-01T18:00:00Z (expired)
+
+CLIENT REGION  PRIORITY ORDER  RULES
+r1             r2 > r1         redirect to r2 applied
+r2             r2 > r1         redirect to r3 not applied: no healthy endpoint there
+r5             r1              excluded r2
+(no region)    r1,r2           exclusions not applied: they would leave no endpoint (fail open)
+`
+	if diff := cmp.Diff(want, b.String()); diff != "" {
+		t.Errorf("regions (-want +got):\n%s", diff)
+	}
+	b.Reset()
+	if err := writeRegions(&b, nil); err != nil || b.Len() != 0 {
+		t.Errorf("no regions: %q, %v; want nothing", b.String(), err)
+	}
+}

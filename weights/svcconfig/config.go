@@ -14,6 +14,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/spillway/spillway/registry/names"
+	"github.com/spillway/spillway/weights/regions"
 )
 
 // ErrInvalid is wrapped by every parse and validation error.
@@ -88,6 +89,25 @@ type Config struct {
 	// Blend, non-nil, moves the service between two strategies: weights =
 	// from×(1−percent/100) + to×percent/100 of the normalised weights.
 	Blend *Blend `json:"blend,omitempty"`
+	// Redirects send the clients of one region to another region's
+	// endpoints (package regions), each until its Until when set.
+	Redirects []Redirect `json:"redirects,omitempty"`
+	// Exclude leaves regions' endpoints out for every client, each until
+	// its Until when set (not when that would leave no endpoints).
+	Exclude []Exclusion `json:"exclude,omitempty"`
+}
+
+// Redirect is "clients in From use To's endpoints".
+type Redirect struct {
+	From  string     `json:"from"`
+	To    string     `json:"to"`
+	Until *time.Time `json:"until,omitempty"` // nil: until removed
+}
+
+// Exclusion is "no client uses Region's endpoints".
+type Exclusion struct {
+	Region string     `json:"region"`
+	Until  *time.Time `json:"until,omitempty"` // nil: until removed
 }
 
 // SlowStart is the cold-start trust of a new endpoint.
@@ -356,7 +376,7 @@ func (p parser) oneOf(n *yaml.Node, field string, allowed ...string) (string, er
 var strategies = []string{ZoneAware, PID, ZoneAwarePID, Static}
 
 func (p parser) config(root *yaml.Node, c *Config) error {
-	m, _, err := p.mapping(root, "", "strategy", "probe_share", "headroom", "slow_start", "pid", "metric", "report_interval", "blend")
+	m, _, err := p.mapping(root, "", "strategy", "probe_share", "headroom", "slow_start", "pid", "metric", "report_interval", "blend", "redirects", "exclude")
 	if err != nil {
 		return err
 	}
@@ -405,7 +425,123 @@ func (p parser) config(root *yaml.Node, c *Config) error {
 		}
 		c.Blend = b
 	}
+	if n := m["redirects"]; n != nil {
+		if c.Redirects, err = p.redirects(n); err != nil {
+			return err
+		}
+	}
+	if n := m["exclude"]; n != nil {
+		if c.Exclude, err = p.excludes(n); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+func (p parser) list(n *yaml.Node, field string) ([]*yaml.Node, error) {
+	if n.Kind != yaml.SequenceNode {
+		return nil, p.errf(n, field, "want a list, got %s", kind(n))
+	}
+	return n.Content, nil
+}
+
+func (p parser) region(n *yaml.Node, field string) (string, error) {
+	s, err := p.scalar(n, field)
+	if err != nil {
+		return "", err
+	}
+	if err := names.ValidateLabel(field, s); err != nil {
+		return "", p.errf(n, field, "%q is not a region name (a DNS label)", s)
+	}
+	return s, nil
+}
+
+func (p parser) until(n *yaml.Node, field string) (*time.Time, error) {
+	s, err := p.scalar(n, field)
+	if err != nil {
+		return nil, err
+	}
+	u, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return nil, p.errf(n, field, "want an RFC 3339 time such as 2026-01-02T15:04:05Z, got %q", s)
+	}
+	return &u, nil
+}
+
+func (p parser) redirects(n *yaml.Node) ([]Redirect, error) {
+	items, err := p.list(n, "redirects")
+	if err != nil {
+		return nil, err
+	}
+	var out []Redirect
+	for i, it := range items {
+		f := fmt.Sprintf("redirects[%d]", i)
+		m, _, err := p.mapping(it, f, "from", "to", "until")
+		if err != nil {
+			return nil, err
+		}
+		var r Redirect
+		for _, k := range []string{"from", "to"} {
+			if m[k] == nil {
+				return nil, p.errf(it, f+"."+k, "missing")
+			}
+		}
+		if r.From, err = p.region(m["from"], f+".from"); err != nil {
+			return nil, err
+		}
+		if r.To, err = p.region(m["to"], f+".to"); err != nil {
+			return nil, err
+		}
+		if r.From == r.To {
+			return nil, p.errf(m["to"], f+".to", "%q is the from region too; a redirect moves clients to another region", r.To)
+		}
+		for j, o := range out {
+			if o.From == r.From {
+				return nil, p.errf(m["from"], f+".from", "%q is redirects[%d].from too; a region has one redirect", r.From, j)
+			}
+		}
+		if v := m["until"]; v != nil {
+			if r.Until, err = p.until(v, f+".until"); err != nil {
+				return nil, err
+			}
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+func (p parser) excludes(n *yaml.Node) ([]Exclusion, error) {
+	items, err := p.list(n, "exclude")
+	if err != nil {
+		return nil, err
+	}
+	var out []Exclusion
+	for i, it := range items {
+		f := fmt.Sprintf("exclude[%d]", i)
+		m, _, err := p.mapping(it, f, "region", "until")
+		if err != nil {
+			return nil, err
+		}
+		if m["region"] == nil {
+			return nil, p.errf(it, f+".region", "missing")
+		}
+		var e Exclusion
+		if e.Region, err = p.region(m["region"], f+".region"); err != nil {
+			return nil, err
+		}
+		for j, o := range out {
+			if o.Region == e.Region {
+				return nil, p.errf(m["region"], f+".region", "%q is exclude[%d].region too", e.Region, j)
+			}
+		}
+		if v := m["until"]; v != nil {
+			if e.Until, err = p.until(v, f+".until"); err != nil {
+				return nil, err
+			}
+		}
+		out = append(out, e)
+	}
+	return out, nil
 }
 
 func (p parser) slowStart(n *yaml.Node, s *SlowStart) error {
@@ -512,4 +648,22 @@ func (p parser) blend(n *yaml.Node) (*Blend, error) {
 		return nil, err
 	}
 	return b, nil
+}
+
+// RegionRules returns c's redirects and exclusions for package regions.
+func (c Config) RegionRules() regions.Rules {
+	var r regions.Rules
+	at := func(u *time.Time) time.Time {
+		if u == nil {
+			return time.Time{}
+		}
+		return *u
+	}
+	for _, d := range c.Redirects {
+		r.Redirects = append(r.Redirects, regions.Redirect{From: d.From, To: d.To, Until: at(d.Until)})
+	}
+	for _, e := range c.Exclude {
+		r.Excludes = append(r.Excludes, regions.Exclude{Region: e.Region, Until: at(e.Until)})
+	}
+	return r
 }

@@ -9,12 +9,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/spillway/spillway/registry/durable"
 	"github.com/spillway/spillway/security/authn"
 	"github.com/spillway/spillway/security/authz"
+	"github.com/spillway/spillway/weights/regions"
 )
 
 // Paths of the HTTP API; mount Handler on each.
@@ -33,6 +35,10 @@ type Entry struct {
 	UpdatedAt  *time.Time `json:"updated_at,omitempty"`
 	Config     Config     `json:"config"`
 	YAML       string     `json:"yaml,omitempty"`
+	// Warnings (PUT only): what of the config, though valid, does not
+	// apply now, naming the field, e.g. a redirect to a region where the
+	// service has no healthy endpoint.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // EntryOf returns the API view of service.
@@ -145,7 +151,9 @@ func (s *Store) handler(auth func(w http.ResponseWriter, r *http.Request, servic
 			s.fail(w, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, s.EntryOf(svc))
+		e := s.EntryOf(svc)
+		e.Warnings = s.warnings(svc, e.Config)
+		writeJSON(w, http.StatusOK, e)
 	})
 	mux.HandleFunc("DELETE /v1/config/{service}", func(w http.ResponseWriter, r *http.Request) {
 		if !auth(w, r, r.PathValue("service")) {
@@ -202,4 +210,28 @@ func writeErr(w http.ResponseWriter, code int, field, msg string) {
 		Field string `json:"field,omitempty"`
 		Code  int    `json:"code"`
 	}{msg, field, code})
+}
+
+// warnings lists the regional rules of cfg that do not apply now for want
+// of endpoints (StoreConfig.Regions); nil without Regions or when all do.
+func (s *Store) warnings(service string, cfg Config) []string {
+	rules := cfg.RegionRules()
+	if s.regions == nil || rules.Empty() {
+		return nil
+	}
+	present, now := s.regions(service), s.now()
+	var out []string
+	for i, d := range rules.Redirects {
+		if (d.Until.IsZero() || now.Before(d.Until)) && !slices.Contains(present, d.To) {
+			out = append(out, fmt.Sprintf("redirects[%d].to: %s has no healthy endpoint of %s now: the redirect does not apply until it has one", i, d.To, service))
+		}
+	}
+	active := rules.Active(now).Excludes
+	left := slices.ContainsFunc(present, func(r string) bool {
+		return !slices.ContainsFunc(active, func(e regions.Exclude) bool { return e.Region == r })
+	})
+	if len(present) > 0 && !left {
+		out = append(out, fmt.Sprintf("exclude: leaves %s no region with endpoints (%s): nothing is excluded (fail open)", service, strings.Join(present, ", ")))
+	}
+	return out
 }

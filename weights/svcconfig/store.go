@@ -94,6 +94,10 @@ type StoreConfig struct {
 	Logger *slog.Logger
 	// Audit records every change; nil records none.
 	Audit Recorder
+	// Regions lists the regions in which a service has a healthy
+	// endpoint now; with it, PUT answers the rules that would not apply as
+	// set (Entry.Warnings). Nil: no warnings.
+	Regions func(service string) []string
 }
 
 // Store is the in-memory view of every service's config, kept in step
@@ -105,6 +109,7 @@ type Store struct {
 	now       func() time.Time
 	log       *slog.Logger
 	audit     Recorder
+	regions   func(service string) []string // or nil
 
 	view atomic.Pointer[map[string]entry]
 	// memRev numbers the writes when there is no KV.
@@ -132,7 +137,7 @@ func NewStore(cfg StoreConfig) (*Store, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Store{kv: cfg.KV, tombstone: cfg.Tombstone, now: cfg.Now, log: cfg.Logger, audit: cfg.Audit, changed: make(chan struct{})}
+	s := &Store{kv: cfg.KV, tombstone: cfg.Tombstone, now: cfg.Now, log: cfg.Logger, audit: cfg.Audit, regions: cfg.Regions, changed: make(chan struct{})}
 	s.view.Store(&map[string]entry{})
 	return s, nil
 }

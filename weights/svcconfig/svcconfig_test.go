@@ -41,6 +41,16 @@ func TestParse(t *testing.T) {
 		{"dup", "metric: cpu\nmetric: max\n", "payments.yaml:2: metric: set twice"},
 		{"twoDocs", "metric: cpu\n---\nmetric: max\n", "payments.yaml:2: more than one YAML document"},
 		{"notMap", "- a\n", "payments.yaml:1: want a mapping"},
+		{"redirects", "redirects:\n  - {from: r1, to: r2, until: 2026-12-01T16:00:00Z}\n  - {from: r3, to: r2}\nexclude:\n  - {region: r4}\n", ""},
+		{"redirectSame", "redirects: [{from: r1, to: r1}]\n", "payments.yaml:1: redirects[0].to: \"r1\" is the from region too"},
+		{"redirectMissingTo", "redirects: [{from: r1}]\n", "redirects[0].to: missing"},
+		{"redirectUnknown", "redirects: [{from: r1, to: r2, unitl: x}]\n", "redirects[0].unitl: unknown field"},
+		{"redirectBadUntil", "redirects: [{from: r1, to: r2, until: tomorrow}]\n", "redirects[0].until: want an RFC 3339 time"},
+		{"redirectTwice", "redirects: [{from: r1, to: r2}, {from: r1, to: r3}]\n", "redirects[1].from: \"r1\" is redirects[0].from too"},
+		{"redirectBadRegion", "redirects: [{from: R_1, to: r2}]\n", "redirects[0].from:"},
+		{"redirectsNotList", "redirects: {from: r1, to: r2}\n", "redirects: want a list"},
+		{"excludeMissing", "exclude: [{until: 2026-12-01T16:00:00Z}]\n", "exclude[0].region: missing"},
+		{"excludeTwice", "exclude: [{region: r1}, {region: r1}]\n", "exclude[1].region:"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -59,6 +69,23 @@ func TestParse(t *testing.T) {
 	c, err := Parse("x.yaml", []byte("strategy: pid\npid: {kp: 0.3}\n"))
 	if err != nil || c.Strategy != PID || c.PID.Kp != 0.3 || c.PID.Ki != Default().PID.Ki || c.Metric != MetricMax {
 		t.Errorf("Parse = %+v, %v; want pid, kp 0.3, other fields default", c, err)
+	}
+}
+
+// TestParseRegionRules: redirects and exclusions become package regions'
+// rules, an omitted until meaning no expiry.
+func TestParseRegionRules(t *testing.T) {
+	c, err := Parse("p.yaml", []byte("redirects: [{from: r1, to: r2, until: 2026-12-01T16:00:00Z}]\nexclude: [{region: r3}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := c.RegionRules()
+	want := time.Date(2026, 12, 1, 16, 0, 0, 0, time.UTC)
+	if len(r.Redirects) != 1 || r.Redirects[0].From != "r1" || r.Redirects[0].To != "r2" || !r.Redirects[0].Until.Equal(want) {
+		t.Errorf("Redirects = %+v, want r1 -> r2 until %v", r.Redirects, want)
+	}
+	if len(r.Excludes) != 1 || r.Excludes[0].Region != "r3" || !r.Excludes[0].Until.IsZero() {
+		t.Errorf("Excludes = %+v, want r3 with no expiry", r.Excludes)
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/spillway/spillway/registry"
 	"github.com/spillway/spillway/security/authz"
 	"github.com/spillway/spillway/weights"
+	"github.com/spillway/spillway/weights/regions"
 	"github.com/spillway/spillway/xds"
 	pb "github.com/spillway/spillway/xds/admin/adminv1"
 )
@@ -97,6 +98,12 @@ func (a *API) authorize(ctx context.Context, resource string) error {
 	return nil
 }
 
+// RegionViewer gives what a service's regional rules decide; false for a
+// service the registry does not know.
+type RegionViewer interface {
+	RegionView(service string) (regions.View, bool)
+}
+
 // Config configures an API.
 type Config struct {
 	// Loads is the LRS load table; non-nil.
@@ -110,6 +117,10 @@ type Config struct {
 	// answers a service this replica owns from Mesh (merged, merged_from)
 	// and any other from Loads, flagged owner_elsewhere.
 	Mesh MeshLoad
+	// Regions gives a service's regional rules and what they decide
+	// (*xds.Server implements it); nil leaves WeightsResponse.regions
+	// unset.
+	Regions RegionViewer
 	// Authorizer is asked before every read (action "read_load"; the
 	// service for Load and Weights, "" for Graph); nil allows all.
 	Authorizer Authorizer
@@ -129,7 +140,8 @@ type API struct {
 	subs  SubscriptionLister
 	plans Plans
 	mesh  MeshLoad
-	authz Authorizer // or nil
+	regs  RegionViewer // or nil
+	authz Authorizer   // or nil
 	log   *slog.Logger
 	now   func() time.Time
 }
@@ -153,7 +165,7 @@ func New(cfg Config) (*API, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &API{loads: cfg.Loads, subs: cfg.Subscriptions, plans: cfg.Plans, mesh: cfg.Mesh, authz: cfg.Authorizer, log: cfg.Logger, now: cfg.Now}, nil
+	return &API{loads: cfg.Loads, subs: cfg.Subscriptions, plans: cfg.Plans, mesh: cfg.Mesh, regs: cfg.Regions, authz: cfg.Authorizer, log: cfg.Logger, now: cfg.Now}, nil
 }
 
 // RegisterGRPC adds the Admin service to s.

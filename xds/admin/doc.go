@@ -54,6 +54,15 @@
 // NotFound / HTTP 404; a bad name is InvalidArgument / HTTP 400 naming
 // "service", as for Load.
 //
+// With Config.Regions (*xds.Server), Weights also carries regions: the
+// service's regional redirects and exclusions as set (each marked active
+// or expired), the regions with a healthy endpoint, and per client region
+// (and "" for clients of no region) the regions by priority and what the
+// rules did: redirect applied, or no_endpoints (its target has no healthy
+// endpoint, so it does not apply), the regions excluded, and fail_open
+// (the exclusions would leave nothing, so none applies). Unset for a
+// service with a single region and no rule.
+//
 // With a Config.Authorizer, every read asks it for "read_load" (the
 // service for Load and Weights, "" for Graph); a denial is
 // PermissionDenied / HTTP 403 with its message.

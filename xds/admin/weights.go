@@ -12,6 +12,7 @@ import (
 
 	"github.com/spillway/spillway/registry"
 	"github.com/spillway/spillway/weights"
+	"github.com/spillway/spillway/weights/regions"
 	"github.com/spillway/spillway/weights/zoneaware"
 	pb "github.com/spillway/spillway/xds/admin/adminv1"
 )
@@ -40,7 +41,44 @@ func (a *API) weights(ctx context.Context, req *pb.WeightsRequest) (*pb.WeightsR
 	resp := weightsResponse(service, plan.Result, a.now())
 	resp.Origin = planOrigin(plan)
 	resp.Endpoints, resp.Pid = endpointWeights(plan)
+	if a.regs != nil {
+		if v, ok := a.regs.RegionView(service); ok {
+			resp.Regions = regionRouting(v)
+		}
+	}
 	return resp, nil
+}
+
+// regionRouting converts a regions.View; nil when it decides nothing (a
+// single region and no rule).
+func regionRouting(v regions.View) *pb.RegionRouting {
+	if len(v.Decisions) == 0 && v.Rules.Empty() {
+		return nil
+	}
+	out := &pb.RegionRouting{Present: v.Present}
+	until := func(t time.Time) *timestamppb.Timestamp {
+		if t.IsZero() {
+			return nil
+		}
+		return timestamppb.New(t)
+	}
+	for _, d := range v.Rules.Redirects {
+		out.Rules = append(out.Rules, &pb.RegionRule{From: d.From, To: d.To, Until: until(d.Until), Active: slices.Contains(v.Active.Redirects, d)})
+	}
+	for _, e := range v.Rules.Excludes {
+		out.Rules = append(out.Rules, &pb.RegionRule{Exclude: e.Region, Until: until(e.Until), Active: slices.Contains(v.Active.Excludes, e)})
+	}
+	for _, d := range v.Decisions {
+		c := &pb.RegionDecision{ClientRegion: d.Client, Order: d.Order, Excluded: d.Outcome.Excluded, FailOpen: d.Outcome.FailOpen}
+		switch {
+		case d.Outcome.RedirectedTo != "":
+			c.Redirect, c.RedirectTo = "applied", d.Outcome.RedirectedTo
+		case d.Outcome.RedirectNoEndpoints != "":
+			c.Redirect, c.RedirectTo = "no_endpoints", d.Outcome.RedirectNoEndpoints
+		}
+		out.Clients = append(out.Clients, c)
+	}
+	return out
 }
 
 // endpointWeights converts the plan's PID weights, sorted by zone then id;

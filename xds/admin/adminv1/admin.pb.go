@@ -1205,8 +1205,11 @@ type WeightsResponse struct {
 	// Per-endpoint weights of a service whose strategy has PID, sorted by
 	// zone then id; empty without PID (every endpoint weighs its registry
 	// weight).
-	Endpoints     []*EndpointWeight `protobuf:"bytes,11,rep,name=endpoints,proto3" json:"endpoints,omitempty"`
-	Pid           *PIDRound         `protobuf:"bytes,12,opt,name=pid,proto3" json:"pid,omitempty"` // the PID round; unset without PID
+	Endpoints []*EndpointWeight `protobuf:"bytes,11,rep,name=endpoints,proto3" json:"endpoints,omitempty"`
+	Pid       *PIDRound         `protobuf:"bytes,12,opt,name=pid,proto3" json:"pid,omitempty"` // the PID round; unset without PID
+	// The regional redirects and exclusions set for the service and what
+	// they decide per client region; unset with a single region and no rule.
+	Regions       *RegionRouting `protobuf:"bytes,13,opt,name=regions,proto3" json:"regions,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1325,6 +1328,241 @@ func (x *WeightsResponse) GetPid() *PIDRound {
 	return nil
 }
 
+func (x *WeightsResponse) GetRegions() *RegionRouting {
+	if x != nil {
+		return x.Regions
+	}
+	return nil
+}
+
+// RegionRouting is a service's regional rules (weights/regions) and what
+// they decide.
+type RegionRouting struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Present       []string               `protobuf:"bytes,1,rep,name=present,proto3" json:"present,omitempty"` // regions with a healthy endpoint, sorted
+	Rules         []*RegionRule          `protobuf:"bytes,2,rep,name=rules,proto3" json:"rules,omitempty"`     // as set: redirects, then exclusions
+	Clients       []*RegionDecision      `protobuf:"bytes,3,rep,name=clients,proto3" json:"clients,omitempty"` // per client region, sorted; "" (no region) last
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegionRouting) Reset() {
+	*x = RegionRouting{}
+	mi := &file_admin_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegionRouting) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegionRouting) ProtoMessage() {}
+
+func (x *RegionRouting) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegionRouting.ProtoReflect.Descriptor instead.
+func (*RegionRouting) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *RegionRouting) GetPresent() []string {
+	if x != nil {
+		return x.Present
+	}
+	return nil
+}
+
+func (x *RegionRouting) GetRules() []*RegionRule {
+	if x != nil {
+		return x.Rules
+	}
+	return nil
+}
+
+func (x *RegionRouting) GetClients() []*RegionDecision {
+	if x != nil {
+		return x.Clients
+	}
+	return nil
+}
+
+// RegionRule is one redirect (from, to) or exclusion (exclude).
+type RegionRule struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	From          string                 `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
+	To            string                 `protobuf:"bytes,2,opt,name=to,proto3" json:"to,omitempty"`
+	Exclude       string                 `protobuf:"bytes,3,opt,name=exclude,proto3" json:"exclude,omitempty"`
+	Until         *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=until,proto3" json:"until,omitempty"`    // unset: no expiry
+	Active        bool                   `protobuf:"varint,5,opt,name=active,proto3" json:"active,omitempty"` // applies now (false once until has passed)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegionRule) Reset() {
+	*x = RegionRule{}
+	mi := &file_admin_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegionRule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegionRule) ProtoMessage() {}
+
+func (x *RegionRule) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegionRule.ProtoReflect.Descriptor instead.
+func (*RegionRule) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *RegionRule) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *RegionRule) GetTo() string {
+	if x != nil {
+		return x.To
+	}
+	return ""
+}
+
+func (x *RegionRule) GetExclude() string {
+	if x != nil {
+		return x.Exclude
+	}
+	return ""
+}
+
+func (x *RegionRule) GetUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Until
+	}
+	return nil
+}
+
+func (x *RegionRule) GetActive() bool {
+	if x != nil {
+		return x.Active
+	}
+	return false
+}
+
+// RegionDecision is the priority order for the clients of one region.
+type RegionDecision struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	ClientRegion string                 `protobuf:"bytes,1,opt,name=client_region,json=clientRegion,proto3" json:"client_region,omitempty"`
+	// Regions by priority, 0 first; several at one priority joined by ",".
+	Order []string `protobuf:"bytes,2,rep,name=order,proto3" json:"order,omitempty"`
+	// applied (a redirect of this region moved it), no_endpoints (the
+	// redirect's target has no healthy endpoint: not applied), or "" (no
+	// redirect of this region).
+	Redirect      string   `protobuf:"bytes,3,opt,name=redirect,proto3" json:"redirect,omitempty"`
+	RedirectTo    string   `protobuf:"bytes,4,opt,name=redirect_to,json=redirectTo,proto3" json:"redirect_to,omitempty"` // the redirect's target, with redirect set
+	Excluded      []string `protobuf:"bytes,5,rep,name=excluded,proto3" json:"excluded,omitempty"`                       // regions left out
+	FailOpen      bool     `protobuf:"varint,6,opt,name=fail_open,json=failOpen,proto3" json:"fail_open,omitempty"`      // the exclusions would leave nothing: none applied
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegionDecision) Reset() {
+	*x = RegionDecision{}
+	mi := &file_admin_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegionDecision) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegionDecision) ProtoMessage() {}
+
+func (x *RegionDecision) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegionDecision.ProtoReflect.Descriptor instead.
+func (*RegionDecision) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *RegionDecision) GetClientRegion() string {
+	if x != nil {
+		return x.ClientRegion
+	}
+	return ""
+}
+
+func (x *RegionDecision) GetOrder() []string {
+	if x != nil {
+		return x.Order
+	}
+	return nil
+}
+
+func (x *RegionDecision) GetRedirect() string {
+	if x != nil {
+		return x.Redirect
+	}
+	return ""
+}
+
+func (x *RegionDecision) GetRedirectTo() string {
+	if x != nil {
+		return x.RedirectTo
+	}
+	return ""
+}
+
+func (x *RegionDecision) GetExcluded() []string {
+	if x != nil {
+		return x.Excluded
+	}
+	return nil
+}
+
+func (x *RegionDecision) GetFailOpen() bool {
+	if x != nil {
+		return x.FailOpen
+	}
+	return false
+}
+
 // EndpointWeight is one endpoint's pushed weight and the PID controller's
 // terms behind it.
 type EndpointWeight struct {
@@ -1348,7 +1586,7 @@ type EndpointWeight struct {
 
 func (x *EndpointWeight) Reset() {
 	*x = EndpointWeight{}
-	mi := &file_admin_proto_msgTypes[15]
+	mi := &file_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1360,7 +1598,7 @@ func (x *EndpointWeight) String() string {
 func (*EndpointWeight) ProtoMessage() {}
 
 func (x *EndpointWeight) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[15]
+	mi := &file_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1373,7 +1611,7 @@ func (x *EndpointWeight) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointWeight.ProtoReflect.Descriptor instead.
 func (*EndpointWeight) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{15}
+	return file_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *EndpointWeight) GetId() string {
@@ -1473,7 +1711,7 @@ type PIDRound struct {
 
 func (x *PIDRound) Reset() {
 	*x = PIDRound{}
-	mi := &file_admin_proto_msgTypes[16]
+	mi := &file_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1485,7 +1723,7 @@ func (x *PIDRound) String() string {
 func (*PIDRound) ProtoMessage() {}
 
 func (x *PIDRound) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[16]
+	mi := &file_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1498,7 +1736,7 @@ func (x *PIDRound) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PIDRound.ProtoReflect.Descriptor instead.
 func (*PIDRound) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{16}
+	return file_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *PIDRound) GetOutcome() string {
@@ -1579,7 +1817,7 @@ type PlanOrigin struct {
 
 func (x *PlanOrigin) Reset() {
 	*x = PlanOrigin{}
-	mi := &file_admin_proto_msgTypes[17]
+	mi := &file_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1591,7 +1829,7 @@ func (x *PlanOrigin) String() string {
 func (*PlanOrigin) ProtoMessage() {}
 
 func (x *PlanOrigin) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[17]
+	mi := &file_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1604,7 +1842,7 @@ func (x *PlanOrigin) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanOrigin.ProtoReflect.Descriptor instead.
 func (*PlanOrigin) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{17}
+	return file_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *PlanOrigin) GetSource() string {
@@ -1750,7 +1988,7 @@ const file_admin_proto_rawDesc = "" +
 	"\x04held\x18\v \x01(\bR\x04held\x12\x14\n" +
 	"\x05moved\x18\f \x01(\x01R\x05moved\x12\x18\n" +
 	"\achanged\x18\r \x01(\bR\achanged\x12\x18\n" +
-	"\aexplain\x18\x0e \x01(\tR\aexplain\"\xad\x04\n" +
+	"\aexplain\x18\x0e \x01(\tR\aexplain\"\xe9\x04\n" +
 	"\x0fWeightsResponse\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x12\x16\n" +
 	"\x06source\x18\x02 \x01(\tR\x06source\x127\n" +
@@ -1764,7 +2002,27 @@ const file_admin_proto_rawDesc = "" +
 	"\x06origin\x18\n" +
 	" \x01(\v2\x1d.spillway.admin.v1.PlanOriginR\x06origin\x12?\n" +
 	"\tendpoints\x18\v \x03(\v2!.spillway.admin.v1.EndpointWeightR\tendpoints\x12-\n" +
-	"\x03pid\x18\f \x01(\v2\x1b.spillway.admin.v1.PIDRoundR\x03pid\"\x86\x02\n" +
+	"\x03pid\x18\f \x01(\v2\x1b.spillway.admin.v1.PIDRoundR\x03pid\x12:\n" +
+	"\aregions\x18\r \x01(\v2 .spillway.admin.v1.RegionRoutingR\aregions\"\x9b\x01\n" +
+	"\rRegionRouting\x12\x18\n" +
+	"\apresent\x18\x01 \x03(\tR\apresent\x123\n" +
+	"\x05rules\x18\x02 \x03(\v2\x1d.spillway.admin.v1.RegionRuleR\x05rules\x12;\n" +
+	"\aclients\x18\x03 \x03(\v2!.spillway.admin.v1.RegionDecisionR\aclients\"\x94\x01\n" +
+	"\n" +
+	"RegionRule\x12\x12\n" +
+	"\x04from\x18\x01 \x01(\tR\x04from\x12\x0e\n" +
+	"\x02to\x18\x02 \x01(\tR\x02to\x12\x18\n" +
+	"\aexclude\x18\x03 \x01(\tR\aexclude\x120\n" +
+	"\x05until\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x05until\x12\x16\n" +
+	"\x06active\x18\x05 \x01(\bR\x06active\"\xc1\x01\n" +
+	"\x0eRegionDecision\x12#\n" +
+	"\rclient_region\x18\x01 \x01(\tR\fclientRegion\x12\x14\n" +
+	"\x05order\x18\x02 \x03(\tR\x05order\x12\x1a\n" +
+	"\bredirect\x18\x03 \x01(\tR\bredirect\x12\x1f\n" +
+	"\vredirect_to\x18\x04 \x01(\tR\n" +
+	"redirectTo\x12\x1a\n" +
+	"\bexcluded\x18\x05 \x03(\tR\bexcluded\x12\x1b\n" +
+	"\tfail_open\x18\x06 \x01(\bR\bfailOpen\"\x86\x02\n" +
 	"\x0eEndpointWeight\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04zone\x18\x02 \x01(\tR\x04zone\x12\x16\n" +
@@ -1814,7 +2072,7 @@ func file_admin_proto_rawDescGZIP() []byte {
 	return file_admin_proto_rawDescData
 }
 
-var file_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_admin_proto_goTypes = []any{
 	(*Locality)(nil),              // 0: spillway.admin.v1.Locality
 	(*LoadRequest)(nil),           // 1: spillway.admin.v1.LoadRequest
@@ -1831,44 +2089,51 @@ var file_admin_proto_goTypes = []any{
 	(*ZoneShare)(nil),             // 12: spillway.admin.v1.ZoneShare
 	(*ZoneRoute)(nil),             // 13: spillway.admin.v1.ZoneRoute
 	(*WeightsResponse)(nil),       // 14: spillway.admin.v1.WeightsResponse
-	(*EndpointWeight)(nil),        // 15: spillway.admin.v1.EndpointWeight
-	(*PIDRound)(nil),              // 16: spillway.admin.v1.PIDRound
-	(*PlanOrigin)(nil),            // 17: spillway.admin.v1.PlanOrigin
-	(*timestamppb.Timestamp)(nil), // 18: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 19: google.protobuf.Duration
+	(*RegionRouting)(nil),         // 15: spillway.admin.v1.RegionRouting
+	(*RegionRule)(nil),            // 16: spillway.admin.v1.RegionRule
+	(*RegionDecision)(nil),        // 17: spillway.admin.v1.RegionDecision
+	(*EndpointWeight)(nil),        // 18: spillway.admin.v1.EndpointWeight
+	(*PIDRound)(nil),              // 19: spillway.admin.v1.PIDRound
+	(*PlanOrigin)(nil),            // 20: spillway.admin.v1.PlanOrigin
+	(*timestamppb.Timestamp)(nil), // 21: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 22: google.protobuf.Duration
 }
 var file_admin_proto_depIdxs = []int32{
 	0,  // 0: spillway.admin.v1.LoadRow.locality:type_name -> spillway.admin.v1.Locality
-	18, // 1: spillway.admin.v1.LoadRow.updated:type_name -> google.protobuf.Timestamp
+	21, // 1: spillway.admin.v1.LoadRow.updated:type_name -> google.protobuf.Timestamp
 	2,  // 2: spillway.admin.v1.LoadResponse.rows:type_name -> spillway.admin.v1.LoadRow
-	18, // 3: spillway.admin.v1.LoadResponse.time:type_name -> google.protobuf.Timestamp
+	21, // 3: spillway.admin.v1.LoadResponse.time:type_name -> google.protobuf.Timestamp
 	4,  // 4: spillway.admin.v1.LoadResponse.merged_from:type_name -> spillway.admin.v1.Contributor
 	6,  // 5: spillway.admin.v1.GraphResponse.edges:type_name -> spillway.admin.v1.Edge
-	18, // 6: spillway.admin.v1.GraphResponse.time:type_name -> google.protobuf.Timestamp
+	21, // 6: spillway.admin.v1.GraphResponse.time:type_name -> google.protobuf.Timestamp
 	11, // 7: spillway.admin.v1.ZoneRoute.weights:type_name -> spillway.admin.v1.ZoneWeight
 	9,  // 8: spillway.admin.v1.ZoneRoute.fallback:type_name -> spillway.admin.v1.Fallback
 	12, // 9: spillway.admin.v1.ZoneRoute.spill:type_name -> spillway.admin.v1.ZoneShare
 	9,  // 10: spillway.admin.v1.WeightsResponse.fallback:type_name -> spillway.admin.v1.Fallback
-	19, // 11: spillway.admin.v1.WeightsResponse.data_age:type_name -> google.protobuf.Duration
+	22, // 11: spillway.admin.v1.WeightsResponse.data_age:type_name -> google.protobuf.Duration
 	10, // 12: spillway.admin.v1.WeightsResponse.zones:type_name -> spillway.admin.v1.ZoneCapacity
 	13, // 13: spillway.admin.v1.WeightsResponse.routes:type_name -> spillway.admin.v1.ZoneRoute
-	18, // 14: spillway.admin.v1.WeightsResponse.time:type_name -> google.protobuf.Timestamp
-	17, // 15: spillway.admin.v1.WeightsResponse.origin:type_name -> spillway.admin.v1.PlanOrigin
-	15, // 16: spillway.admin.v1.WeightsResponse.endpoints:type_name -> spillway.admin.v1.EndpointWeight
-	16, // 17: spillway.admin.v1.WeightsResponse.pid:type_name -> spillway.admin.v1.PIDRound
-	4,  // 18: spillway.admin.v1.PlanOrigin.contributors:type_name -> spillway.admin.v1.Contributor
-	18, // 19: spillway.admin.v1.PlanOrigin.published:type_name -> google.protobuf.Timestamp
-	1,  // 20: spillway.admin.v1.Admin.Load:input_type -> spillway.admin.v1.LoadRequest
-	5,  // 21: spillway.admin.v1.Admin.Graph:input_type -> spillway.admin.v1.GraphRequest
-	8,  // 22: spillway.admin.v1.Admin.Weights:input_type -> spillway.admin.v1.WeightsRequest
-	3,  // 23: spillway.admin.v1.Admin.Load:output_type -> spillway.admin.v1.LoadResponse
-	7,  // 24: spillway.admin.v1.Admin.Graph:output_type -> spillway.admin.v1.GraphResponse
-	14, // 25: spillway.admin.v1.Admin.Weights:output_type -> spillway.admin.v1.WeightsResponse
-	23, // [23:26] is the sub-list for method output_type
-	20, // [20:23] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	21, // 14: spillway.admin.v1.WeightsResponse.time:type_name -> google.protobuf.Timestamp
+	20, // 15: spillway.admin.v1.WeightsResponse.origin:type_name -> spillway.admin.v1.PlanOrigin
+	18, // 16: spillway.admin.v1.WeightsResponse.endpoints:type_name -> spillway.admin.v1.EndpointWeight
+	19, // 17: spillway.admin.v1.WeightsResponse.pid:type_name -> spillway.admin.v1.PIDRound
+	15, // 18: spillway.admin.v1.WeightsResponse.regions:type_name -> spillway.admin.v1.RegionRouting
+	16, // 19: spillway.admin.v1.RegionRouting.rules:type_name -> spillway.admin.v1.RegionRule
+	17, // 20: spillway.admin.v1.RegionRouting.clients:type_name -> spillway.admin.v1.RegionDecision
+	21, // 21: spillway.admin.v1.RegionRule.until:type_name -> google.protobuf.Timestamp
+	4,  // 22: spillway.admin.v1.PlanOrigin.contributors:type_name -> spillway.admin.v1.Contributor
+	21, // 23: spillway.admin.v1.PlanOrigin.published:type_name -> google.protobuf.Timestamp
+	1,  // 24: spillway.admin.v1.Admin.Load:input_type -> spillway.admin.v1.LoadRequest
+	5,  // 25: spillway.admin.v1.Admin.Graph:input_type -> spillway.admin.v1.GraphRequest
+	8,  // 26: spillway.admin.v1.Admin.Weights:input_type -> spillway.admin.v1.WeightsRequest
+	3,  // 27: spillway.admin.v1.Admin.Load:output_type -> spillway.admin.v1.LoadResponse
+	7,  // 28: spillway.admin.v1.Admin.Graph:output_type -> spillway.admin.v1.GraphResponse
+	14, // 29: spillway.admin.v1.Admin.Weights:output_type -> spillway.admin.v1.WeightsResponse
+	27, // [27:30] is the sub-list for method output_type
+	24, // [24:27] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_admin_proto_init() }
@@ -1882,7 +2147,7 @@ func file_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_admin_proto_rawDesc), len(file_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   18,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
