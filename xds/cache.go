@@ -19,6 +19,8 @@ type entry struct {
 	gen    uint64               // plan generation the eds map is for
 	eds    map[string]*resource // by zone variant, for svc and gen
 	good   map[string]*resource // last valid, by zone variant, any version
+	rds    *resource            // the route built from rules, for rdsKey
+	rdsKey string               // routeKey of rds
 }
 
 // cache maps service names to entries: one per service served since the
@@ -56,6 +58,11 @@ func (s *Server) lookup(t int, name, zone string, snap *registry.Snapshot) (*res
 	e := s.cache.entry(name)
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if t == 1 {
+		if r, ok := s.ruledRoute(e, name, snap); ok {
+			return r, true
+		}
+	}
 	if t < 3 {
 		if e.static[t] == nil {
 			r, err := s.buildStatic(t, name)
