@@ -2,7 +2,9 @@ package xds
 
 import (
 	"sync"
+	"time"
 
+	v3routepb "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/spillway/spillway/registry"
@@ -19,8 +21,15 @@ type entry struct {
 	gen    uint64               // plan generation the eds map is for
 	eds    map[string]*resource // by zone variant, for svc and gen
 	good   map[string]*resource // last valid, by zone variant, any version
-	rds    *resource            // the route built from rules, for rdsKey
-	rdsKey string               // routeKey of rds
+	// The route built from rules (routes.go): rds, for rdsKey, built
+	// from rdsRC; while a change warms new clusters, warmRes serves
+	// until warmUntil for the rules of warmKey.
+	rds       *resource
+	rdsKey    string
+	rdsRC     *v3routepb.RouteConfiguration
+	warmKey   string
+	warmUntil time.Time
+	warmRes   *resource
 }
 
 // cache maps service names to entries: one per service served since the

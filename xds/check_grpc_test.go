@@ -210,7 +210,7 @@ default: web-default
 	if err != nil {
 		t.Fatal(err)
 	}
-	rc, dropped := routeWith("web", r, func(string) bool { return true })
+	rc, dropped := routeWith("web", r, func(string) bool { return true }, nil)
 	if len(dropped) != 0 {
 		t.Fatalf("dropped = %v, want none", dropped)
 	}

@@ -78,6 +78,13 @@ type Config struct {
 	// streams subscribed to S. Nil serves every service one route to
 	// itself.
 	Routes RouteRules
+	// RouteWarmup is how long a rule change that sends RPCs to a cluster
+	// the client was not using waits, serving the old route plus a route
+	// that matches no RPC but makes the client build that cluster, before
+	// the new route goes out (grpc-go fails the RPCs it picks for a
+	// cluster its balancer does not have yet). Zero means 1 s; negative
+	// sends the new route at once.
+	RouteWarmup time.Duration
 	// Logger; nil discards.
 	Logger *slog.Logger
 	// Registerer receives the metrics; nil registers nothing.
@@ -137,6 +144,9 @@ func (c *Config) validate() error {
 	}
 	if c.MaxDelay == 0 {
 		c.MaxDelay = 8 * c.Debounce
+	}
+	if c.RouteWarmup == 0 {
+		c.RouteWarmup = time.Second
 	}
 	switch {
 	case c.MaxZones == 0:
