@@ -389,4 +389,3 @@ func TestRouteTargetGoneGRPC(t *testing.T) {
 		t.Errorf("spillway_routes_broken{service=pay} = %v after the return, want 0", got)
 	}
 }
-
