@@ -131,6 +131,13 @@ func TestRouteRulesE2E(t *testing.T) {
 	if got := send(ctx, n); got["pay-synthetic"] != 0 || got["pay"] != n {
 		t.Errorf("untagged: %v, want all %d on pay, none on pay-synthetic", got, n)
 	}
+	// The dry run names the clients the rules reach: the grpc-go client
+	// (node.cluster e2e-client) is subscribed to pay.
+	if got := ctl("validate", "pay", rules, "--header", "x-traffic-class: synthetic"); got.code != 0 ||
+		!strings.Contains(got.stdout, "client e2e-client: 1 streams subscribed to pay") ||
+		!strings.Contains(got.stdout, "rule synthetic → pay-synthetic") {
+		t.Errorf("route validate = exit %d, %q; want the subscribed client and the synthetic rule for the sample", got.code, got.stdout)
+	}
 	if got := s.metric(`spillway_routes_broken{service="pay"}`); got != "0" {
 		t.Errorf("spillway_routes_broken{service=pay} = %q, want 0", got)
 	}
