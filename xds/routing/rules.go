@@ -2,6 +2,7 @@ package routing
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -90,6 +91,31 @@ type HeaderMatch struct {
 
 // Kind is which condition is set: exact, prefix, present or regex.
 func (h HeaderMatch) Kind() string { return h.kind }
+
+// MarshalJSON writes the name and the one condition, even an exact match
+// of "" (which omitempty would drop), so that the JSON parses back to the
+// same match.
+func (h HeaderMatch) MarshalJSON() ([]byte, error) {
+	type out struct {
+		Name    string  `json:"name"`
+		Exact   *string `json:"exact,omitempty"`
+		Prefix  *string `json:"prefix,omitempty"`
+		Present *bool   `json:"present,omitempty"`
+		Regex   *string `json:"regex,omitempty"`
+	}
+	o := out{Name: h.Name}
+	switch {
+	case h.kind == "exact" || (h.kind == "" && h.Exact != ""):
+		o.Exact = &h.Exact
+	case h.kind == "prefix" || (h.kind == "" && h.Prefix != ""):
+		o.Prefix = &h.Prefix
+	case h.kind == "present" || (h.kind == "" && h.Present):
+		o.Present = &h.Present
+	case h.kind == "regex" || (h.kind == "" && h.Regex != ""):
+		o.Regex = &h.Regex
+	}
+	return json.Marshal(o)
+}
 
 // Target is one member of a split.
 type Target struct {
