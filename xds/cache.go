@@ -2,7 +2,9 @@ package xds
 
 import (
 	"sync"
+	"time"
 
+	v3routepb "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/spillway/spillway/registry"
@@ -28,6 +30,15 @@ type entry struct {
 	// state-of-the-world stream that names this service alone, in any
 	// type, is this one set instead of maps of its own (sotw.go).
 	one map[string]struct{}
+	// The route built from rules (routes.go): rds, for rdsKey, built
+	// from rdsRC; while a change warms new clusters, warmRes serves
+	// until warmUntil for the rules of warmKey.
+	rds       *resource
+	rdsKey    string
+	rdsRC     *v3routepb.RouteConfiguration
+	warmKey   string
+	warmUntil time.Time
+	warmRes   *resource
 }
 
 // cache maps service names to entries: one per service served since the
@@ -72,6 +83,11 @@ func (s *Server) lookupFor(t int, name string, node nodeInfo, snap *registry.Sna
 	e := s.cache.entry(name)
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if t == 1 {
+		if r, ok := s.ruledRoute(e, name, snap); ok {
+			return r, true
+		}
+	}
 	if t < 3 {
 		if e.static[t] == nil {
 			r, err := s.buildStatic(t, name)

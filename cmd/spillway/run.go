@@ -139,6 +139,11 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	// Regional redirects and exclusions (svcconfig's redirects and
 	// exclude), fed from the service config store by watchRegionRules.
 	regionRules := regions.NewTable()
+	var xdsRef atomic.Pointer[xds.Server] // set once the xDS server is made; the routes' dry run lists its clients
+	rules, err := startRoutes(ctx, st, store, &xdsRef, policy, auditLog, metrics, log.With("component", "routes"))
+	if err != nil {
+		return err
+	}
 	xdsSrv, err := xds.New(xds.Config{
 		RegionPreference: cfg.RegionPreference,
 		RegionRules:      regionRules,
@@ -151,12 +156,14 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		Plans:            plans,
 		MaxZones:         cfg.XDS.MaxZones,
 		Authorizer:       policy,
+		Routes:           rules.store,
 		Logger:           log.With("component", "xds"),
 		Registerer:       metrics,
 	})
 	if err != nil {
 		return fmt.Errorf("xds config: %w", err)
 	}
+	xdsRef.Store(xdsSrv)
 
 	if zoneAware != nil {
 		planner, err = weights.NewPlanner(weights.Config{
@@ -376,6 +383,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
 	svcCfg.mount(mux)                      // /v1/config, /v1/config/{service}
+	rules.mount(mux)                       // /v1/routes, /v1/routes/{service}
 	for _, p := range migrationapi.Paths { // /v1/panic, /v1/rollout, /v1/rollout/validate
 		mux.Handle(p, migrationAPI.Handler())
 	}
@@ -405,6 +413,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		meshW.run(ctx, &wg, fail)
 	}
 	svcCfg.run(ctx, &wg, fail)
+	rules.run(ctx, &wg, fail)
 	if src != nil {
 		wg.Go(func() { fail("static source", src.Run(ctx)) })
 	}

@@ -107,6 +107,7 @@ var commands = []*command{
 	panicCommand,
 	rolloutCommand,
 	configCommand,
+	routeCommand,
 	auditCommand,
 	tokenCommand,
 }
