@@ -2,7 +2,9 @@ package xds
 
 import (
 	"sync"
+	"time"
 
+	v3routepb "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/spillway/spillway/registry"
@@ -19,6 +21,15 @@ type entry struct {
 	gen    uint64               // plan generation the eds map is for
 	eds    map[string]*resource // by zone variant, for svc and gen
 	good   map[string]*resource // last valid, by zone variant, any version
+	// The route built from rules (routes.go): rds, for rdsKey, built
+	// from rdsRC; while a change warms new clusters, warmRes serves
+	// until warmUntil for the rules of warmKey.
+	rds       *resource
+	rdsKey    string
+	rdsRC     *v3routepb.RouteConfiguration
+	warmKey   string
+	warmUntil time.Time
+	warmRes   *resource
 }
 
 // cache maps service names to entries: one per service served since the
@@ -56,6 +67,11 @@ func (s *Server) lookup(t int, name, zone string, snap *registry.Snapshot) (*res
 	e := s.cache.entry(name)
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if t == 1 {
+		if r, ok := s.ruledRoute(e, name, snap); ok {
+			return r, true
+		}
+	}
 	if t < 3 {
 		if e.static[t] == nil {
 			r, err := s.buildStatic(t, name)

@@ -42,6 +42,7 @@ import (
 	v3ringhashpb "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/ring_hash/v3"
 	v3roundrobinpb "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/round_robin/v3"
 	v3wrrlocalitypb "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/wrr_locality/v3"
+	v3matcherpb "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoregistry"
@@ -524,8 +525,16 @@ func checkRoute(f string, r *v3routepb.Route) error {
 	default:
 		return rejectf(f+".match.path_specifier", "%T: want prefix, path or safe_regex", ps)
 	}
-	if len(m.GetHeaders()) > 0 || len(m.GetQueryParameters()) > 0 {
-		return rejectf(f+".match", "header or query matchers: spillway has no rule for them")
+	if len(m.GetQueryParameters()) > 0 {
+		return rejectf(f+".match.query_parameters", "set: grpc-go ignores the route and spillway has no rule for them")
+	}
+	if m.GetRuntimeFraction() != nil {
+		return rejectf(f+".match.runtime_fraction", "set: spillway has no rule for it")
+	}
+	for k, h := range m.GetHeaders() {
+		if err := checkHeaderMatcher(fmt.Sprintf("%s.match.headers[%d]", f, k), h); err != nil {
+			return err
+		}
 	}
 	if len(r.GetTypedPerFilterConfig()) > 0 {
 		return rejectf(f+".typed_per_filter_config", "set: spillway has no rule for it")
@@ -557,6 +566,60 @@ func checkRoute(f string, r *v3routepb.Route) error {
 		}
 	default:
 		return rejectf(f+".route.cluster_specifier", "%T: want cluster or weighted_clusters", cs)
+	}
+	return nil
+}
+
+// checkHeaderMatcher: unmarshal_rds.go (routesProtoToSlice, the header
+// matchers) and matcher.StringMatcherFromProto. spillway writes
+// string_match (exact, prefix, safe_regex), present_match and
+// safe_regex_match, on lowercase names, not inverted; the rest it has no
+// rule for.
+func checkHeaderMatcher(f string, h *v3routepb.HeaderMatcher) error {
+	name := h.GetName()
+	switch {
+	case name == "":
+		return rejectf(f+".name", "empty: grpc-go matches no header")
+	case name != strings.ToLower(name):
+		return rejectf(f+".name", "%q has uppercase: gRPC metadata keys are lowercase", name)
+	case strings.HasSuffix(name, "-bin"):
+		return rejectf(f+".name", "%q: grpc-go never matches binary headers", name)
+	}
+	if h.GetInvertMatch() || h.GetTreatMissingHeaderAsEmpty() {
+		return rejectf(f, "invert_match or treat_missing_header_as_empty: spillway has no rule for them")
+	}
+	switch ms := h.GetHeaderMatchSpecifier().(type) {
+	case *v3routepb.HeaderMatcher_PresentMatch:
+		if !ms.PresentMatch {
+			return rejectf(f+".present_match", "false: spillway has no rule for it")
+		}
+	case *v3routepb.HeaderMatcher_SafeRegexMatch:
+		if _, err := regexp.Compile(ms.SafeRegexMatch.GetRegex()); err != nil {
+			return rejectf(f+".safe_regex_match", "%v", err)
+		}
+	case *v3routepb.HeaderMatcher_StringMatch:
+		sm := ms.StringMatch
+		if sm == nil {
+			return rejectf(f+".string_match", "missing")
+		}
+		if sm.GetIgnoreCase() {
+			return rejectf(f+".string_match.ignore_case", "set: spillway has no rule for it")
+		}
+		switch p := sm.GetMatchPattern().(type) {
+		case *v3matcherpb.StringMatcher_Exact:
+		case *v3matcherpb.StringMatcher_Prefix:
+			if p.Prefix == "" {
+				return rejectf(f+".string_match.prefix", "empty")
+			}
+		case *v3matcherpb.StringMatcher_SafeRegex:
+			if _, err := regexp.Compile(p.SafeRegex.GetRegex()); err != nil {
+				return rejectf(f+".string_match.safe_regex", "%v", err)
+			}
+		default:
+			return rejectf(f+".string_match.match_pattern", "%T: want exact, prefix or safe_regex", p)
+		}
+	default:
+		return rejectf(f+".header_match_specifier", "%T: want string_match, present_match or safe_regex_match", ms)
 	}
 	return nil
 }

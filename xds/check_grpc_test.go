@@ -12,8 +12,11 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	grpcxds "google.golang.org/grpc/xds"
+
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/spillway/spillway/xds/routing"
 )
 
 // spillwayOnly are the rules of checkForGRPC that grpc-go 1.85 does not
@@ -37,6 +40,12 @@ var spillwayOnly = map[string]string{
 	"rds_route_not_route_action":              "RPCs fail: the action is unsupported",
 	"rds_route_cluster_empty":                 "RPCs fail: no cluster named ''",
 	"rds_weighted_cluster_name_empty":         "RPCs fail: no cluster named ''",
+	"rds_header_name_empty":                   "the matcher matches no header",
+	"rds_header_name_uppercase":               "grpc-go lowercases the name",
+	"rds_header_name_bin":                     "binary headers never match",
+	"rds_header_invert":                       "valid; spillway has no rule for it",
+	"rds_header_range":                        "valid; spillway has no rule for it",
+	"rds_query_parameters":                    "the route is ignored",
 }
 
 // fixedADS is a state-of-the-world ADS server that sends one fixed
@@ -170,5 +179,48 @@ func TestCheckRulesAgainstGRPC(t *testing.T) {
 				t.Logf("grpc-go: %s", d)
 			}
 		})
+	}
+}
+
+// TestRuledRouteAcceptedByGRPC: a RouteConfiguration built from rules
+// using every condition and action routing accepts (header exact,
+// prefix, present and regex, a path prefix, one target, weighted
+// targets, a default) passes checkForGRPC and a real grpc-go client
+// ACKs it.
+func TestRuledRouteAcceptedByGRPC(t *testing.T) {
+	r, err := routing.Parse("test", []byte(`
+rules:
+  - name: synthetic
+    match:
+      headers:
+        - {name: x-traffic-class, exact: synthetic}
+        - {name: x-team, prefix: ml-}
+        - {name: x-trace, present: true}
+        - {name: x-shard, regex: "[0-9]+"}
+      path_prefix: /payments.v1.Payments/
+    to: web-synthetic
+  - name: canary
+    match: {}
+    split:
+      - {to: web, weight: 90}
+      - {to: web-canary, weight: 10}
+      - {to: web-off, weight: 0}
+default: web-default
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, dropped := routeWith("web", r, func(string) bool { return true }, nil)
+	if len(dropped) != 0 {
+		t.Fatalf("dropped = %v, want none", dropped)
+	}
+	if err := checkForGRPC(RouteType, rc); err != nil {
+		t.Fatalf("checkForGRPC: %v", err)
+	}
+	if err := CheckRules("web", r); err != nil {
+		t.Fatalf("CheckRules: %v", err)
+	}
+	if a := grpcAnswer(t, RouteType, rc); a.detail != "" {
+		t.Errorf("grpc-go NACKed the ruled route: %s", a.detail)
 	}
 }

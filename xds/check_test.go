@@ -98,6 +98,10 @@ func sockAddr(addr string, port uint32) *v3corepb.Address {
 		Address: addr, PortSpecifier: &v3corepb.SocketAddress_PortValue{PortValue: port}}}}
 }
 
+func setHeader(rc *v3routepb.RouteConfiguration, h *v3routepb.HeaderMatcher) {
+	rc.VirtualHosts[0].Routes[0].Match.Headers = []*v3routepb.HeaderMatcher{h}
+}
+
 func routeAction(rc *v3routepb.RouteConfiguration) *v3routepb.RouteAction {
 	return rc.VirtualHosts[0].Routes[0].GetRoute()
 }
@@ -336,8 +340,35 @@ func checkRules(t *testing.T) []checkRule {
 		{name: "rds_route_bad_regex", field: "virtual_hosts[0].routes[0].match.safe_regex", rds: func(rc *v3routepb.RouteConfiguration) {
 			rc.VirtualHosts[0].Routes[0].Match.PathSpecifier = &v3routepb.RouteMatch_SafeRegex{SafeRegex: &v3matcherpb.RegexMatcher{Regex: "(["}}
 		}},
-		{name: "rds_route_header_matcher", field: "virtual_hosts[0].routes[0].match", rds: func(rc *v3routepb.RouteConfiguration) {
-			rc.VirtualHosts[0].Routes[0].Match.Headers = []*v3routepb.HeaderMatcher{{Name: "x", HeaderMatchSpecifier: &v3routepb.HeaderMatcher_StringMatch{}}}
+		{name: "rds_header_string_match_empty", field: "virtual_hosts[0].routes[0].match.headers[0].string_match.match_pattern", rds: func(rc *v3routepb.RouteConfiguration) {
+			setHeader(rc, &v3routepb.HeaderMatcher{Name: "x", HeaderMatchSpecifier: &v3routepb.HeaderMatcher_StringMatch{StringMatch: &v3matcherpb.StringMatcher{}}})
+		}},
+		{name: "rds_header_prefix_empty", field: "virtual_hosts[0].routes[0].match.headers[0].string_match.prefix", rds: func(rc *v3routepb.RouteConfiguration) {
+			setHeader(rc, &v3routepb.HeaderMatcher{Name: "x", HeaderMatchSpecifier: &v3routepb.HeaderMatcher_StringMatch{StringMatch: &v3matcherpb.StringMatcher{MatchPattern: &v3matcherpb.StringMatcher_Prefix{}}}})
+		}},
+		{name: "rds_header_string_regex_bad", field: "virtual_hosts[0].routes[0].match.headers[0].string_match.safe_regex", rds: func(rc *v3routepb.RouteConfiguration) {
+			setHeader(rc, &v3routepb.HeaderMatcher{Name: "x", HeaderMatchSpecifier: &v3routepb.HeaderMatcher_StringMatch{StringMatch: &v3matcherpb.StringMatcher{MatchPattern: &v3matcherpb.StringMatcher_SafeRegex{SafeRegex: &v3matcherpb.RegexMatcher{Regex: "(["}}}}})
+		}},
+		{name: "rds_header_regex_bad", field: "virtual_hosts[0].routes[0].match.headers[0].safe_regex_match", rds: func(rc *v3routepb.RouteConfiguration) {
+			setHeader(rc, &v3routepb.HeaderMatcher{Name: "x", HeaderMatchSpecifier: &v3routepb.HeaderMatcher_SafeRegexMatch{SafeRegexMatch: &v3matcherpb.RegexMatcher{Regex: "(["}}})
+		}},
+		{name: "rds_header_name_empty", field: "virtual_hosts[0].routes[0].match.headers[0].name", rds: func(rc *v3routepb.RouteConfiguration) {
+			setHeader(rc, &v3routepb.HeaderMatcher{HeaderMatchSpecifier: &v3routepb.HeaderMatcher_PresentMatch{PresentMatch: true}})
+		}},
+		{name: "rds_header_name_uppercase", field: "virtual_hosts[0].routes[0].match.headers[0].name", rds: func(rc *v3routepb.RouteConfiguration) {
+			setHeader(rc, &v3routepb.HeaderMatcher{Name: "X-Class", HeaderMatchSpecifier: &v3routepb.HeaderMatcher_PresentMatch{PresentMatch: true}})
+		}},
+		{name: "rds_header_name_bin", field: "virtual_hosts[0].routes[0].match.headers[0].name", rds: func(rc *v3routepb.RouteConfiguration) {
+			setHeader(rc, &v3routepb.HeaderMatcher{Name: "x-bin", HeaderMatchSpecifier: &v3routepb.HeaderMatcher_PresentMatch{PresentMatch: true}})
+		}},
+		{name: "rds_header_invert", field: "virtual_hosts[0].routes[0].match.headers[0]", rds: func(rc *v3routepb.RouteConfiguration) {
+			setHeader(rc, &v3routepb.HeaderMatcher{Name: "x", InvertMatch: true, HeaderMatchSpecifier: &v3routepb.HeaderMatcher_PresentMatch{PresentMatch: true}})
+		}},
+		{name: "rds_header_range", field: "virtual_hosts[0].routes[0].match.headers[0].header_match_specifier", rds: func(rc *v3routepb.RouteConfiguration) {
+			setHeader(rc, &v3routepb.HeaderMatcher{Name: "x", HeaderMatchSpecifier: &v3routepb.HeaderMatcher_RangeMatch{RangeMatch: &v3typepb.Int64Range{Start: 1, End: 2}}})
+		}},
+		{name: "rds_query_parameters", field: "virtual_hosts[0].routes[0].match.query_parameters", rds: func(rc *v3routepb.RouteConfiguration) {
+			rc.VirtualHosts[0].Routes[0].Match.QueryParameters = []*v3routepb.QueryParameterMatcher{{Name: "q", QueryParameterMatchSpecifier: &v3routepb.QueryParameterMatcher_PresentMatch{PresentMatch: true}}}
 		}},
 		{name: "rds_route_filter_override", field: "virtual_hosts[0].routes[0].typed_per_filter_config", rds: func(rc *v3routepb.RouteConfiguration) {
 			rc.VirtualHosts[0].Routes[0].TypedPerFilterConfig = map[string]*anypb.Any{"x": mustAny(t, &v3routepb.FilterConfig{})}

@@ -6,7 +6,9 @@
 //
 // For a service S: Listener S (an API listener whose HttpConnectionManager
 // takes RouteConfiguration S over ADS, router filter last),
-// RouteConfiguration S (one virtual host, every path to cluster S), Cluster
+// RouteConfiguration S (one virtual host, every path to cluster S; with
+// route rules, Config.Routes and package routing, the rules in order,
+// then the default route: see docs/routing.md), Cluster
 // S (EDS over ADS, load reports to this server; lb_policy ROUND_ROBIN and a
 // load_balancing_policy list: Envoy's round_robin first, then wrr_locality
 // over spillway.wrr (clientlib/wrr, which honours endpoint weights) or

@@ -72,6 +72,19 @@ type Config struct {
 	// the stream with PermissionDenied before anything is sent or
 	// counted. Nil allows every stream.
 	Authorizer Authorizer
+	// Routes gives the route rules of services (a *routing.Store): a
+	// service with rules gets RouteConfiguration S built from them, and a
+	// change of rules, or of a target's presence, pushes it to the
+	// streams subscribed to S. Nil serves every service one route to
+	// itself.
+	Routes RouteRules
+	// RouteWarmup is how long a rule change that sends RPCs to a cluster
+	// the client was not using waits, serving the old route plus a route
+	// that matches no RPC but makes the client build that cluster, before
+	// the new route goes out (grpc-go fails the RPCs it picks for a
+	// cluster its balancer does not have yet). Zero means 1 s; negative
+	// sends the new route at once.
+	RouteWarmup time.Duration
 	// Logger; nil discards.
 	Logger *slog.Logger
 	// Registerer receives the metrics; nil registers nothing.
@@ -131,6 +144,9 @@ func (c *Config) validate() error {
 	}
 	if c.MaxDelay == 0 {
 		c.MaxDelay = 8 * c.Debounce
+	}
+	if c.RouteWarmup == 0 {
+		c.RouteWarmup = time.Second
 	}
 	switch {
 	case c.MaxZones == 0:
@@ -222,15 +238,38 @@ func (s *Server) Run(ctx context.Context) error {
 	default:
 	}
 	var first time.Time // earliest change not yet dispatched
+	// Route rules: a change of rules pushes the services that have (or
+	// had) rules; a target that comes or goes pushes the services whose
+	// rules name it (deps).
+	var routesChanged <-chan struct{}
+	var ruled []string
+	var deps map[string][]string
+	if s.cfg.Routes != nil {
+		routesChanged = s.cfg.Routes.Changed()
+		ruled, deps = s.cfg.Routes.Services(), dependents(s.cfg.Routes)
+	}
+	withDeps := func(names []string) []string {
+		for _, n := range names {
+			if d := deps[n]; len(d) > 0 {
+				names = append(names[:len(names):len(names)], d...)
+			}
+		}
+		return names
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-routesChanged:
+			routesChanged = s.cfg.Routes.Changed()
+			now := s.cfg.Routes.Services()
+			s.hub.dispatch(append(ruled, now...), time.Now())
+			ruled, deps = now, dependents(s.cfg.Routes)
 		case <-sub.C():
 			now := time.Now()
 			dispatch, arm := co.change()
 			if dispatch {
-				s.hub.dispatch(sub.Changed(), now)
+				s.hub.dispatch(withDeps(sub.Changed()), now)
 			} else if first.IsZero() {
 				first = now
 			}
@@ -240,7 +279,7 @@ func (s *Server) Run(ctx context.Context) error {
 		case <-window.C:
 			dispatch, arm := co.expire()
 			if dispatch {
-				s.hub.dispatch(sub.Changed(), first)
+				s.hub.dispatch(withDeps(sub.Changed()), first)
 				first = time.Time{}
 			}
 			if arm > 0 {

@@ -135,6 +135,10 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		plans = xds.PlanFunc(func(service string) *weights.Plan { return chosen.Plan(service) })
 	}
 	onLocal := func(services []string, now time.Time) {}
+	rules, err := startRoutes(ctx, st, store, policy, auditLog, metrics, log.With("component", "routes"))
+	if err != nil {
+		return err
+	}
 	xdsSrv, err := xds.New(xds.Config{
 		Store:       store,
 		PortName:    cfg.XDS.PortName,
@@ -145,6 +149,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		Plans:       plans,
 		MaxZones:    cfg.XDS.MaxZones,
 		Authorizer:  policy,
+		Routes:      rules.store,
 		Logger:      log.With("component", "xds"),
 		Registerer:  metrics,
 	})
@@ -361,6 +366,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
 	svcCfg.mount(mux)                      // /v1/config, /v1/config/{service}
+	rules.mount(mux)                       // /v1/routes, /v1/routes/{service}
 	for _, p := range migrationapi.Paths { // /v1/panic, /v1/rollout, /v1/rollout/validate
 		mux.Handle(p, migrationAPI.Handler())
 	}
@@ -390,6 +396,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		meshW.run(ctx, &wg, fail)
 	}
 	svcCfg.run(ctx, &wg, fail)
+	rules.run(ctx, &wg, fail)
 	if src != nil {
 		wg.Go(func() { fail("static source", src.Run(ctx)) })
 	}

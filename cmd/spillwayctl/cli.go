@@ -85,6 +85,7 @@ var commands = []*command{
 	panicCommand,
 	rolloutCommand,
 	configCommand,
+	routeCommand,
 	auditCommand,
 	tokenCommand,
 }

@@ -84,6 +84,14 @@
 //	    field by name, and a service owned by a --service-config-dir file
 //	    (HTTP 409); delete tombstones (the config keeps applying, shown as
 //	    deleted, until the tombstone time); undelete brings it back.
+//	route list | get S | set S FILE | delete S | validate S FILE [-f FILE] [--path P] [--header "K: V"]... [--http ADDR] [--token T] [-o text|json|yaml]
+//	    Per-service route rules over the HTTP API (docs/routing.md). set
+//	    refuses a bad field, a target that is not registered or a rule
+//	    that would reach no healthy endpoint, naming the field, and
+//	    changes nothing; get shows each rule, and the broken ones (target
+//	    gone: their RPCs take the default route). validate is a dry run:
+//	    the targets with their healthy endpoints, and which rule takes the
+//	    sample request --path/--header.
 //	audit [--since D|TIME] [--limit N] [--http ADDR] [--token T] [-o text|json]
 //	    Recent audit entries of every replica, newest first (GET
 //	    /v1/audit; needs read_audit, by default the admin token): TIME (in
@@ -95,7 +103,8 @@
 //	    its entry for the server's --tokens-file (line 2), which holds only
 //	    the token's SHA-256 (docs/security.md). Needs no server.
 //
-// The changes (panic on|off, rollout set, config set|delete|undelete) need the server's admin token
+// The changes (panic on|off, rollout set, config set|delete|undelete,
+// route set|delete) need the server's admin token
 // (spillway --admin-token-file): --token, or $SPILLWAY_ADMIN_TOKEN, which
 // keeps it out of the process list. Without it they fail with
 // PermissionDenied and change nothing; a token the server does not know

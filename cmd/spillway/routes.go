@@ -1,0 +1,70 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/spillway/spillway/registry"
+	"github.com/spillway/spillway/registry/durable"
+	"github.com/spillway/spillway/xds"
+	"github.com/spillway/spillway/xds/routing"
+)
+
+// routes is the route rules part of run (xds/routing): the store over the
+// shared KV, its HTTP API and its metric.
+type routes struct {
+	store *routing.Store
+	authz routing.Authorizer
+	log   *slog.Logger
+}
+
+// registryTargets answers the route store from the registry: a target
+// exists while it has an endpoint to serve (as the xDS server decides).
+func registryTargets(store *registry.Store) routing.Targets {
+	return routing.TargetsFunc(func(service string) (bool, int) {
+		svc, ok := store.Snapshot().Service(service)
+		if !ok {
+			return false, 0
+		}
+		healthy := 0
+		for _, e := range svc.Serving() {
+			if e.Health == registry.Healthy {
+				healthy++
+			}
+		}
+		return len(svc.Serving()) > 0, healthy
+	})
+}
+
+// startRoutes loads the stored route rules; the KV is the shared one
+// (etcd, Spanner) or the local bbolt file, none in memory-only mode.
+func startRoutes(ctx context.Context, st storage, store *registry.Store, az routing.Authorizer, rec routing.Recorder, reg prometheus.Registerer, log *slog.Logger) (*routes, error) {
+	var kv durable.KV
+	if ds, ok := st.(*durable.Store); ok {
+		kv = ds.KV()
+	}
+	rs, err := routing.NewStore(routing.StoreConfig{KV: kv, Targets: registryTargets(store), Check: xds.CheckRules, Logger: log, Audit: rec})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := rs.Init(ctx); err != nil {
+		return nil, err
+	}
+	reg.MustRegister(rs.Collector())
+	return &routes{store: rs, authz: az, log: log}, nil
+}
+
+func (r *routes) mount(mux *http.ServeMux) {
+	h := r.store.Handler(r.authz, func(msg string, args ...any) { r.log.Info(msg, args...) })
+	for _, p := range routing.Paths {
+		mux.Handle(p, h)
+	}
+}
+
+func (r *routes) run(ctx context.Context, wg *sync.WaitGroup, fail func(string, error)) {
+	wg.Go(func() { fail("route rules store", r.store.Run(ctx)) })
+}

@@ -1,0 +1,264 @@
+package routing
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/spillway/spillway/registry/durable"
+	"github.com/spillway/spillway/security/authn"
+	"github.com/spillway/spillway/security/authz"
+)
+
+// Paths of the HTTP API; mount Handler on each.
+var Paths = []string{"/v1/routes", "/v1/routes/"}
+
+// Entry is the JSON of one service's rules in the API.
+type Entry struct {
+	Service    string       `json:"service"`
+	Configured bool         `json:"configured"` // false: every RPC goes to the service itself
+	Version    int64        `json:"version,omitempty"`
+	UpdatedAt  *time.Time   `json:"updated_at,omitempty"`
+	Rules      []Rule       `json:"rules"`
+	Default    string       `json:"default"` // the target of RPCs no rule takes
+	Broken     []BrokenRule `json:"broken,omitempty"`
+	YAML       string       `json:"yaml,omitempty"`
+}
+
+// EntryOf returns the API view of service.
+func (s *Store) EntryOf(service string) Entry {
+	r, st, ok := s.Get(service)
+	e := Entry{Service: service, Configured: ok, Rules: r.Rules, Default: r.Default}
+	if e.Rules == nil {
+		e.Rules = []Rule{}
+	}
+	if e.Default == "" {
+		e.Default = service
+	}
+	if !ok {
+		return e
+	}
+	e.Version, e.YAML = st.Version, st.YAML
+	e.UpdatedAt = &st.UpdatedAt
+	e.Broken = s.Broken(service)
+	return e
+}
+
+// Report is the answer of a dry run (POST …/validate).
+type Report struct {
+	Service string        `json:"service"`
+	Rules   []RuleReport  `json:"rules"`
+	Default string        `json:"default"`
+	Samples []SampleMatch `json:"samples,omitempty"`
+}
+
+// RuleReport is one rule of a dry run with its targets as they are now.
+type RuleReport struct {
+	Rule    string         `json:"rule"`
+	Targets []TargetReport `json:"targets"`
+}
+
+// TargetReport is one target of a rule.
+type TargetReport struct {
+	To      string `json:"to"`
+	Weight  uint32 `json:"weight"`
+	Healthy int    `json:"healthy"`
+}
+
+// SampleMatch says which rule takes a sample request.
+type SampleMatch struct {
+	Path    string            `json:"path"`
+	Headers map[string]string `json:"headers,omitempty"`
+	Rule    string            `json:"rule"` // a Rule.Label, or "default"
+	Targets []string          `json:"targets"`
+}
+
+// report builds the dry-run answer for valid rules r.
+func (s *Store) report(service string, r Rules, samples []Request) Report {
+	rep := Report{Service: service, Rules: []RuleReport{}, Default: r.Default}
+	if rep.Default == "" {
+		rep.Default = service
+	}
+	for i, rule := range r.Rules {
+		rr := RuleReport{Rule: rule.Label(i)}
+		if rule.To != "" {
+			_, h := s.targets.Target(rule.To)
+			rr.Targets = append(rr.Targets, TargetReport{To: rule.To, Weight: 1, Healthy: h})
+		}
+		for _, t := range rule.Split {
+			_, h := s.targets.Target(t.To)
+			rr.Targets = append(rr.Targets, TargetReport{To: t.To, Weight: t.Weight, Healthy: h})
+		}
+		rep.Rules = append(rep.Rules, rr)
+	}
+	for _, req := range samples {
+		m := SampleMatch{Path: req.Path, Headers: req.Headers, Rule: "default", Targets: []string{rep.Default}}
+		if i := r.Pick(req); i >= 0 {
+			m.Rule, m.Targets = r.Rules[i].Label(i), r.Rules[i].Targets()
+		}
+		rep.Samples = append(rep.Samples, m)
+	}
+	return rep
+}
+
+// ParseSample reads a sample request of a dry run: the query's "path"
+// and every "header" as "name: value" (or "name=value").
+func ParseSample(path string, headers []string) (Request, error) {
+	req := Request{Path: path}
+	for _, h := range headers {
+		k, v, ok := strings.Cut(h, ":")
+		if !ok {
+			k, v, ok = strings.Cut(h, "=")
+		}
+		k = strings.ToLower(strings.TrimSpace(k))
+		if !ok || k == "" {
+			return req, fmt.Errorf("header: %q: want name: value", h)
+		}
+		if req.Headers == nil {
+			req.Headers = map[string]string{}
+		}
+		req.Headers[k] = strings.TrimSpace(v)
+	}
+	return req, nil
+}
+
+// Authorizer decides whether the caller (the identity in ctx, see package
+// authn) may do action on resource; *authz.Policy implements it. A
+// non-nil error is a denial whose message is the 403's. It is called from
+// many goroutines at once.
+type Authorizer interface {
+	Authorize(ctx context.Context, a authz.Action, resource string) error
+}
+
+// Handler serves GET /v1/routes, GET|PUT|DELETE /v1/routes/{service} and
+// POST /v1/routes/{service}/validate (a dry run: body the YAML, query
+// "path" and "header" a sample request). az decides every change: action
+// "routes" on the service, for the identity the authn middleware put in
+// the request's context; a denial is 403 and changes nothing; nil az
+// refuses every change (403). Reads and dry runs stay open.
+func (s *Store) Handler(az Authorizer, log func(msg string, args ...any)) http.Handler {
+	auth := func(w http.ResponseWriter, r *http.Request, service string) bool {
+		if az == nil {
+			writeErr(w, http.StatusForbidden, "", "route changes are disabled: no authorization is configured")
+			return false
+		}
+		if err := az.Authorize(r.Context(), authz.Routes, service); err != nil {
+			writeErr(w, http.StatusForbidden, "", err.Error())
+			return false
+		}
+		if log != nil {
+			log("route rules change requested", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "identity", authn.FromContext(r.Context()).String())
+		}
+		return true
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/routes", func(w http.ResponseWriter, _ *http.Request) {
+		out := []Entry{}
+		for _, svc := range s.Services() {
+			out = append(out, s.EntryOf(svc))
+		}
+		writeJSON(w, http.StatusOK, out)
+	})
+	mux.HandleFunc("GET /v1/routes/{service}", func(w http.ResponseWriter, r *http.Request) {
+		svc, err := checkService(r.PathValue("service"))
+		if err != nil {
+			fail(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, s.EntryOf(svc))
+	})
+	mux.HandleFunc("PUT /v1/routes/{service}", func(w http.ResponseWriter, r *http.Request) {
+		if !auth(w, r, r.PathValue("service")) {
+			return
+		}
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBytes+1))
+		if err != nil {
+			writeErr(w, http.StatusBadRequest, "", fmt.Sprintf("body: %v", err))
+			return
+		}
+		if _, err := s.Set(r.Context(), r.PathValue("service"), body); err != nil {
+			fail(w, err)
+			return
+		}
+		svc, _ := checkService(r.PathValue("service"))
+		writeJSON(w, http.StatusOK, s.EntryOf(svc))
+	})
+	mux.HandleFunc("DELETE /v1/routes/{service}", func(w http.ResponseWriter, r *http.Request) {
+		if !auth(w, r, r.PathValue("service")) {
+			return
+		}
+		if err := s.Delete(r.Context(), r.PathValue("service")); err != nil {
+			fail(w, err)
+			return
+		}
+		svc, _ := checkService(r.PathValue("service"))
+		writeJSON(w, http.StatusOK, s.EntryOf(svc))
+	})
+	mux.HandleFunc("POST /v1/routes/{service}/validate", func(w http.ResponseWriter, r *http.Request) {
+		svc, err := checkService(r.PathValue("service"))
+		if err != nil {
+			fail(w, err)
+			return
+		}
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBytes+1))
+		if err != nil {
+			writeErr(w, http.StatusBadRequest, "", fmt.Sprintf("body: %v", err))
+			return
+		}
+		var samples []Request
+		q := r.URL.Query()
+		if q.Has("path") || q.Has("header") {
+			req, err := ParseSample(q.Get("path"), q["header"])
+			if err != nil {
+				writeErr(w, http.StatusBadRequest, "header", err.Error())
+				return
+			}
+			samples = append(samples, req)
+		}
+		rules, err := s.Validate(svc, body)
+		if err != nil {
+			fail(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, s.report(svc, rules, samples))
+	})
+	return mux
+}
+
+func fail(w http.ResponseWriter, err error) {
+	var pe *Error
+	var te *TargetError
+	switch {
+	case errors.As(err, &pe):
+		writeErr(w, http.StatusBadRequest, pe.Field, err.Error())
+	case errors.As(err, &te):
+		writeErr(w, http.StatusConflict, te.Field, err.Error())
+	case errors.Is(err, ErrInvalid):
+		writeErr(w, http.StatusBadRequest, "service", err.Error())
+	case errors.Is(err, ErrNotFound):
+		writeErr(w, http.StatusNotFound, "", err.Error())
+	case errors.Is(err, durable.ErrUnavailable):
+		writeErr(w, http.StatusServiceUnavailable, "", err.Error())
+	default:
+		writeErr(w, http.StatusInternalServerError, "", err.Error())
+	}
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(v)
+}
+
+func writeErr(w http.ResponseWriter, code int, field, msg string) {
+	writeJSON(w, code, struct {
+		Error string `json:"error"`
+		Field string `json:"field,omitempty"`
+		Code  int    `json:"code"`
+	}{msg, field, code})
+}

@@ -1,0 +1,476 @@
+package routing
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/spillway/spillway/registry/durable"
+	"github.com/spillway/spillway/registry/names"
+	"github.com/spillway/spillway/security/audit"
+	"github.com/spillway/spillway/security/authz"
+)
+
+// KeyPrefix is where records live in the KV: routes/<service>.
+const KeyPrefix = "routes/"
+
+// Errors of the Store.
+var (
+	// ErrNoTarget: a rule names a service that is not registered (HTTP 409).
+	ErrNoTarget = errors.New("no such target service")
+	// ErrUnreachable: every target a rule gives weight to has no healthy
+	// endpoint, so its RPCs would all fail (HTTP 409).
+	ErrUnreachable = errors.New("unreachable")
+	// ErrNotFound: the service has no rules (HTTP 404).
+	ErrNotFound = errors.New("no route rules")
+)
+
+// Targets tells the Store about the services rules send to; the
+// registry implements it in cmd/spillway. It is called from many
+// goroutines at once.
+type Targets interface {
+	// Target reports whether service is registered and how many of its
+	// endpoints are healthy.
+	Target(service string) (exists bool, healthy int)
+}
+
+// TargetsFunc adapts a function to Targets.
+type TargetsFunc func(service string) (bool, int)
+
+// Target calls f.
+func (f TargetsFunc) Target(service string) (bool, int) { return f(service) }
+
+var _ Targets = TargetsFunc(nil)
+
+// Recorder receives an audit entry for every put and delete of a
+// service's rules, and every refused or failed one. Record must not block
+// for long and never fails the change. *audit.Log implements it.
+type Recorder interface {
+	Record(ctx context.Context, e audit.Entry)
+}
+
+var _ Recorder = (*audit.Log)(nil)
+
+// record is what the KV holds for one service; every replica parses the
+// YAML again.
+type record struct {
+	YAML      string    `json:"yaml"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// Status is where a service's rules stand.
+type Status struct {
+	YAML      string    // the rules as written
+	Version   int64     // the KV revision of the record
+	UpdatedAt time.Time // when they were set
+}
+
+type entry struct {
+	rules  Rules
+	status Status
+}
+
+// StoreConfig configures a Store.
+type StoreConfig struct {
+	// KV holds the records, shared by every replica; nil keeps them in
+	// memory only.
+	KV durable.KV
+	// Targets is asked at Set whether targets exist and have healthy
+	// endpoints, and by Broken; nil means every target exists, healthy.
+	Targets Targets
+	// Check, or nil, refuses rules whose route configuration a client
+	// would reject (xds.CheckRules); its error is reported under field
+	// "rules".
+	Check func(service string, r Rules) error
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// Logger, or nil to discard.
+	Logger *slog.Logger
+	// Audit records every change; nil records none.
+	Audit Recorder
+}
+
+// Store is the in-memory view of every service's rules, kept in step with
+// the KV. Get is lock-free; writes go to the KV and then the view.
+type Store struct {
+	// Read-only after New.
+	kv      durable.KV
+	targets Targets
+	check   func(string, Rules) error
+	now     func() time.Time
+	log     *slog.Logger
+	audit   Recorder
+
+	view   atomic.Pointer[map[string]entry]
+	memRev atomic.Int64 // numbers the writes without a KV
+	listed atomic.Int64 // the revision the last Init listed
+
+	// mu serialises changes of the view and guards changed and version.
+	mu      sync.Mutex
+	changed chan struct{}
+	version uint64
+}
+
+// NewStore returns an empty Store; call Init to load.
+func NewStore(cfg StoreConfig) (*Store, error) {
+	if cfg.Targets == nil {
+		cfg.Targets = TargetsFunc(func(string) (bool, int) { return true, 1 })
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Store{kv: cfg.KV, targets: cfg.Targets, check: cfg.Check, now: cfg.Now, log: cfg.Logger, audit: cfg.Audit, changed: make(chan struct{})}
+	s.view.Store(&map[string]entry{})
+	return s, nil
+}
+
+// Rules returns service's rules and the revision they were stored at;
+// false when it has none. Safe for concurrent use; it takes no lock.
+func (s *Store) Rules(service string) (Rules, int64, bool) {
+	e, ok := (*s.view.Load())[names.NormalizeService(service)]
+	return e.rules, e.status.Version, ok
+}
+
+// Get returns service's rules and their status; false when it has none.
+func (s *Store) Get(service string) (Rules, Status, bool) {
+	e, ok := (*s.view.Load())[names.NormalizeService(service)]
+	return e.rules, e.status, ok
+}
+
+// Services returns the services with rules, sorted.
+func (s *Store) Services() []string {
+	return slices.Sorted(maps.Keys(*s.view.Load()))
+}
+
+// Changed returns a channel closed at the next change of the view.
+func (s *Store) Changed() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.changed
+}
+
+// Version counts the changes of the view.
+func (s *Store) Version() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.version
+}
+
+// BrokenRule is a rule that names a target no longer registered: it is
+// left out of the served route configuration, so its RPCs go to the
+// default route.
+type BrokenRule struct {
+	Index   int      `json:"index"`
+	Rule    string   `json:"rule"` // Rule.Label
+	Missing []string `json:"missing"`
+}
+
+// Broken lists service's rules whose targets are not all registered now,
+// and the default target when it is gone (Index -1, Rule "default").
+func (s *Store) Broken(service string) []BrokenRule {
+	r, _, ok := s.Rules(service)
+	if !ok {
+		return nil
+	}
+	var out []BrokenRule
+	for i, rule := range r.Rules {
+		var missing []string
+		for _, t := range rule.Targets() {
+			if ok, _ := s.targets.Target(t); !ok {
+				missing = append(missing, t)
+			}
+		}
+		if missing != nil {
+			out = append(out, BrokenRule{Index: i, Rule: rule.Label(i), Missing: missing})
+		}
+	}
+	if r.Default != "" {
+		if ok, _ := s.targets.Target(r.Default); !ok {
+			out = append(out, BrokenRule{Index: -1, Rule: "default", Missing: []string{r.Default}})
+		}
+	}
+	return out
+}
+
+func checkService(service string) (string, error) {
+	service = names.NormalizeService(service)
+	if err := names.ValidateService("service", service); err != nil {
+		return "", fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return service, nil
+}
+
+// TargetError is a rule naming a target that does not exist, or whose
+// weight all goes to targets without a healthy endpoint.
+type TargetError struct {
+	Field string // e.g. "rules[1].split[0].to"
+	Msg   string
+	Err   error // ErrNoTarget or ErrUnreachable
+}
+
+func (e *TargetError) Error() string { return e.Field + ": " + e.Msg }
+
+// Unwrap returns Err.
+func (e *TargetError) Unwrap() error { return e.Err }
+
+// validate parses yamlText and checks its targets and route configuration.
+func (s *Store) validate(service, label string, yamlText []byte) (Rules, error) {
+	r, err := Parse(label, yamlText)
+	if err != nil {
+		return Rules{}, err
+	}
+	for i, rule := range r.Rules {
+		f := fmt.Sprintf("rules[%d]", i)
+		if rule.To != "" {
+			if err := s.target(service, f+".to", rule.To); err != nil {
+				return Rules{}, err
+			}
+			if _, healthy := s.targets.Target(rule.To); healthy == 0 {
+				return Rules{}, &TargetError{Field: f + ".to", Msg: fmt.Sprintf("%s has no healthy endpoint: every RPC the rule takes would fail", rule.To), Err: ErrUnreachable}
+			}
+			continue
+		}
+		reachable := false
+		for j, t := range rule.Split {
+			if err := s.target(service, fmt.Sprintf("%s.split[%d].to", f, j), t.To); err != nil {
+				return Rules{}, err
+			}
+			if _, healthy := s.targets.Target(t.To); healthy > 0 && t.Weight > 0 {
+				reachable = true
+			}
+		}
+		if !reachable {
+			return Rules{}, &TargetError{Field: f + ".split", Msg: "every target with weight has no healthy endpoint: every RPC the rule takes would fail", Err: ErrUnreachable}
+		}
+	}
+	if r.Default != "" {
+		if err := s.target(service, "default", r.Default); err != nil {
+			return Rules{}, err
+		}
+	}
+	if s.check != nil {
+		if err := s.check(service, r); err != nil {
+			return Rules{}, &Error{File: label, Field: "rules", Msg: err.Error()}
+		}
+	}
+	return r, nil
+}
+
+func (s *Store) target(service, field, to string) error {
+	if to == service {
+		return nil // the service itself is served whenever its rules are
+	}
+	if ok, _ := s.targets.Target(to); !ok {
+		return &TargetError{Field: field, Msg: fmt.Sprintf("%s: %v", to, ErrNoTarget), Err: ErrNoTarget}
+	}
+	return nil
+}
+
+// Validate is a dry run of Set: the parsed rules, or the error Set would
+// return. Nothing changes.
+func (s *Store) Validate(service string, yamlText []byte) (Rules, error) {
+	service, err := checkService(service)
+	if err != nil {
+		return Rules{}, err
+	}
+	return s.validate(service, "body", yamlText)
+}
+
+// Set validates yamlText (Parse, targets registered, every rule
+// reachable, Check) and stores it as service's rules.
+func (s *Store) Set(ctx context.Context, service string, yamlText []byte) (_ Status, err error) {
+	old := s.yamlOf(service)
+	defer s.record(ctx, service, "put", old, func() string { return string(yamlText) }, &err)
+	service, err = checkService(service)
+	if err != nil {
+		return Status{}, err
+	}
+	if _, err := s.validate(service, "body", yamlText); err != nil {
+		return Status{}, err
+	}
+	if err := s.write(ctx, service, &record{YAML: string(yamlText), UpdatedAt: s.now().UTC()}); err != nil {
+		return Status{}, err
+	}
+	_, st, _ := s.Get(service)
+	return st, nil
+}
+
+// Delete removes service's rules: its RPCs all go to the service itself.
+func (s *Store) Delete(ctx context.Context, service string) (err error) {
+	old := s.yamlOf(service)
+	defer s.record(ctx, service, "delete", old, func() string { return s.yamlOf(service) }, &err)
+	service, err = checkService(service)
+	if err != nil {
+		return err
+	}
+	if _, _, ok := s.Rules(service); !ok {
+		return fmt.Errorf("service %s: %w", service, ErrNotFound)
+	}
+	return s.write(ctx, service, nil)
+}
+
+func (s *Store) yamlOf(service string) string {
+	_, st, _ := s.Get(service)
+	return st.YAML
+}
+
+func (s *Store) record(ctx context.Context, service, kind, old string, new func() string, errp *error) {
+	if s.audit == nil {
+		return
+	}
+	e := audit.Entry{Action: string(authz.Routes), Resource: names.NormalizeService(service), Outcome: audit.OutcomeAllowed, Reason: kind, Old: old, New: new()}
+	if *errp != nil {
+		e.Outcome, e.Reason = audit.OutcomeFailed, kind+": "+(*errp).Error()
+	}
+	s.audit.Record(ctx, e)
+}
+
+// write stores rec (or deletes, rec nil) in the KV and then the view.
+func (s *Store) write(ctx context.Context, service string, rec *record) error {
+	var rev int64
+	if s.kv != nil {
+		var err error
+		if rec == nil {
+			rev, err = s.kv.Delete(ctx, KeyPrefix+service)
+		} else {
+			b, merr := json.Marshal(rec)
+			if merr != nil {
+				return merr
+			}
+			rev, err = s.kv.Put(ctx, KeyPrefix+service, b)
+		}
+		if err != nil {
+			return fmt.Errorf("routes: store %s: %w: %w", service, durable.ErrUnavailable, err)
+		}
+	} else {
+		rev = s.memRev.Add(1)
+	}
+	s.apply(service, rec, rev)
+	return nil
+}
+
+// apply puts (rec non-nil) or drops a record at rev into the view, unless
+// the view holds a later revision of it.
+func (s *Store) apply(service string, rec *record, rev int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old := *s.view.Load()
+	if cur, ok := old[service]; ok && rev != 0 && cur.status.Version >= rev {
+		return
+	}
+	next := maps.Clone(old)
+	if rec == nil {
+		if _, ok := old[service]; !ok {
+			return
+		}
+		delete(next, service)
+	} else {
+		// Stored rules were valid when set; targets may have gone since,
+		// which the server handles (Broken), so only the parse is redone.
+		r, err := Parse(KeyPrefix+service, []byte(rec.YAML))
+		if err != nil {
+			s.log.Error("stored route rules not applied", "service", service, "err", err)
+			return
+		}
+		next[service] = entry{rules: r, status: Status{YAML: rec.YAML, Version: rev, UpdatedAt: rec.UpdatedAt}}
+	}
+	s.view.Store(&next)
+	s.version++
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+func (s *Store) applyStored(service string, value []byte, rev int64) {
+	var rec record
+	if err := json.Unmarshal(value, &rec); err != nil {
+		s.log.Error("undecodable stored route rules", "service", service, "err", err)
+		return
+	}
+	s.apply(service, &rec, rev)
+}
+
+// Init loads every record from the KV and returns the revision listed.
+func (s *Store) Init(ctx context.Context) (int64, error) {
+	if s.kv == nil {
+		return 0, nil
+	}
+	kvs, rev, err := s.kv.List(ctx, KeyPrefix)
+	if err != nil {
+		return 0, fmt.Errorf("routes: list %s: %w", KeyPrefix, err)
+	}
+	seen := map[string]bool{}
+	for _, kv := range kvs {
+		service := strings.TrimPrefix(kv.Key, KeyPrefix)
+		seen[service] = true
+		s.applyStored(service, kv.Value, kv.Rev)
+	}
+	for _, service := range s.Services() {
+		if !seen[service] {
+			s.apply(service, nil, 0)
+		}
+	}
+	s.listed.Store(rev)
+	return rev, nil
+}
+
+// Run watches the KV for other replicas' changes until ctx ends. Call
+// Init first. A failed watch is followed by a new Init.
+func (s *Store) Run(ctx context.Context) error {
+	if s.kv == nil {
+		<-ctx.Done()
+		return nil
+	}
+	rev := int64(-1)
+	if r := s.listed.Load(); r > 0 {
+		rev = r
+	}
+	for ctx.Err() == nil {
+		if rev < 0 {
+			var err error
+			if rev, err = s.Init(ctx); err != nil {
+				rev = -1
+				s.log.Warn("list failed; retrying", "err", err)
+				sleep(ctx, time.Second)
+				continue
+			}
+		}
+		for ev := range s.kv.Watch(ctx, KeyPrefix, rev) {
+			if ev.Err != nil {
+				if ctx.Err() == nil {
+					s.log.Warn("watch failed; listing again", "err", ev.Err)
+				}
+				break
+			}
+			service := strings.TrimPrefix(ev.Key, KeyPrefix)
+			if ev.Type == durable.EventDelete {
+				s.apply(service, nil, ev.Rev)
+			} else {
+				s.applyStored(service, ev.Value, ev.Rev)
+			}
+			rev = ev.Rev
+		}
+		rev = -1
+		sleep(ctx, 100*time.Millisecond)
+	}
+	return nil
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
