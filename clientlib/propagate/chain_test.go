@@ -2,7 +2,6 @@ package propagate_test
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"strings"
 	"sync"
@@ -145,24 +144,4 @@ func TestChain(t *testing.T) {
 			}
 		})
 	}
-}
-
-// Example of one service of a chain: its server carries x-traffic-class
-// into each handler's context, and its channel to the next service sends
-// it on. (Networked: compiled, not run.)
-func Example() {
-	p, err := propagate.New(propagate.Config{Keys: []string{"x-traffic-class"}})
-	if err != nil {
-		panic(err) // a key is invalid; the error names it
-	}
-	next, err := grpc.NewClient("127.0.0.1:9002",
-		append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, p.DialOptions()...)...)
-	if err != nil {
-		panic(err)
-	}
-	defer next.Close()
-	srv := grpc.NewServer(p.ServerOptions()...)
-	// Register services whose handlers call next with their own ctx.
-	fmt.Println(p.Keys())
-	_ = srv
 }
