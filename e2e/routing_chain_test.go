@@ -105,10 +105,12 @@ func TestRoutingChain(t *testing.T) {
 	s.start()
 
 	// The rules, before any client dials: each service sends the tagged
-	// RPCs to its synthetic variant.
+	// RPCs to its synthetic variant, with the rule docs/routing.md shows
+	// for chain-b.
+	docRule := chainDocRule(t)
 	for _, svc := range chainServices {
 		rules := filepath.Join(dir, svc+"-routes.yaml")
-		body := fmt.Sprintf("rules:\n  - name: synthetic\n    match:\n      headers:\n        - {name: %s, exact: %s}\n    to: %s-synthetic\n", chainKey, chainClass, svc)
+		body := strings.ReplaceAll(docRule, "chain-b", svc)
 		if err := os.WriteFile(rules, []byte(body), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -215,4 +217,27 @@ func chainRollout(t *testing.T, dir string) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// chainDocRule returns the YAML rule of docs/routing.md's section
+// "Carrying a traffic class through the call chain".
+func chainDocRule(t *testing.T) string {
+	t.Helper()
+	doc, err := os.ReadFile("../docs/routing.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(doc), "## Carrying a traffic class through the call chain")
+	if !ok {
+		t.Fatal(`docs/routing.md has no "## Carrying a traffic class through the call chain" section`)
+	}
+	_, after, ok := strings.Cut(section, "```yaml\n")
+	if !ok {
+		t.Fatal("the call chain section of docs/routing.md has no yaml block")
+	}
+	block, _, _ := strings.Cut(after, "```")
+	if !strings.Contains(block, chainKey) || !strings.Contains(block, "to: chain-b-synthetic") {
+		t.Fatalf("the call chain rule of docs/routing.md does not send %s to chain-b-synthetic:\n%s", chainKey, block)
+	}
+	return block
 }
