@@ -3,8 +3,11 @@ package main
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"net/http"
+	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -42,12 +45,13 @@ func registryTargets(store *registry.Store) routing.Targets {
 
 // startRoutes loads the stored route rules; the KV is the shared one
 // (etcd, Spanner) or the local bbolt file, none in memory-only mode.
-func startRoutes(ctx context.Context, st storage, store *registry.Store, az routing.Authorizer, rec routing.Recorder, reg prometheus.Registerer, log *slog.Logger) (*routes, error) {
+func startRoutes(ctx context.Context, st storage, store *registry.Store, xdsSrv *atomic.Pointer[xds.Server], az routing.Authorizer, rec routing.Recorder, reg prometheus.Registerer, log *slog.Logger) (*routes, error) {
 	var kv durable.KV
 	if ds, ok := st.(*durable.Store); ok {
 		kv = ds.KV()
 	}
-	rs, err := routing.NewStore(routing.StoreConfig{KV: kv, Targets: registryTargets(store), Check: xds.CheckRules, Logger: log, Audit: rec})
+	rs, err := routing.NewStore(routing.StoreConfig{KV: kv, Targets: registryTargets(store), Check: xds.CheckRules,
+		Clients: func(service string) []routing.Client { return subscribedClients(xdsSrv.Load(), service) }, Logger: log, Audit: rec})
 	if err != nil {
 		return nil, err
 	}
@@ -56,6 +60,25 @@ func startRoutes(ctx context.Context, st storage, store *registry.Store, az rout
 	}
 	reg.MustRegister(rs.Collector())
 	return &routes{store: rs, authz: az, log: log}, nil
+}
+
+// subscribedClients counts the xDS streams subscribed to service by
+// client service (node.cluster), for the dry run; none before x is set.
+func subscribedClients(x *xds.Server, service string) []routing.Client {
+	if x == nil {
+		return nil
+	}
+	counts := map[string]int{}
+	for _, sub := range x.Subscriptions() {
+		if sub.Wildcard || slices.Contains(sub.Services, service) {
+			counts[sub.ClientService]++
+		}
+	}
+	out := make([]routing.Client, 0, len(counts))
+	for _, c := range slices.Sorted(maps.Keys(counts)) {
+		out = append(out, routing.Client{Service: c, Streams: counts[c]})
+	}
+	return out
 }
 
 func (r *routes) mount(mux *http.ServeMux) {

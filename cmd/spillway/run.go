@@ -135,7 +135,8 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		plans = xds.PlanFunc(func(service string) *weights.Plan { return chosen.Plan(service) })
 	}
 	onLocal := func(services []string, now time.Time) {}
-	rules, err := startRoutes(ctx, st, store, policy, auditLog, metrics, log.With("component", "routes"))
+	var xdsRef atomic.Pointer[xds.Server] // set once the xDS server is made; the routes' dry run lists its clients
+	rules, err := startRoutes(ctx, st, store, &xdsRef, policy, auditLog, metrics, log.With("component", "routes"))
 	if err != nil {
 		return err
 	}
@@ -156,6 +157,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("xds config: %w", err)
 	}
+	xdsRef.Store(xdsSrv)
 
 	if zoneAware != nil {
 		planner, err = weights.NewPlanner(weights.Config{

@@ -206,6 +206,16 @@ func writeRouteReport(w io.Writer, rep routing.Report) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if len(rep.Clients) == 0 {
+		fmt.Fprintf(w, "clients: none subscribed to %s now\n", rep.Service)
+	}
+	for _, c := range rep.Clients {
+		name := c.Service
+		if name == "" {
+			name = "(no node.cluster)"
+		}
+		fmt.Fprintf(w, "client %s: %d streams subscribed to %s get these routes\n", name, c.Streams, rep.Service)
+	}
 	for _, s := range rep.Samples {
 		fmt.Fprintf(w, "sample %s %v: rule %s → %s\n", s.Path, s.Headers, s.Rule, strings.Join(s.Targets, ", "))
 	}

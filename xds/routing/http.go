@@ -55,6 +55,9 @@ type Report struct {
 	Rules   []RuleReport  `json:"rules"`
 	Default string        `json:"default"`
 	Samples []SampleMatch `json:"samples,omitempty"`
+	// Clients are the clients subscribed to the service now: the ones
+	// the rules would reach.
+	Clients []Client `json:"clients"`
 }
 
 // RuleReport is one rule of a dry run with its targets as they are now.
@@ -80,7 +83,10 @@ type SampleMatch struct {
 
 // report builds the dry-run answer for valid rules r.
 func (s *Store) report(service string, r Rules, samples []Request) Report {
-	rep := Report{Service: service, Rules: []RuleReport{}, Default: r.Default}
+	rep := Report{Service: service, Rules: []RuleReport{}, Default: r.Default, Clients: []Client{}}
+	if s.clients != nil {
+		rep.Clients = append(rep.Clients, s.clients(service)...)
+	}
 	if rep.Default == "" {
 		rep.Default = service
 	}

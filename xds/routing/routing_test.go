@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -472,4 +473,30 @@ func FuzzParseRules(f *testing.F) {
 			t.Fatalf("JSON round trip (-parsed +back):\n%s", d)
 		}
 	})
+}
+
+// TestDocExample: the example of "Routing rules" in docs/routing.md
+// parses, and sends what the doc says where it says.
+func TestDocExample(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/routing.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(doc), "## Routing rules\n")
+	_, rest, ok2 := strings.Cut(section, "```yaml\n")
+	example, _, ok3 := strings.Cut(rest, "```")
+	if !ok || !ok2 || !ok3 {
+		t.Fatal("docs/routing.md has no ```yaml block under ## Routing rules")
+	}
+	r, err := Parse("payments-routes.yaml", []byte(example))
+	if err != nil {
+		t.Fatalf("the doc's example: %v", err)
+	}
+	synthetic := Request{Path: "/payments.v1.Payments/Pay", Headers: map[string]string{"x-traffic-class": "synthetic"}}
+	if i := r.Pick(synthetic); i != 0 || r.Rules[0].To != "payments-synthetic" {
+		t.Errorf("a synthetic RPC takes rule %d, want 0 (to payments-synthetic)", i)
+	}
+	if i := r.Pick(Request{Path: "/payments.v1.Payments/Pay"}); i != 1 || len(r.Rules[1].Split) != 2 || r.Rules[1].Split[1].Weight != 10 {
+		t.Errorf("an untagged RPC takes rule %d, want 1 (the 90/10 split)", i)
+	}
 }

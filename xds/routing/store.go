@@ -33,6 +33,13 @@ var (
 	ErrNotFound = errors.New("no route rules")
 )
 
+// Client is a client service (xDS node.cluster; "" when its node names
+// none) and how many of its streams subscribe to a service.
+type Client struct {
+	Service string `json:"service"`
+	Streams int    `json:"streams"`
+}
+
 // Targets tells the Store about the services rules send to; the
 // registry implements it in cmd/spillway. It is called from many
 // goroutines at once.
@@ -90,6 +97,9 @@ type StoreConfig struct {
 	// would reject (xds.CheckRules); its error is reported under field
 	// "rules".
 	Check func(service string, r Rules) error
+	// Clients, or nil, lists the clients subscribed to a service now
+	// (xDS node.cluster, with their stream counts), for the dry run.
+	Clients func(service string) []Client
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// Logger, or nil to discard.
@@ -105,6 +115,7 @@ type Store struct {
 	kv      durable.KV
 	targets Targets
 	check   func(string, Rules) error
+	clients func(string) []Client
 	now     func() time.Time
 	log     *slog.Logger
 	audit   Recorder
@@ -130,7 +141,7 @@ func NewStore(cfg StoreConfig) (*Store, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Store{kv: cfg.KV, targets: cfg.Targets, check: cfg.Check, now: cfg.Now, log: cfg.Logger, audit: cfg.Audit, changed: make(chan struct{})}
+	s := &Store{kv: cfg.KV, targets: cfg.Targets, check: cfg.Check, clients: cfg.Clients, now: cfg.Now, log: cfg.Logger, audit: cfg.Audit, changed: make(chan struct{})}
 	s.view.Store(&map[string]entry{})
 	return s, nil
 }
@@ -236,7 +247,7 @@ func (s *Store) validate(service, label string, yamlText []byte) (Rules, error) 
 			if err := s.target(service, f+".to", rule.To); err != nil {
 				return Rules{}, err
 			}
-			if _, healthy := s.targets.Target(rule.To); healthy == 0 {
+			if _, healthy := s.targets.Target(rule.To); healthy == 0 && rule.To != service {
 				return Rules{}, &TargetError{Field: f + ".to", Msg: fmt.Sprintf("%s has no healthy endpoint: every RPC the rule takes would fail", rule.To), Err: ErrUnreachable}
 			}
 			continue
@@ -246,7 +257,7 @@ func (s *Store) validate(service, label string, yamlText []byte) (Rules, error) 
 			if err := s.target(service, fmt.Sprintf("%s.split[%d].to", f, j), t.To); err != nil {
 				return Rules{}, err
 			}
-			if _, healthy := s.targets.Target(t.To); healthy > 0 && t.Weight > 0 {
+			if _, healthy := s.targets.Target(t.To); (healthy > 0 || t.To == service) && t.Weight > 0 {
 				reachable = true
 			}
 		}
