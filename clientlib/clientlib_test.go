@@ -407,6 +407,7 @@ func TestDialOptionErrors(t *testing.T) {
 		{"zero_poll", "echo", []clientlib.Option{clientlib.WithService("a"), clientlib.WithPanicPollInterval(0)}, "WithPanicPollInterval"},
 		{"negative_xds_timeout", "echo", []clientlib.Option{clientlib.WithService("a"), clientlib.WithXDSTimeout(-time.Second)}, "WithXDSTimeout"},
 		{"zero_switch_timeout", "echo", []clientlib.Option{clientlib.WithService("a"), clientlib.WithSwitchTimeout(0)}, "WithSwitchTimeout"},
+		{"bad_propagation_key", "echo", []clientlib.Option{clientlib.WithService("a"), clientlib.WithPropagation("x-traffic-class", "grpc-timeout")}, "WithPropagation: propagate: keys[1]"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

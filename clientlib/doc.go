@@ -174,6 +174,17 @@
 // (insecure transport credentials, the resolver, the DNS channel's default
 // service config), so they can override them.
 //
+// # Carrying a traffic class
+//
+// WithPropagation("x-traffic-class") makes both channels send, on every
+// RPC, the value the RPC's context carries under that key: what an
+// incoming request said, when the service's gRPC server has the
+// interceptors of package propagate (propagate.Propagator.ServerOptions),
+// or what propagate.With set. A value the caller put in the outgoing
+// metadata itself wins. So one tag at the edge reaches every hop of a
+// call chain, and each hop's route rules can send it to another target
+// (docs/routing.md, "Carrying a traffic class through the call chain").
+//
 // # TLS
 //
 // WithTLS is for a spillway whose gRPC and HTTP ports speak TLS: the

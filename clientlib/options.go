@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
+	"github.com/spillway/spillway/clientlib/propagate"
 	"github.com/spillway/spillway/registry/names"
 )
 
@@ -57,6 +58,7 @@ type options struct {
 	switchTimeout time.Duration
 	logger        *slog.Logger
 	dialOptions   []grpc.DialOption
+	propagation   []string // WithPropagation; nil: none
 	registerer    prometheus.Registerer
 
 	perConnBootstrap bool
@@ -160,6 +162,18 @@ func WithDialOptions(opts ...grpc.DialOption) Option {
 	return func(o *options) { o.dialOptions = append(o.dialOptions, opts...) }
 }
 
+// WithPropagation carries the given metadata keys (e.g.
+// "x-traffic-class") from the context of each RPC to its outgoing
+// metadata, on both channels: the client half of package propagate,
+// whose server interceptors (propagate.Propagator.ServerOptions) put an
+// incoming request's values in the handler's context. A value the caller
+// set in the outgoing metadata itself wins. Keys must pass
+// propagate.ValidateKey; repeated calls add keys. The interceptors run
+// before those of WithDialOptions.
+func WithPropagation(keys ...string) Option {
+	return func(o *options) { o.propagation = append(o.propagation, keys...) }
+}
+
 // WithRegisterer registers the Conn's metrics (see the package doc) with
 // r; Close unregisters them. Default: no metrics.
 func WithRegisterer(r prometheus.Registerer) Option { return func(o *options) { o.registerer = r } }
@@ -233,6 +247,14 @@ func (o *options) validate(target string) error {
 	}
 	if o.logger == nil {
 		o.logger = slog.New(slog.DiscardHandler)
+	}
+	if o.propagation != nil {
+		p, err := propagate.New(propagate.Config{Keys: o.propagation, Logger: o.logger})
+		if err != nil {
+			return bad("WithPropagation", "%v", err)
+		}
+		o.dialOptions = append(p.DialOptions(), o.dialOptions...)
+		o.propagation = nil // validated and installed: a second validate must not add them again
 	}
 	if o.tls != nil && strings.HasPrefix(o.rolloutURL, "http:") {
 		return bad("WithRolloutURL", "%q is plaintext http with WithTLS; want https", o.rolloutURL)
