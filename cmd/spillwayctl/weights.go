@@ -104,7 +104,42 @@ func writeWeights(w io.Writer, resp *adminv1.WeightsResponse) error {
 	if err := writeEndpoints(w, resp); err != nil {
 		return err
 	}
-	return writeRegions(w, resp.GetRegions())
+	if err := writeRegions(w, resp.GetRegions()); err != nil {
+		return err
+	}
+	return writeRouteRules(w, resp.GetRouteRules())
+}
+
+// writeRouteRules prints a service's route rules in order and the
+// default route; a broken rule (a target with no endpoint) is served as
+// if absent, so its RPCs take the default:
+//
+//	route rules (version 3), in order:
+//	  synthetic  → payments-synthetic  BROKEN: payments-synthetic without endpoints; its RPCs take the default
+//	  canary     → payments, payments-canary
+//	  default    → payments
+func writeRouteRules(w io.Writer, r *adminv1.RouteRules) error {
+	if r == nil {
+		return nil
+	}
+	fmt.Fprintf(w, "\nroute rules (version %d), in order:\n", r.GetVersion())
+	width := len("default")
+	for _, rule := range r.GetRules() {
+		width = max(width, len(rule.GetName()))
+	}
+	for _, rule := range r.GetRules() {
+		line := fmt.Sprintf("  %-*s  → %s", width, rule.GetName(), strings.Join(rule.GetTargets(), ", "))
+		if m := rule.GetMissing(); len(m) > 0 {
+			line += "  BROKEN: " + strings.Join(m, ", ") + " without endpoints; its RPCs take the default"
+		}
+		fmt.Fprintln(w, line)
+	}
+	line := fmt.Sprintf("  %-*s  → %s", width, "default", r.GetDefault())
+	if r.GetDefaultMissing() {
+		line += "  BROKEN: no endpoints"
+	}
+	_, err := fmt.Fprintln(w, line)
+	return err
 }
 
 // writeRegions prints a service's regional rules and, per client region,

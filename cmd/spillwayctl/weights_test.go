@@ -353,3 +353,33 @@ r5             r1              excluded r2
 		t.Errorf("no regions: %q, %v; want nothing", b.String(), err)
 	}
 }
+
+// TestWriteRouteRules: the rules in order with their targets, a broken
+// one flagged with what is missing, then the default route; nothing
+// without rules.
+func TestWriteRouteRules(t *testing.T) {
+	var b strings.Builder
+	if err := writeRouteRules(&b, nil); err != nil || b.Len() != 0 {
+		t.Fatalf("no rules: %q, %v; want nothing", b.String(), err)
+	}
+	r := &adminv1.RouteRules{
+		Version: 3,
+		Default: "payments",
+		Rules: []*adminv1.RouteRule{
+			{Name: "synthetic", Targets: []string{"payments-synthetic"}, Missing: []string{"payments-synthetic"}},
+			{Name: "rules[1]", Targets: []string{"payments", "payments-canary"}},
+		},
+	}
+	if err := writeRouteRules(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	want := `
+route rules (version 3), in order:
+  synthetic  → payments-synthetic  BROKEN: payments-synthetic without endpoints; its RPCs take the default
+  rules[1]   → payments, payments-canary
+  default    → payments
+`
+	if b.String() != want {
+		t.Errorf("got:\n%s\nwant:\n%s", b.String(), want)
+	}
+}

@@ -22,6 +22,7 @@ import (
 	"github.com/spillway/spillway/weights/regions"
 	"github.com/spillway/spillway/xds"
 	pb "github.com/spillway/spillway/xds/admin/adminv1"
+	"github.com/spillway/spillway/xds/routing"
 )
 
 // LoadReader reads the LRS load table. It is called from many goroutines at
@@ -104,6 +105,12 @@ type RegionViewer interface {
 	RegionView(service string) (regions.View, bool)
 }
 
+// RouteViewer gives a service's route rules as the API shows them;
+// *routing.Store implements it.
+type RouteViewer interface {
+	EntryOf(service string) routing.Entry
+}
+
 // Config configures an API.
 type Config struct {
 	// Loads is the LRS load table; non-nil.
@@ -121,6 +128,9 @@ type Config struct {
 	// (*xds.Server implements it); nil leaves WeightsResponse.regions
 	// unset.
 	Regions RegionViewer
+	// Routes gives a service's route rules, broken ones flagged; nil
+	// leaves WeightsResponse.route_rules unset.
+	Routes RouteViewer
 	// Authorizer is asked before every read (action "read_load"; the
 	// service for Load and Weights, "" for Graph); nil allows all.
 	Authorizer Authorizer
@@ -136,14 +146,15 @@ type API struct {
 	pb.UnimplementedAdminServer
 
 	// Read-only after New.
-	loads LoadReader
-	subs  SubscriptionLister
-	plans Plans
-	mesh  MeshLoad
-	regs  RegionViewer // or nil
-	authz Authorizer   // or nil
-	log   *slog.Logger
-	now   func() time.Time
+	loads  LoadReader
+	subs   SubscriptionLister
+	plans  Plans
+	mesh   MeshLoad
+	regs   RegionViewer // or nil
+	routes RouteViewer  // or nil
+	authz  Authorizer   // or nil
+	log    *slog.Logger
+	now    func() time.Time
 }
 
 var _ pb.AdminServer = (*API)(nil)
@@ -165,7 +176,7 @@ func New(cfg Config) (*API, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &API{loads: cfg.Loads, subs: cfg.Subscriptions, plans: cfg.Plans, mesh: cfg.Mesh, regs: cfg.Regions, authz: cfg.Authorizer, log: cfg.Logger, now: cfg.Now}, nil
+	return &API{loads: cfg.Loads, subs: cfg.Subscriptions, plans: cfg.Plans, mesh: cfg.Mesh, regs: cfg.Regions, routes: cfg.Routes, authz: cfg.Authorizer, log: cfg.Logger, now: cfg.Now}, nil
 }
 
 // RegisterGRPC adds the Admin service to s.

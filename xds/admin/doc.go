@@ -63,6 +63,12 @@
 // (the exclusions would leave nothing, so none applies). Unset for a
 // service with a single region and no rule.
 //
+// With Config.Routes (*routing.Store), Weights also carries route_rules:
+// the service's route rules in order, each with its targets and the
+// targets missing now (a broken rule is left out of the
+// RouteConfiguration, so its RPCs take the default route), and the
+// default target. Unset for a service without rules.
+//
 // With a Config.Authorizer, every read asks it for "read_load" (the
 // service for Load and Weights, "" for Graph); a denial is
 // PermissionDenied / HTTP 403 with its message.

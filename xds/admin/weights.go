@@ -15,6 +15,7 @@ import (
 	"github.com/spillway/spillway/weights/regions"
 	"github.com/spillway/spillway/weights/zoneaware"
 	pb "github.com/spillway/spillway/xds/admin/adminv1"
+	"github.com/spillway/spillway/xds/routing"
 )
 
 // Weights implements pb.AdminServer.
@@ -46,7 +47,27 @@ func (a *API) weights(ctx context.Context, req *pb.WeightsRequest) (*pb.WeightsR
 			resp.Regions = regionRouting(v)
 		}
 	}
+	if a.routes != nil {
+		resp.RouteRules = routeRules(a.routes.EntryOf(service))
+	}
 	return resp, nil
+}
+
+// routeRules converts a service's route rules; nil when it has none.
+func routeRules(e routing.Entry) *pb.RouteRules {
+	if !e.Configured {
+		return nil
+	}
+	missing := make(map[int][]string, len(e.Broken))
+	out := &pb.RouteRules{Default: e.Default, Version: e.Version}
+	for _, b := range e.Broken {
+		missing[b.Index] = b.Missing
+		out.DefaultMissing = out.DefaultMissing || b.Index < 0
+	}
+	for i, r := range e.Rules {
+		out.Rules = append(out.Rules, &pb.RouteRule{Name: r.Label(i), Targets: r.Targets(), Missing: missing[i]})
+	}
+	return out
 }
 
 // regionRouting converts a regions.View; nil when it decides nothing (a

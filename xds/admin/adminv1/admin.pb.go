@@ -1209,7 +1209,11 @@ type WeightsResponse struct {
 	Pid       *PIDRound         `protobuf:"bytes,12,opt,name=pid,proto3" json:"pid,omitempty"` // the PID round; unset without PID
 	// The regional redirects and exclusions set for the service and what
 	// they decide per client region; unset with a single region and no rule.
-	Regions       *RegionRouting `protobuf:"bytes,13,opt,name=regions,proto3" json:"regions,omitempty"`
+	Regions *RegionRouting `protobuf:"bytes,13,opt,name=regions,proto3" json:"regions,omitempty"`
+	// The service's route rules (xds/routing) in order, each with its
+	// targets and, when broken, the targets missing now; unset when the
+	// service has no rules.
+	RouteRules    *RouteRules `protobuf:"bytes,14,opt,name=route_rules,json=routeRules,proto3" json:"route_rules,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1335,6 +1339,145 @@ func (x *WeightsResponse) GetRegions() *RegionRouting {
 	return nil
 }
 
+func (x *WeightsResponse) GetRouteRules() *RouteRules {
+	if x != nil {
+		return x.RouteRules
+	}
+	return nil
+}
+
+// RouteRules is a service's route rules as served: a broken rule (a
+// target with no endpoint) is left out of the RouteConfiguration, so its
+// RPCs take the default route.
+type RouteRules struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Rules          []*RouteRule           `protobuf:"bytes,1,rep,name=rules,proto3" json:"rules,omitempty"`
+	Default        string                 `protobuf:"bytes,2,opt,name=default,proto3" json:"default,omitempty"`                                      // the target of RPCs no rule takes
+	Version        int64                  `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`                                     // the rules' store version
+	DefaultMissing bool                   `protobuf:"varint,4,opt,name=default_missing,json=defaultMissing,proto3" json:"default_missing,omitempty"` // the default target has no endpoint now
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *RouteRules) Reset() {
+	*x = RouteRules{}
+	mi := &file_admin_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RouteRules) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RouteRules) ProtoMessage() {}
+
+func (x *RouteRules) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RouteRules.ProtoReflect.Descriptor instead.
+func (*RouteRules) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *RouteRules) GetRules() []*RouteRule {
+	if x != nil {
+		return x.Rules
+	}
+	return nil
+}
+
+func (x *RouteRules) GetDefault() string {
+	if x != nil {
+		return x.Default
+	}
+	return ""
+}
+
+func (x *RouteRules) GetVersion() int64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *RouteRules) GetDefaultMissing() bool {
+	if x != nil {
+		return x.DefaultMissing
+	}
+	return false
+}
+
+// RouteRule is one rule of RouteRules.
+type RouteRule struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`       // the rule's name, or "rules[i]"
+	Targets       []string               `protobuf:"bytes,2,rep,name=targets,proto3" json:"targets,omitempty"` // in order: one, or the split's members
+	Missing       []string               `protobuf:"bytes,3,rep,name=missing,proto3" json:"missing,omitempty"` // targets with no endpoint now: the rule is broken
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RouteRule) Reset() {
+	*x = RouteRule{}
+	mi := &file_admin_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RouteRule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RouteRule) ProtoMessage() {}
+
+func (x *RouteRule) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RouteRule.ProtoReflect.Descriptor instead.
+func (*RouteRule) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *RouteRule) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RouteRule) GetTargets() []string {
+	if x != nil {
+		return x.Targets
+	}
+	return nil
+}
+
+func (x *RouteRule) GetMissing() []string {
+	if x != nil {
+		return x.Missing
+	}
+	return nil
+}
+
 // RegionRouting is a service's regional rules (weights/regions) and what
 // they decide.
 type RegionRouting struct {
@@ -1348,7 +1491,7 @@ type RegionRouting struct {
 
 func (x *RegionRouting) Reset() {
 	*x = RegionRouting{}
-	mi := &file_admin_proto_msgTypes[15]
+	mi := &file_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1360,7 +1503,7 @@ func (x *RegionRouting) String() string {
 func (*RegionRouting) ProtoMessage() {}
 
 func (x *RegionRouting) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[15]
+	mi := &file_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1373,7 +1516,7 @@ func (x *RegionRouting) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionRouting.ProtoReflect.Descriptor instead.
 func (*RegionRouting) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{15}
+	return file_admin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RegionRouting) GetPresent() []string {
@@ -1411,7 +1554,7 @@ type RegionRule struct {
 
 func (x *RegionRule) Reset() {
 	*x = RegionRule{}
-	mi := &file_admin_proto_msgTypes[16]
+	mi := &file_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1423,7 +1566,7 @@ func (x *RegionRule) String() string {
 func (*RegionRule) ProtoMessage() {}
 
 func (x *RegionRule) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[16]
+	mi := &file_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1436,7 +1579,7 @@ func (x *RegionRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionRule.ProtoReflect.Descriptor instead.
 func (*RegionRule) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{16}
+	return file_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RegionRule) GetFrom() string {
@@ -1493,7 +1636,7 @@ type RegionDecision struct {
 
 func (x *RegionDecision) Reset() {
 	*x = RegionDecision{}
-	mi := &file_admin_proto_msgTypes[17]
+	mi := &file_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1505,7 +1648,7 @@ func (x *RegionDecision) String() string {
 func (*RegionDecision) ProtoMessage() {}
 
 func (x *RegionDecision) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[17]
+	mi := &file_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1518,7 +1661,7 @@ func (x *RegionDecision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionDecision.ProtoReflect.Descriptor instead.
 func (*RegionDecision) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{17}
+	return file_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *RegionDecision) GetClientRegion() string {
@@ -1586,7 +1729,7 @@ type EndpointWeight struct {
 
 func (x *EndpointWeight) Reset() {
 	*x = EndpointWeight{}
-	mi := &file_admin_proto_msgTypes[18]
+	mi := &file_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1598,7 +1741,7 @@ func (x *EndpointWeight) String() string {
 func (*EndpointWeight) ProtoMessage() {}
 
 func (x *EndpointWeight) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[18]
+	mi := &file_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1611,7 +1754,7 @@ func (x *EndpointWeight) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointWeight.ProtoReflect.Descriptor instead.
 func (*EndpointWeight) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{18}
+	return file_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *EndpointWeight) GetId() string {
@@ -1711,7 +1854,7 @@ type PIDRound struct {
 
 func (x *PIDRound) Reset() {
 	*x = PIDRound{}
-	mi := &file_admin_proto_msgTypes[19]
+	mi := &file_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1723,7 +1866,7 @@ func (x *PIDRound) String() string {
 func (*PIDRound) ProtoMessage() {}
 
 func (x *PIDRound) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[19]
+	mi := &file_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1736,7 +1879,7 @@ func (x *PIDRound) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PIDRound.ProtoReflect.Descriptor instead.
 func (*PIDRound) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{19}
+	return file_admin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *PIDRound) GetOutcome() string {
@@ -1817,7 +1960,7 @@ type PlanOrigin struct {
 
 func (x *PlanOrigin) Reset() {
 	*x = PlanOrigin{}
-	mi := &file_admin_proto_msgTypes[20]
+	mi := &file_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1829,7 +1972,7 @@ func (x *PlanOrigin) String() string {
 func (*PlanOrigin) ProtoMessage() {}
 
 func (x *PlanOrigin) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[20]
+	mi := &file_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1842,7 +1985,7 @@ func (x *PlanOrigin) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanOrigin.ProtoReflect.Descriptor instead.
 func (*PlanOrigin) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{20}
+	return file_admin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *PlanOrigin) GetSource() string {
@@ -1988,7 +2131,7 @@ const file_admin_proto_rawDesc = "" +
 	"\x04held\x18\v \x01(\bR\x04held\x12\x14\n" +
 	"\x05moved\x18\f \x01(\x01R\x05moved\x12\x18\n" +
 	"\achanged\x18\r \x01(\bR\achanged\x12\x18\n" +
-	"\aexplain\x18\x0e \x01(\tR\aexplain\"\xe9\x04\n" +
+	"\aexplain\x18\x0e \x01(\tR\aexplain\"\xa9\x05\n" +
 	"\x0fWeightsResponse\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x12\x16\n" +
 	"\x06source\x18\x02 \x01(\tR\x06source\x127\n" +
@@ -2003,7 +2146,19 @@ const file_admin_proto_rawDesc = "" +
 	" \x01(\v2\x1d.spillway.admin.v1.PlanOriginR\x06origin\x12?\n" +
 	"\tendpoints\x18\v \x03(\v2!.spillway.admin.v1.EndpointWeightR\tendpoints\x12-\n" +
 	"\x03pid\x18\f \x01(\v2\x1b.spillway.admin.v1.PIDRoundR\x03pid\x12:\n" +
-	"\aregions\x18\r \x01(\v2 .spillway.admin.v1.RegionRoutingR\aregions\"\x9b\x01\n" +
+	"\aregions\x18\r \x01(\v2 .spillway.admin.v1.RegionRoutingR\aregions\x12>\n" +
+	"\vroute_rules\x18\x0e \x01(\v2\x1d.spillway.admin.v1.RouteRulesR\n" +
+	"routeRules\"\x9d\x01\n" +
+	"\n" +
+	"RouteRules\x122\n" +
+	"\x05rules\x18\x01 \x03(\v2\x1c.spillway.admin.v1.RouteRuleR\x05rules\x12\x18\n" +
+	"\adefault\x18\x02 \x01(\tR\adefault\x12\x18\n" +
+	"\aversion\x18\x03 \x01(\x03R\aversion\x12'\n" +
+	"\x0fdefault_missing\x18\x04 \x01(\bR\x0edefaultMissing\"S\n" +
+	"\tRouteRule\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
+	"\atargets\x18\x02 \x03(\tR\atargets\x12\x18\n" +
+	"\amissing\x18\x03 \x03(\tR\amissing\"\x9b\x01\n" +
 	"\rRegionRouting\x12\x18\n" +
 	"\apresent\x18\x01 \x03(\tR\apresent\x123\n" +
 	"\x05rules\x18\x02 \x03(\v2\x1d.spillway.admin.v1.RegionRuleR\x05rules\x12;\n" +
@@ -2072,7 +2227,7 @@ func file_admin_proto_rawDescGZIP() []byte {
 	return file_admin_proto_rawDescData
 }
 
-var file_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_admin_proto_goTypes = []any{
 	(*Locality)(nil),              // 0: spillway.admin.v1.Locality
 	(*LoadRequest)(nil),           // 1: spillway.admin.v1.LoadRequest
@@ -2089,51 +2244,55 @@ var file_admin_proto_goTypes = []any{
 	(*ZoneShare)(nil),             // 12: spillway.admin.v1.ZoneShare
 	(*ZoneRoute)(nil),             // 13: spillway.admin.v1.ZoneRoute
 	(*WeightsResponse)(nil),       // 14: spillway.admin.v1.WeightsResponse
-	(*RegionRouting)(nil),         // 15: spillway.admin.v1.RegionRouting
-	(*RegionRule)(nil),            // 16: spillway.admin.v1.RegionRule
-	(*RegionDecision)(nil),        // 17: spillway.admin.v1.RegionDecision
-	(*EndpointWeight)(nil),        // 18: spillway.admin.v1.EndpointWeight
-	(*PIDRound)(nil),              // 19: spillway.admin.v1.PIDRound
-	(*PlanOrigin)(nil),            // 20: spillway.admin.v1.PlanOrigin
-	(*timestamppb.Timestamp)(nil), // 21: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 22: google.protobuf.Duration
+	(*RouteRules)(nil),            // 15: spillway.admin.v1.RouteRules
+	(*RouteRule)(nil),             // 16: spillway.admin.v1.RouteRule
+	(*RegionRouting)(nil),         // 17: spillway.admin.v1.RegionRouting
+	(*RegionRule)(nil),            // 18: spillway.admin.v1.RegionRule
+	(*RegionDecision)(nil),        // 19: spillway.admin.v1.RegionDecision
+	(*EndpointWeight)(nil),        // 20: spillway.admin.v1.EndpointWeight
+	(*PIDRound)(nil),              // 21: spillway.admin.v1.PIDRound
+	(*PlanOrigin)(nil),            // 22: spillway.admin.v1.PlanOrigin
+	(*timestamppb.Timestamp)(nil), // 23: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 24: google.protobuf.Duration
 }
 var file_admin_proto_depIdxs = []int32{
 	0,  // 0: spillway.admin.v1.LoadRow.locality:type_name -> spillway.admin.v1.Locality
-	21, // 1: spillway.admin.v1.LoadRow.updated:type_name -> google.protobuf.Timestamp
+	23, // 1: spillway.admin.v1.LoadRow.updated:type_name -> google.protobuf.Timestamp
 	2,  // 2: spillway.admin.v1.LoadResponse.rows:type_name -> spillway.admin.v1.LoadRow
-	21, // 3: spillway.admin.v1.LoadResponse.time:type_name -> google.protobuf.Timestamp
+	23, // 3: spillway.admin.v1.LoadResponse.time:type_name -> google.protobuf.Timestamp
 	4,  // 4: spillway.admin.v1.LoadResponse.merged_from:type_name -> spillway.admin.v1.Contributor
 	6,  // 5: spillway.admin.v1.GraphResponse.edges:type_name -> spillway.admin.v1.Edge
-	21, // 6: spillway.admin.v1.GraphResponse.time:type_name -> google.protobuf.Timestamp
+	23, // 6: spillway.admin.v1.GraphResponse.time:type_name -> google.protobuf.Timestamp
 	11, // 7: spillway.admin.v1.ZoneRoute.weights:type_name -> spillway.admin.v1.ZoneWeight
 	9,  // 8: spillway.admin.v1.ZoneRoute.fallback:type_name -> spillway.admin.v1.Fallback
 	12, // 9: spillway.admin.v1.ZoneRoute.spill:type_name -> spillway.admin.v1.ZoneShare
 	9,  // 10: spillway.admin.v1.WeightsResponse.fallback:type_name -> spillway.admin.v1.Fallback
-	22, // 11: spillway.admin.v1.WeightsResponse.data_age:type_name -> google.protobuf.Duration
+	24, // 11: spillway.admin.v1.WeightsResponse.data_age:type_name -> google.protobuf.Duration
 	10, // 12: spillway.admin.v1.WeightsResponse.zones:type_name -> spillway.admin.v1.ZoneCapacity
 	13, // 13: spillway.admin.v1.WeightsResponse.routes:type_name -> spillway.admin.v1.ZoneRoute
-	21, // 14: spillway.admin.v1.WeightsResponse.time:type_name -> google.protobuf.Timestamp
-	20, // 15: spillway.admin.v1.WeightsResponse.origin:type_name -> spillway.admin.v1.PlanOrigin
-	18, // 16: spillway.admin.v1.WeightsResponse.endpoints:type_name -> spillway.admin.v1.EndpointWeight
-	19, // 17: spillway.admin.v1.WeightsResponse.pid:type_name -> spillway.admin.v1.PIDRound
-	15, // 18: spillway.admin.v1.WeightsResponse.regions:type_name -> spillway.admin.v1.RegionRouting
-	16, // 19: spillway.admin.v1.RegionRouting.rules:type_name -> spillway.admin.v1.RegionRule
-	17, // 20: spillway.admin.v1.RegionRouting.clients:type_name -> spillway.admin.v1.RegionDecision
-	21, // 21: spillway.admin.v1.RegionRule.until:type_name -> google.protobuf.Timestamp
-	4,  // 22: spillway.admin.v1.PlanOrigin.contributors:type_name -> spillway.admin.v1.Contributor
-	21, // 23: spillway.admin.v1.PlanOrigin.published:type_name -> google.protobuf.Timestamp
-	1,  // 24: spillway.admin.v1.Admin.Load:input_type -> spillway.admin.v1.LoadRequest
-	5,  // 25: spillway.admin.v1.Admin.Graph:input_type -> spillway.admin.v1.GraphRequest
-	8,  // 26: spillway.admin.v1.Admin.Weights:input_type -> spillway.admin.v1.WeightsRequest
-	3,  // 27: spillway.admin.v1.Admin.Load:output_type -> spillway.admin.v1.LoadResponse
-	7,  // 28: spillway.admin.v1.Admin.Graph:output_type -> spillway.admin.v1.GraphResponse
-	14, // 29: spillway.admin.v1.Admin.Weights:output_type -> spillway.admin.v1.WeightsResponse
-	27, // [27:30] is the sub-list for method output_type
-	24, // [24:27] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	23, // 14: spillway.admin.v1.WeightsResponse.time:type_name -> google.protobuf.Timestamp
+	22, // 15: spillway.admin.v1.WeightsResponse.origin:type_name -> spillway.admin.v1.PlanOrigin
+	20, // 16: spillway.admin.v1.WeightsResponse.endpoints:type_name -> spillway.admin.v1.EndpointWeight
+	21, // 17: spillway.admin.v1.WeightsResponse.pid:type_name -> spillway.admin.v1.PIDRound
+	17, // 18: spillway.admin.v1.WeightsResponse.regions:type_name -> spillway.admin.v1.RegionRouting
+	15, // 19: spillway.admin.v1.WeightsResponse.route_rules:type_name -> spillway.admin.v1.RouteRules
+	16, // 20: spillway.admin.v1.RouteRules.rules:type_name -> spillway.admin.v1.RouteRule
+	18, // 21: spillway.admin.v1.RegionRouting.rules:type_name -> spillway.admin.v1.RegionRule
+	19, // 22: spillway.admin.v1.RegionRouting.clients:type_name -> spillway.admin.v1.RegionDecision
+	23, // 23: spillway.admin.v1.RegionRule.until:type_name -> google.protobuf.Timestamp
+	4,  // 24: spillway.admin.v1.PlanOrigin.contributors:type_name -> spillway.admin.v1.Contributor
+	23, // 25: spillway.admin.v1.PlanOrigin.published:type_name -> google.protobuf.Timestamp
+	1,  // 26: spillway.admin.v1.Admin.Load:input_type -> spillway.admin.v1.LoadRequest
+	5,  // 27: spillway.admin.v1.Admin.Graph:input_type -> spillway.admin.v1.GraphRequest
+	8,  // 28: spillway.admin.v1.Admin.Weights:input_type -> spillway.admin.v1.WeightsRequest
+	3,  // 29: spillway.admin.v1.Admin.Load:output_type -> spillway.admin.v1.LoadResponse
+	7,  // 30: spillway.admin.v1.Admin.Graph:output_type -> spillway.admin.v1.GraphResponse
+	14, // 31: spillway.admin.v1.Admin.Weights:output_type -> spillway.admin.v1.WeightsResponse
+	29, // [29:32] is the sub-list for method output_type
+	26, // [26:29] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_admin_proto_init() }
@@ -2147,7 +2306,7 @@ func file_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_admin_proto_rawDesc), len(file_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   21,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
