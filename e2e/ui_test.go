@@ -1,0 +1,325 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/fetch"
+	"github.com/chromedp/chromedp"
+)
+
+// The browser tests of the web page (issue #17): headless Chromium against
+// the real binary, reading only elements with a data-testid (docs/ui.md).
+
+// sel is the CSS selector of a data-testid.
+func sel(testid string) string { return fmt.Sprintf(`[data-testid=%q]`, testid) }
+
+// rowsJS lists the data-service of the services table's rows.
+const rowsJS = `Array.from(document.querySelectorAll('[data-testid="service-row"]')).map(r => r.dataset.service)`
+
+// flowsJS reads a flow table (data-testid given) into {from: {to: percent}}.
+func flowsJS(testid string) string {
+	return `(() => {
+	const t = document.querySelector('[data-testid="` + testid + `"]');
+	const out = {};
+	if (!t) return out;
+	t.querySelectorAll('[data-from][data-to]').forEach(c => {
+		const v = parseFloat(c.textContent);
+		if (!isNaN(v)) (out[c.dataset.from] ??= {})[c.dataset.to] = v;
+	});
+	return out;
+})()`
+}
+
+// TestUIDemo is acceptance 1 and 2 of #17 against a running `spillway
+// demo`: the services list shows the demo's services; a service page's
+// measured and planned flow matrices are what GET /v1/load and GET
+// /v1/weights give, computed as docs/ui.md says; turning panic on
+// through the page (token typed in, confirmed) flips the TXT answer dig
+// sees; no console error or exception during the whole run. With
+// SPILLWAY_UPDATE_SCREENSHOTS=1 it writes docs/screenshots/*.png.
+func TestUIDemo(t *testing.T) {
+	d := startDemo(t)
+	b := newBrowser(t)
+
+	// The services list: every service of the registry has a row (the
+	// demo has fewer than one page of them).
+	want := serviceNames(t, d.httpAddr)
+	if len(want) < 3 {
+		t.Fatalf("the demo registers %v, want at least 3 services", want)
+	}
+	b.do("open the services list", chromedp.Navigate(d.url("/ui/#/services")))
+	b.waitFor("the services table with every service", fmt.Sprintf(`(%s).length >= %d`, rowsJS, len(want)), 30*time.Second)
+	got := eval[[]string](b, "rows", rowsJS)
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Errorf("services rows = %v, want %v (GET /v1/services)", got, want)
+	}
+	b.screenshot("services")
+
+	// A service with measured load in more than one client zone.
+	svc := busiestService(t, d.httpAddr, want, 60*time.Second)
+	t.Logf("service page: %s", svc)
+	b.do("open "+svc, chromedp.Navigate(d.url("/ui/#/service/"+svc)))
+	b.waitFor("the service title", fmt.Sprintf(`(document.querySelector(%q)?.textContent ?? "").includes(%q)`, sel("service-title"), svc), 20*time.Second)
+	b.waitFor("both flow matrices", `document.querySelectorAll('[data-testid="flow-measured"] [data-from][data-to]').length > 0 &&
+		document.querySelectorAll('[data-testid="flow-planned"] [data-from][data-to]').length > 0`, 30*time.Second)
+	compareFlows(t, b, svc)
+	b.waitFor("the same-zone chart", fmt.Sprintf(`!!document.querySelector(%q)`, sel("same-zone-chart")), 20*time.Second)
+	if txt := eval[string](b, "explain", fmt.Sprintf(`document.querySelector(%q)?.textContent ?? ""`, sel("explain"))); strings.TrimSpace(txt) == "" {
+		t.Errorf("explain of %s is empty", svc)
+	}
+	b.screenshot("service")
+
+	// The graph: an SVG with at least one edge per edge of GET /v1/graph.
+	var graph struct {
+		Edges []struct {
+			ClientService string `json:"client_service"`
+			Service       string `json:"service"`
+		} `json:"edges"`
+	}
+	getJSON(t, d.httpAddr, "/v1/graph", &graph)
+	if len(graph.Edges) == 0 {
+		t.Errorf("GET /v1/graph has no edges: the demo's services call no one")
+	}
+	b.do("open the graph", chromedp.Navigate(d.url("/ui/#/graph")))
+	b.waitFor("the graph drawn", fmt.Sprintf(`(() => { const g = document.querySelector(%q); return !!g && g.tagName.toLowerCase() === "svg" && g.querySelectorAll("line, path").length >= %d })()`, sel("graph"), len(graph.Edges)), 30*time.Second)
+	b.screenshot("graph")
+
+	// Migration: panic on through the page changes the TXT record.
+	if got := digTXT(t, d.dnsAddr); got != `"xds=on"` {
+		t.Fatalf("before: dig TXT _xds = %s, want \"xds=on\"", got)
+	}
+	b.do("open migration", chromedp.Navigate(d.url("/ui/#/migration")))
+	b.waitFor("the migration panel, panic off", fmt.Sprintf(`(document.querySelector(%q)?.textContent ?? "").trim() === "off"`, sel("panic-state")), 20*time.Second)
+	b.screenshot("migration")
+	setPanicThroughPage(t, b, d.token)
+	b.waitFor("panic-state on", fmt.Sprintf(`(document.querySelector(%q)?.textContent ?? "").trim() === "on"`, sel("panic-state")), 20*time.Second)
+	waitTXT(t, d.dnsAddr, `"xds=off"`)
+	var p struct {
+		Panic bool `json:"panic"`
+	}
+	getJSON(t, d.httpAddr, "/v1/panic", &p)
+	if !p.Panic {
+		t.Errorf("GET /v1/panic after the page turned it on: panic = false")
+	}
+	// And off again, the same way (the token is kept for the session).
+	setPanicThroughPage(t, b, d.token)
+	b.waitFor("panic-state off", fmt.Sprintf(`(document.querySelector(%q)?.textContent ?? "").trim() === "off"`, sel("panic-state")), 20*time.Second)
+	waitTXT(t, d.dnsAddr, `"xds=on"`)
+
+	if n := b.problemCount(); n > 0 {
+		t.Errorf("%d console errors or exceptions (listed below)", n)
+	}
+}
+
+// setPanicThroughPage clicks the panic toggle, types the token where the
+// page asks for it (the token input, once per session) and confirms.
+func setPanicThroughPage(t *testing.T, b *browser, token string) {
+	t.Helper()
+	typeToken := func() {
+		visible := eval[bool](b, "token input", fmt.Sprintf(`(() => { const e = document.querySelector(%q); return !!e && e.offsetParent !== null && e.value === "" })()`, sel("token-input")))
+		if visible {
+			b.do("type the token", chromedp.SendKeys(chromedp.CSS(sel("token-input")), token))
+		}
+	}
+	typeToken()
+	b.do("click panic toggle", chromedp.Click(chromedp.CSS(sel("panic-toggle"))))
+	b.waitFor("the confirm dialog", fmt.Sprintf(`(() => { const e = document.querySelector(%q); return !!e && e.offsetParent !== null })()`, sel("confirm-yes")), 10*time.Second)
+	typeToken() // a token input in the dialog itself
+	b.do("confirm", chromedp.Click(chromedp.CSS(sel("confirm-yes"))))
+}
+
+// busiestService picks, among services, the one with measured load from
+// the most client zones (GET /v1/load), waiting (bounded) until one has
+// load from at least two zones and weights.
+func busiestService(t *testing.T, httpAddr string, services []string, limit time.Duration) string {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		best, bestZones := "", 0
+		for _, s := range services {
+			var l loadJSON
+			if err := tryGetJSON(httpAddr, "/v1/load?service="+s, &l); err != nil {
+				continue
+			}
+			var w weightsJSON
+			if err := tryGetJSON(httpAddr, "/v1/weights?service="+s, &w); err != nil {
+				continue
+			}
+			if n := len(measuredFlows(l)); n > bestZones {
+				best, bestZones = s, n
+			}
+		}
+		if bestZones >= 2 {
+			return best
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no service with load from 2 client zones within %v (best %q: %d)", limit, best, bestZones)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// compareFlows checks the page's flow matrices of svc against the JSON the
+// page itself rendered. Polling makes "the JSON now" a moving target, so
+// the test freezes the page: it intercepts the page's GET /v1/load and
+// /v1/weights (Fetch domain, at the response stage), keeps each body it
+// lets through, and, once it has one of each, holds every later one. The
+// page is then left with the bodies recorded last, and its tables must
+// settle on what docs/ui.md's formula gives for one of the bodies it
+// received (the last, or the one before when a render waits for both
+// answers of a poll), within the one-decimal rounding.
+func compareFlows(t *testing.T, b *browser, svc string) {
+	t.Helper()
+	type seen struct {
+		mu      sync.Mutex
+		load    []loadJSON
+		weights []weightsJSON
+		frozen  bool
+		held    []fetch.RequestID
+	}
+	var s seen
+	ctx, cancel := context.WithCancel(b.ctx)
+	defer cancel()
+	paused := chromedp.Events(ctx, fetch.RequestPaused)
+	go func() {
+		for ev, err := range paused {
+			if err != nil {
+				return
+			}
+			s.mu.Lock()
+			if s.frozen {
+				s.held = append(s.held, ev.RequestID)
+				s.mu.Unlock()
+				continue
+			}
+			body, err := chromedp.Call(ctx, fetch.GetResponseBody, fetch.GetResponseBodyParams{RequestID: ev.RequestID})
+			if err == nil {
+				switch u := ev.Request.URL; {
+				case strings.Contains(u, "/v1/load"):
+					var l loadJSON
+					if json.Unmarshal(body.Body, &l) == nil {
+						s.load = append(s.load, l)
+					}
+				case strings.Contains(u, "/v1/weights"):
+					var w weightsJSON
+					if json.Unmarshal(body.Body, &w) == nil {
+						s.weights = append(s.weights, w)
+					}
+				}
+			}
+			s.mu.Unlock()
+			chromedp.Call(ctx, fetch.ContinueRequest, fetch.ContinueRequestParams{RequestID: ev.RequestID})
+		}
+	}()
+	if _, err := chromedp.Call(b.ctx, fetch.Enable, fetch.EnableParams{Patterns: []*fetch.RequestPattern{
+		{URLPattern: "*/v1/load?*", RequestStage: fetch.RequestStageResponse},
+		{URLPattern: "*/v1/weights?*", RequestStage: fetch.RequestStageResponse},
+	}}); err != nil {
+		t.Fatalf("Fetch.enable: %v", err)
+	}
+	defer func() {
+		s.mu.Lock()
+		held := s.held
+		s.held, s.frozen = nil, false
+		s.mu.Unlock()
+		for _, id := range held {
+			chromedp.Call(b.ctx, fetch.ContinueRequest, fetch.ContinueRequestParams{RequestID: id})
+		}
+		chromedp.Call(b.ctx, fetch.Disable, cdp.Empty{})
+	}()
+
+	// Wait (bounded) for the page's next poll to come through, then freeze.
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		s.mu.Lock()
+		ok := len(s.load) > 0 && len(s.weights) > 0
+		if ok {
+			s.frozen = true
+		}
+		s.mu.Unlock()
+		if ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the page did not poll /v1/load and /v1/weights of %s within 20s", svc)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	s.mu.Lock()
+	loads, weights := s.load, s.weights
+	s.mu.Unlock()
+
+	check := func(testid string, candidates []flows) {
+		t.Helper()
+		var lastErr error
+		for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+			page := eval[flows](b, testid, flowsJS(testid))
+			for _, want := range candidates {
+				if lastErr = sameFlows(page, want); lastErr == nil {
+					t.Logf("%s of %s: page %v = JSON %v", testid, svc, page, want)
+					return
+				}
+			}
+		}
+		t.Errorf("%s of %s never matched the JSON the page received: %v", testid, svc, lastErr)
+	}
+	var measured, planned []flows
+	for _, l := range loads[max(0, len(loads)-2):] {
+		measured = append([]flows{measuredFlows(l)}, measured...)
+	}
+	for _, w := range weights[max(0, len(weights)-2):] {
+		planned = append([]flows{plannedFlows(w)}, planned...)
+	}
+	check("flow-measured", measured)
+	check("flow-planned", planned)
+}
+
+// tryGetJSON is getJSON returning the error.
+func tryGetJSON(httpAddr, path string, v any) error {
+	resp, err := http.Get("http://" + httpAddr + path)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return fmt.Errorf("GET %s: %s", path, resp.Status)
+	}
+	return json.NewDecoder(resp.Body).Decode(v)
+}
+
+// digTXT asks dig for TXT _xds.spillway.internal at dnsAddr and returns
+// the answer (+short).
+func digTXT(t *testing.T, dnsAddr string) string {
+	t.Helper()
+	host, port, _ := strings.Cut(dnsAddr, ":")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "dig", "+short", "+time=2", "+tries=1", "@"+host, "-p", port, "TXT", "_xds.spillway.internal").CombinedOutput()
+	if err != nil {
+		t.Fatalf("dig: %v\n%s", err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// waitTXT waits (bounded) until dig sees want.
+func waitTXT(t *testing.T, dnsAddr, want string) {
+	t.Helper()
+	var got string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if got = digTXT(t, dnsAddr); got == want {
+			t.Logf("dig TXT _xds.spillway.internal = %s", got)
+			return
+		}
+	}
+	t.Errorf("dig TXT _xds.spillway.internal = %s, want %s", got, want)
+}
