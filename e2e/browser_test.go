@@ -114,6 +114,15 @@ func (b *browser) onEvent(ev any) {
 	b.mu.Unlock()
 }
 
+// takeProblems returns the problems seen so far and forgets them.
+func (b *browser) takeProblems() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	p := b.problems
+	b.problems = nil
+	return p
+}
+
 // problemCount is how many console errors etc. were seen so far.
 func (b *browser) problemCount() int {
 	b.mu.Lock()
@@ -150,6 +159,15 @@ func (b *browser) waitFor(what, js string, d time.Duration) time.Duration {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// hash is an action that moves the page to another route of its own
+// (location.hash), without a reload, as a click on a link does.
+func (b *browser) hash(h string) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		_, err := chromedp.Evaluate[any]("location.hash = "+jsString(h))(ctx, t)
+		return err
+	})
 }
 
 // eval evaluates js in the page.

@@ -197,16 +197,20 @@ type weightsJSON struct {
 	Routes []struct {
 		ClientZone string `json:"client_zone"`
 		Weights    []struct {
-			Zone  string  `json:"zone"`
-			Share float64 `json:"share"`
+			Zone   string `json:"zone"`
+			Weight uint32 `json:"weight"`
 		} `json:"weights"`
 	} `json:"routes"`
 }
 
 // measuredFlows is docs/ui.md's measured matrix: for each client zone,
-// the share (percent) of its issued requests (LRS, summed over client
-// services) that went to each upstream zone. Client zones that issued
-// nothing are left out.
+// the share (percent) of its issued requests (LRS issued_rps, summed over
+// client services) that went to each upstream zone:
+//
+//	measured[i][j] = 100 * sum(issued_rps | client_zone=i, locality.zone=j)
+//	                     / sum(issued_rps | client_zone=i)
+//
+// Client zones that issued nothing are left out.
 func measuredFlows(l loadJSON) flows {
 	sum := map[string]map[string]float64{}
 	total := map[string]float64{}
@@ -217,33 +221,33 @@ func measuredFlows(l loadJSON) flows {
 		sum[r.ClientZone][r.Locality.Zone] += r.IssuedRPS
 		total[r.ClientZone] += r.IssuedRPS
 	}
-	out := flows{}
-	for from, tos := range sum {
-		if total[from] <= 0 {
-			continue
-		}
-		out[from] = map[string]float64{}
-		for to, v := range tos {
-			out[from][to] = 100 * v / total[from]
-		}
-	}
-	return out
+	return percent(sum, total)
 }
 
-// plannedFlows is docs/ui.md's planned matrix: for each client zone with
-// a route, the share (percent) of its requests each upstream zone gets.
+// plannedFlows is docs/ui.md's planned matrix: for each client zone's
+// route (the route of clients that give no zone, "", too), the locality
+// weights pushed to it, as a percentage of their sum:
+//
+//	planned[i][j] = 100 * weight(client_zone=i, zone=j) / sum_j weight
 func plannedFlows(w weightsJSON) flows {
-	out := flows{}
+	sum := map[string]map[string]float64{}
+	total := map[string]float64{}
 	for _, r := range w.Routes {
-		if r.ClientZone == "" {
-			continue // the route of clients that give no zone
-		}
-		out[r.ClientZone] = map[string]float64{}
 		for _, z := range r.Weights {
-			out[r.ClientZone][z.Zone] = 100 * z.Share
+			if sum[r.ClientZone] == nil {
+				sum[r.ClientZone] = map[string]float64{}
+			}
+			sum[r.ClientZone][z.Zone] += float64(z.Weight)
+			total[r.ClientZone] += float64(z.Weight)
 		}
 	}
-	return out
+	return percent(sum, total)
+}
+
+// percent divides each row of sum by its total, in percent; rows with a
+// zero total are left out.
+func percent(sum map[string]map[string]float64, total map[string]float64) flows {
+	return percent(sum, total)
 }
 
 // sameFlows says whether a matrix read from the page (one decimal) is

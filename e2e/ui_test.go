@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os/exec"
 	"slices"
 	"strings"
@@ -69,7 +70,7 @@ func TestUIDemo(t *testing.T) {
 	// A service with measured load in more than one client zone.
 	svc := busiestService(t, d.httpAddr, want, 60*time.Second)
 	t.Logf("service page: %s", svc)
-	b.do("open "+svc, chromedp.Navigate(d.url("/ui/#/service/"+svc)))
+	b.do("open "+svc, b.hash("#/service/"+svc))
 	b.waitFor("the service title", fmt.Sprintf(`(document.querySelector(%q)?.textContent ?? "").includes(%q)`, sel("service-title"), svc), 20*time.Second)
 	b.waitFor("both flow matrices", `document.querySelectorAll('[data-testid="flow-measured"] [data-from][data-to]').length > 0 &&
 		document.querySelectorAll('[data-testid="flow-planned"] [data-from][data-to]').length > 0`, 30*time.Second)
@@ -91,7 +92,7 @@ func TestUIDemo(t *testing.T) {
 	if len(graph.Edges) == 0 {
 		t.Errorf("GET /v1/graph has no edges: the demo's services call no one")
 	}
-	b.do("open the graph", chromedp.Navigate(d.url("/ui/#/graph")))
+	b.do("open the graph", b.hash("#/graph"))
 	b.waitFor("the graph drawn", fmt.Sprintf(`(() => { const g = document.querySelector(%q); return !!g && g.tagName.toLowerCase() === "svg" && g.querySelectorAll("line, path").length >= %d })()`, sel("graph"), len(graph.Edges)), 30*time.Second)
 	b.screenshot("graph")
 
@@ -99,7 +100,7 @@ func TestUIDemo(t *testing.T) {
 	if got := digTXT(t, d.dnsAddr); got != `"xds=on"` {
 		t.Fatalf("before: dig TXT _xds = %s, want \"xds=on\"", got)
 	}
-	b.do("open migration", chromedp.Navigate(d.url("/ui/#/migration")))
+	b.do("open migration", b.hash("#/migration"))
 	b.waitFor("the migration panel, panic off", fmt.Sprintf(`(document.querySelector(%q)?.textContent ?? "").trim() === "off"`, sel("panic-state")), 20*time.Second)
 	b.screenshot("migration")
 	setPanicThroughPage(t, b, d.token)
@@ -322,4 +323,35 @@ func waitTXT(t *testing.T, dnsAddr, want string) {
 		}
 	}
 	t.Errorf("dig TXT _xds.spillway.internal = %s, want %s", got, want)
+}
+
+// TestUIHarnessSeesConsoleErrors: the harness's "no console errors" is not
+// vacuous: a page that logs console.error, throws, and fails to load a
+// resource gives one problem each.
+func TestUIHarnessSeesConsoleErrors(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprint(w, `<!doctype html><title>t</title><link rel="icon" href="data:,"><img src="/missing.png">
+<script>console.log("fine"); console.error("broken", 42); setTimeout(() => { throw new Error("boom") }, 0);</script>`)
+	}))
+	defer srv.Close()
+	b := newBrowser(t)
+	b.do("open", chromedp.Navigate(srv.URL))
+	var got []string
+	for deadline := time.Now().Add(20 * time.Second); len(got) < 3 && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		got = append(got, b.takeProblems()...)
+	}
+	joined := strings.Join(got, "\n")
+	for _, want := range []string{`console.error: "broken" 42`, "Error: boom", "404"} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("problems = %q, want one containing %q", got, want)
+		}
+	}
+	if strings.Contains(joined, "fine") {
+		t.Errorf("problems = %q: console.log counted as an error", got)
+	}
 }

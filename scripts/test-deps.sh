@@ -2,7 +2,8 @@
 # Installs the OS packages the tests need, if they are missing. Each entry is
 # "command:debian-package". The registry tests need none beyond Go and a C
 # compiler for -race; the DNS tests need dig, kdig and dnsperf (e2e TestDNSRRL); the etcd storage
-# tests start a real etcd server (Debian's etcd-server: /usr/bin/etcd).
+# tests start a real etcd server (Debian's etcd-server: /usr/bin/etcd); the
+# browser tests of the web page (e2e TestUI*) drive Debian's chromium headless.
 set -euo pipefail
 
 need=(
@@ -11,6 +12,7 @@ need=(
   "kdig:knot-dnsutils"
   "dnsperf:dnsperf"
   "etcd:etcd-server"
+  "chromium:chromium"
 )
 
 missing=()
