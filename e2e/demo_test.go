@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"os/exec"
 	"regexp"
 	"sort"
@@ -278,3 +279,5 @@ func sameFlows(page, want flows) error {
 	}
 	return nil
 }
+
+func writeFile(path, body string) error { return os.WriteFile(path, []byte(body), 0o600) }
