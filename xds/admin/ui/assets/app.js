@@ -6,7 +6,7 @@
 const POLL_MS = 2000;
 const PAGE = 100; // services per page; the server pages (GET /v1/summary)
 const HISTORY = 180; // same-zone points kept per service (6 min at 2 s)
-// Okabe–Ito, colour-blind safe; zones get them in sorted order.
+// Okabe–Ito, colour-blind safe; zones get them in the order the page first sees them.
 const PALETTE = ['#E69F00', '#56B4E9', '#009E73', '#F0E442', '#0072B2', '#D55E00', '#CC79A7', '#000000'];
 
 const state = {
@@ -54,6 +54,9 @@ function zoneColor(z) {
 function zoneChip(z) {
   return el('span', { class: 'chip' }, el('span', { class: 'swatch', style: { background: zoneColor(z) }, 'aria-hidden': 'true' }), zoneLabel(z));
 }
+
+// nodes flattens children for replaceChildren, dropping null.
+const nodes = (...cs) => cs.flat(2).filter((c) => c !== null && c !== undefined);
 
 class APIError extends Error {
   constructor(status, msg) { super(msg); this.status = status; }
@@ -340,7 +343,7 @@ function serviceView(main, r) {
     hist.push({ t: new Date(), measured: sameZone(load), planned: weights ? 100 * weights.same_zone : null });
     if (hist.length > HISTORY) hist.splice(0, hist.length - HISTORY);
 
-    keepFocus(() => body.replaceChildren(
+    keepFocus(() => body.replaceChildren(...nodes(
       el('p', {}, `${info.endpoints} endpoints (${info.healthy} healthy, ${info.draining} draining, ${info.unhealthy} unhealthy) · source ${info.sources.join(', ') || '—'} · ${info.xds_clients} xDS clients`),
       el('h2', {}, 'Endpoints'), endpointsTable(eps, weights),
       el('h2', {}, 'Zone flows'),
@@ -354,7 +357,7 @@ function serviceView(main, r) {
       chart(hist),
       el('h2', {}, 'Why these weights'), explainView(weights),
       weights && weights.zones && weights.zones.length ? [el('h2', {}, 'Capacity by zone'), zonesTable(weights)] : null,
-      regionsView(weights), routeRulesView(weights)));
+      regionsView(weights), routeRulesView(weights))));
   }
   return refresh;
 }
@@ -384,7 +387,7 @@ function explainView(w) {
   if (!w) return el('div', { 'data-testid': 'explain' }, el('p', {}, 'No zone-aware weights for this service yet (zone-aware weights off, or before the first weights cycle).'));
   return el('div', { 'data-testid': 'explain' },
     el('p', { 'data-testid': 'fallback' }, `Fallback: ${w.fallback.text || w.fallback.key || 'none'}${w.fallback.fail_open ? ' (fails open)' : ''} · demand source ${w.source} · data age ${w.data_age || '0s'} · plan origin ${w.origin ? w.origin.source : '—'}`),
-    el('ul', {}, (w.routes || []).map((rt) => el('li', {}, zoneChip(rt.client_zone), ': ', rt.explain))));
+    el('ul', {}, (w.routes || []).map((rt) => el('li', {}, zoneChip(rt.client_zone), ' ', rt.explain))));
 }
 
 function zonesTable(w) {
@@ -487,7 +490,9 @@ function migrationView(main) {
   main.append(el('section', { 'data-testid': 'migration-panel' },
     el('h1', {}, 'Migration'),
     el('p', {}, 'Panic: ', stateEl, ' · TXT _xds says ', txt, ' · ', changed),
-    el('div', { class: 'toolbar' }, el('label', {}, 'Admin token ', token), toggle),
+    el('form', { class: 'toolbar', onsubmit: (ev) => ev.preventDefault() },
+      el('input', { type: 'text', name: 'username', value: 'admin', autocomplete: 'username', hidden: true }),
+      el('label', {}, 'Admin token ', token), toggle),
     el('p', { class: 'note' }, 'The token is kept in this tab only (sessionStorage). Panic on sends every client back to DNS.'),
     result, el('h2', {}, 'Clients'), clients, el('h2', {}, 'Rollout'), rollout));
 
