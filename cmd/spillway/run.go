@@ -37,6 +37,7 @@ import (
 	"github.com/spillway/spillway/weights/zoneaware"
 	"github.com/spillway/spillway/xds"
 	"github.com/spillway/spillway/xds/admin"
+	"github.com/spillway/spillway/xds/admin/ui"
 )
 
 // storage is what the server needs of durable registrations.
@@ -248,7 +249,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if meshW != nil {
 		meshLoad = admin.JoinMesh(meshW.owners, meshW.merged)
 	}
-	adminAPI, err := admin.New(admin.Config{Mesh: meshLoad, Loads: xdsSrv.Loads(), Subscriptions: xdsSrv, Regions: xdsSrv, Routes: rules.store, Plans: xds.PlanFunc(func(service string) *weights.Plan { return chosen.Plan(service) }), Authorizer: policy, Logger: log.With("component", "admin")})
+	adminAPI, err := admin.New(admin.Config{Mesh: meshLoad, Loads: xdsSrv.Loads(), Subscriptions: xdsSrv, Regions: xdsSrv, Routes: rules.store, Registry: store, Plans: xds.PlanFunc(func(service string) *weights.Plan { return chosen.Plan(service) }), Authorizer: policy, Logger: log.With("component", "admin")})
 	if err != nil {
 		return fmt.Errorf("admin config: %w", err)
 	}
@@ -371,9 +372,11 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(metrics, promhttp.HandlerOpts{Registry: metrics}))
 	mux.Handle("/v1/", api.Handler())
-	mux.Handle("/v1/load", adminAPI.Handler()) // more specific than "/v1/": wins
-	mux.Handle("/v1/graph", adminAPI.Handler())
-	mux.Handle("/v1/weights", adminAPI.Handler())
+	for _, p := range admin.Paths { // /v1/load, /v1/graph, /v1/weights, /v1/summary: more specific than "/v1/"
+		mux.Handle(p, adminAPI.Handler())
+	}
+	mux.Handle(ui.Prefix, ui.Handler()) // the web page, and / sends a browser there
+	mux.Handle("GET /{$}", ui.Redirect())
 	mux.Handle(audit.Path, auditLog.Handler(policy))
 	if cfg.Pprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index) // and the named profiles under it

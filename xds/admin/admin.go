@@ -99,6 +99,18 @@ func (a *API) authorize(ctx context.Context, resource string) error {
 	return nil
 }
 
+// authorizeRegistry asks the Authorizer for read_registry of "" (the
+// whole list), as GET /v1/services does.
+func (a *API) authorizeRegistry(ctx context.Context) error {
+	if a.authz == nil {
+		return nil
+	}
+	if err := a.authz.Authorize(ctx, authz.ReadRegistry, ""); err != nil {
+		return &deniedError{err}
+	}
+	return nil
+}
+
 // RegionViewer gives what a service's regional rules decide; false for a
 // service the registry does not know.
 type RegionViewer interface {
@@ -131,6 +143,9 @@ type Config struct {
 	// Routes gives a service's route rules, broken ones flagged; nil
 	// leaves WeightsResponse.route_rules unset.
 	Routes RouteViewer
+	// Registry is the registry GET /v1/summary lists; nil answers it
+	// 501.
+	Registry Snapshotter
 	// Authorizer is asked before every read (action "read_load"; the
 	// service for Load and Weights, "" for Graph); nil allows all.
 	Authorizer Authorizer
@@ -146,15 +161,16 @@ type API struct {
 	pb.UnimplementedAdminServer
 
 	// Read-only after New.
-	loads  LoadReader
-	subs   SubscriptionLister
-	plans  Plans
-	mesh   MeshLoad
-	regs   RegionViewer // or nil
-	routes RouteViewer  // or nil
-	authz  Authorizer   // or nil
-	log    *slog.Logger
-	now    func() time.Time
+	loads    LoadReader
+	subs     SubscriptionLister
+	plans    Plans
+	mesh     MeshLoad
+	regs     RegionViewer // or nil
+	routes   RouteViewer  // or nil
+	registry Snapshotter  // or nil
+	authz    Authorizer   // or nil
+	log      *slog.Logger
+	now      func() time.Time
 }
 
 var _ pb.AdminServer = (*API)(nil)
@@ -176,7 +192,7 @@ func New(cfg Config) (*API, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &API{loads: cfg.Loads, subs: cfg.Subscriptions, plans: cfg.Plans, mesh: cfg.Mesh, regs: cfg.Regions, routes: cfg.Routes, authz: cfg.Authorizer, log: cfg.Logger, now: cfg.Now}, nil
+	return &API{loads: cfg.Loads, subs: cfg.Subscriptions, plans: cfg.Plans, mesh: cfg.Mesh, regs: cfg.Regions, routes: cfg.Routes, registry: cfg.Registry, authz: cfg.Authorizer, log: cfg.Logger, now: cfg.Now}, nil
 }
 
 // RegisterGRPC adds the Admin service to s.

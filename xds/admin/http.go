@@ -17,8 +17,11 @@ import (
 
 var marshal = protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true}
 
-// Handler returns the HTTP/JSON API. Its paths are /v1/load, /v1/graph and
-// /v1/weights; mount it on each (other methods than GET get 405 in JSON).
+// Paths of the HTTP API; mount Handler on each.
+var Paths = []string{"/v1/load", "/v1/graph", "/v1/weights", "/v1/summary"}
+
+// Handler returns the HTTP/JSON API. Its paths are Paths; mount it on
+// each (other methods than GET get 405 in JSON).
 func (a *API) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/load", func(w http.ResponseWriter, r *http.Request) {
@@ -55,7 +58,8 @@ func (a *API) Handler() http.Handler {
 		}
 		a.reply(w, resp)
 	})
-	for _, p := range []string{"/v1/load", "/v1/graph", "/v1/weights"} {
+	mux.HandleFunc("GET /v1/summary", a.serveSummary)
+	for _, p := range Paths {
 		mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Allow", "GET, HEAD")
 			writeError(w, http.StatusMethodNotAllowed, "", fmt.Sprintf("method %s not allowed on %s, use GET", r.Method, p))
@@ -106,6 +110,17 @@ func (a *API) fail(w http.ResponseWriter, err error) {
 
 func (a *API) reply(w http.ResponseWriter, resp proto.Message) {
 	b, err := marshal.Marshal(resp)
+	if err != nil {
+		a.fail(w, fmt.Errorf("encoding the response: %w", err))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(b)
+	w.Write([]byte("\n"))
+}
+
+func (a *API) replyJSON(w http.ResponseWriter, v any) {
+	b, err := json.Marshal(v)
 	if err != nil {
 		a.fail(w, fmt.Errorf("encoding the response: %w", err))
 		return
