@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"maps"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"strings"
@@ -70,6 +71,18 @@ type Config struct {
 
 	// Kubernetes configures the EndpointSlice source (kubernetes.go).
 	Kubernetes KubernetesConfig `yaml:"kubernetes"`
+
+	// hooks are the seams `spillway demo` (demo.go) uses; zero otherwise.
+	hooks runHooks
+}
+
+// runHooks let `spillway demo` add its HTTP API and learn the bound
+// addresses; nil funcs are skipped.
+type runHooks struct {
+	// mount adds handlers to the HTTP mux, before it serves.
+	mount func(mux *http.ServeMux)
+	// serving is called once every listener is bound and served.
+	serving func(dns, grpc, http string)
 }
 
 // XDSConfig tunes the ADS and LRS server.
