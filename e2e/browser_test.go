@@ -185,7 +185,7 @@ func eval[T any](b *browser, what, js string) T {
 // clean.
 func (b *browser) screenshot(name string) {
 	b.t.Helper()
-	if os.Getenv("SPILLWAY_UPDATE_SCREENSHOTS") != "1" {
+	if !updateScreenshots() {
 		return
 	}
 	png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(100))
@@ -201,6 +201,10 @@ func (b *browser) screenshot(name string) {
 	}
 	b.t.Logf("wrote %s (%d bytes)", path, len(png))
 }
+
+// updateScreenshots is whether SPILLWAY_UPDATE_SCREENSHOTS=1 asks the
+// browser tests to rewrite docs/screenshots/.
+func updateScreenshots() bool { return os.Getenv("SPILLWAY_UPDATE_SCREENSHOTS") == "1" }
 
 // jsString quotes s as a JavaScript string literal.
 func jsString(s string) string {

@@ -248,7 +248,17 @@ func plannedFlows(w weightsJSON) flows {
 // percent divides each row of sum by its total, in percent; rows with a
 // zero total are left out.
 func percent(sum map[string]map[string]float64, total map[string]float64) flows {
-	return percent(sum, total)
+	out := flows{}
+	for from, tos := range sum {
+		if total[from] <= 0 {
+			continue
+		}
+		out[from] = map[string]float64{}
+		for to, v := range tos {
+			out[from][to] = 100 * v / total[from]
+		}
+	}
+	return out
 }
 
 // sameFlows says whether a matrix read from the page (one decimal) is

@@ -79,6 +79,11 @@ func TestUIDemo(t *testing.T) {
 	if txt := eval[string](b, "explain", fmt.Sprintf(`document.querySelector(%q)?.textContent ?? ""`, sel("explain"))); strings.TrimSpace(txt) == "" {
 		t.Errorf("explain of %s is empty", svc)
 	}
+	if updateScreenshots() {
+		// Let the same-zone chart gather a few polls for the picture
+		// (screenshots only; no assertion depends on this wait).
+		time.Sleep(12 * time.Second)
+	}
 	b.screenshot("service")
 
 	// The graph: an SVG with at least one edge per edge of GET /v1/graph.
@@ -259,6 +264,11 @@ func compareFlows(t *testing.T, b *browser, svc string) {
 	s.mu.Lock()
 	loads, weights := s.load, s.weights
 	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		t.Logf("froze the page after %d /v1/load and %d /v1/weights answers; held %d later requests while comparing", len(loads), len(weights), len(s.held))
+	}()
 
 	check := func(testid string, candidates []flows) {
 		t.Helper()
