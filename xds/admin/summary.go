@@ -109,6 +109,9 @@ func ParseSummaryQuery(raw string) (SummaryQuery, error) {
 		return q, &registry.FieldError{Field: "query", Reason: fmt.Sprintf("malformed query string: %v", err)}
 	}
 	for k, vs := range vals {
+		if k == "" {
+			return q, &registry.FieldError{Field: "query", Reason: "a parameter without a name"}
+		}
 		if len(vs) > 1 {
 			return q, &registry.FieldError{Field: k, Reason: fmt.Sprintf("given %d times, want once", len(vs))}
 		}
