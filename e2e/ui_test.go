@@ -145,14 +145,15 @@ func setPanicThroughPage(t *testing.T, b *browser, token string) {
 	b.do("confirm", chromedp.Click(chromedp.CSS(sel("confirm-yes"))))
 }
 
-// busiestService picks, among services, the one with measured load from
-// the most client zones (GET /v1/load), waiting (bounded) until one has
-// load from at least two zones and weights.
+// busiestService picks, among services, the one whose measured matrix
+// (GET /v1/load) has the most non-zero cells, waiting (bounded) until one
+// has load from at least two client zones to at least two upstream zones
+// and has weights: a matrix of 100 % cells would check little.
 func busiestService(t *testing.T, httpAddr string, services []string, limit time.Duration) string {
 	t.Helper()
 	deadline := time.Now().Add(limit)
 	for {
-		best, bestZones := "", 0
+		best, bestCells := "", 0
 		for _, s := range services {
 			var l loadJSON
 			if err := tryGetJSON(httpAddr, "/v1/load?service="+s, &l); err != nil {
@@ -162,15 +163,25 @@ func busiestService(t *testing.T, httpAddr string, services []string, limit time
 			if err := tryGetJSON(httpAddr, "/v1/weights?service="+s, &w); err != nil {
 				continue
 			}
-			if n := len(measuredFlows(l)); n > bestZones {
-				best, bestZones = s, n
+			m := measuredFlows(l)
+			cells, upstream := 0, map[string]bool{}
+			for _, tos := range m {
+				for to, v := range tos {
+					if v > 0 {
+						cells++
+						upstream[to] = true
+					}
+				}
+			}
+			if len(m) >= 2 && len(upstream) >= 2 && cells > bestCells {
+				best, bestCells = s, cells
 			}
 		}
-		if bestZones >= 2 {
+		if best != "" {
 			return best
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no service with load from 2 client zones within %v (best %q: %d)", limit, best, bestZones)
+			t.Fatalf("no service with load from 2 client zones to 2 upstream zones within %v", limit)
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
