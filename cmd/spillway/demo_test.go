@@ -45,9 +45,11 @@ const demoWait = 20 * time.Second
 func eventually(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
 	var detail string
-	for deadline := time.Now().Add(demoWait); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+	start := time.Now()
+	for deadline := start.Add(demoWait); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
 		var ok bool
 		if ok, detail = cond(); ok {
+			t.Logf("%s: after %v", what, time.Since(start).Round(100*time.Millisecond))
 			return
 		}
 	}
@@ -224,6 +226,9 @@ func TestDemo(t *testing.T) {
 	eventually(t, "zone-b discounted after throttle-zone", func() (bool, string) {
 		w, _ := weights()
 		_, _, er, f := zoneOf(w, "zone-b")
+		if er > 0 && f < 1 {
+			t.Logf("zone-b throttled: error_ratio %.3f, queue*error factor %.3f", er, f)
+		}
 		return er > 0 && f < 1, fmt.Sprintf("zone-b error_ratio %v, queue*error factor %v", er, f)
 	})
 	// restore-zone, through the CLI.
