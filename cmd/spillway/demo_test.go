@@ -88,11 +88,19 @@ func TestDemo(t *testing.T) {
 	before := runtime.NumGoroutine()
 	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{}}
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	ready := make(chan demoInfo, 1)
 	var stdout lockedBuffer
 	errc := make(chan error, 1)
+	done := make(chan struct{})
+	t.Cleanup(func() { // also after a t.Fatal: the demo removes its temp dir before the test binary exits
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+		}
+	})
 	go func() {
+		defer close(done)
 		errc <- runDemo(ctx, demoConfig{
 			Scenario: "default", DNSAddr: "127.0.0.1:0", GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0",
 			RPS: 100, LRSInterval: time.Second, Weights: time.Second, SlowStartRamp: ramp, LogLevel: "error",
