@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"maps"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"strings"
@@ -70,6 +71,21 @@ type Config struct {
 
 	// Kubernetes configures the EndpointSlice source (kubernetes.go).
 	Kubernetes KubernetesConfig `yaml:"kubernetes"`
+
+	// hooks are the seams `spillway demo` (demo.go) uses; zero otherwise.
+	hooks runHooks
+}
+
+// runHooks let `spillway demo` add its HTTP API and learn the bound
+// addresses; nil funcs are skipped.
+type runHooks struct {
+	// mount adds handlers to the HTTP mux, before it serves.
+	mount func(mux *http.ServeMux)
+	// serving is called once every listener is bound and served.
+	serving func(dns, grpc, http string)
+	// slowStartRamp, when set, replaces zone-aware's SlowStartRamp (60 s)
+	// so the demo's cold pod warms up while one watches.
+	slowStartRamp time.Duration
 }
 
 // XDSConfig tunes the ADS and LRS server.

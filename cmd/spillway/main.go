@@ -3,6 +3,7 @@
 //
 //	go run ./cmd/spillway                     # defaults, nothing else needed
 //	spillway --config spillway.yaml --data-dir /var/lib/spillway
+//	go run ./cmd/spillway demo                # a server with synthetic backends and clients, and its page
 //	spillway store copy --from bbolt:///var/lib/spillway --to etcd://e1:2379/spillway
 //
 // Run with --help for every flag. SIGTERM or SIGINT shuts down gracefully.
@@ -22,6 +23,12 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "store" { // spillway store copy --from ... --to ...
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 		code := storeMain(ctx, os.Args[2:], os.Stdout, os.Stderr)
+		stop()
+		os.Exit(code)
+	}
+	if len(os.Args) > 1 && os.Args[1] == "demo" { // spillway demo [--scenario NAME]; spillway demo event NAME
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+		code := demoMain(ctx, os.Args[2:], os.Stdout, os.Stderr)
 		stop()
 		os.Exit(code)
 	}

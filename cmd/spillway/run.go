@@ -120,7 +120,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	var zoneAware *zoneaware.Config
 	if cfg.XDS.ZoneAware {
 		probe := cfg.XDS.ProbeShare
-		zoneAware = &zoneaware.Config{ProbeShare: &probe, ReportInterval: cfg.XDS.LRSInterval}
+		zoneAware = &zoneaware.Config{ProbeShare: &probe, ReportInterval: cfg.XDS.LRSInterval, SlowStartRamp: cfg.hooks.slowStartRamp}
 	}
 	// The planner reads the xDS server's load table, streams and zone set,
 	// and tells it which services' weights changed; the server reads the
@@ -390,6 +390,9 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	for _, p := range migrationapi.Paths { // /v1/panic, /v1/rollout, /v1/rollout/validate
 		mux.Handle(p, migrationAPI.Handler())
 	}
+	if cfg.hooks.mount != nil {
+		cfg.hooks.mount(mux) // spillway demo: /v1/demo/events
+	}
 	httpSrv := &http.Server{Handler: audit.HTTPPeer(auth.Middleware(mux)), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	serveHTTP := func() error { return httpSrv.Serve(httpLis) }
 	if srvTLS != nil {
@@ -426,6 +429,9 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		"dns", dnsUDP.LocalAddr().String(), "grpc", grpcLis.Addr().String(), "http", httpLis.Addr().String(),
 		"tls", srvTLS != nil, "data_dir", cfg.DataDir, "domain", cfg.Domain,
 		"services", store.Snapshot().Len(), "endpoints", store.Snapshot().EndpointCount())
+	if cfg.hooks.serving != nil {
+		cfg.hooks.serving(dnsUDP.LocalAddr().String(), grpcLis.Addr().String(), httpLis.Addr().String())
+	}
 
 	<-ctx.Done()
 	cause := context.Cause(ctx)
