@@ -83,6 +83,9 @@ type runHooks struct {
 	mount func(mux *http.ServeMux)
 	// serving is called once every listener is bound and served.
 	serving func(dns, grpc, http string)
+	// slowStartRamp, when set, replaces zone-aware's SlowStartRamp (60 s)
+	// so the demo's cold pod warms up while one watches.
+	slowStartRamp time.Duration
 }
 
 // XDSConfig tunes the ADS and LRS server.

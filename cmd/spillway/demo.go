@@ -28,6 +28,7 @@ type demoConfig struct {
 	DNSAddr, GRPCAddr, HTTPAddr string
 	RPS                         float64
 	LRSInterval, Weights        time.Duration
+	SlowStartRamp               time.Duration
 	LogLevel                    string
 	// ready, when set, is called once the server and the fleet run (tests).
 	ready func(demoInfo)
@@ -55,6 +56,7 @@ func demoMain(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.Float64Var(&c.RPS, "rps", 100, "requests per second the clients send the main service (payments gets a quarter, inventory a tenth); at most 1000")
 	fs.DurationVar(&c.LRSInterval, "lrs-interval", 2*time.Second, "load reporting interval asked of the clients (the server's default is 10s)")
 	fs.DurationVar(&c.Weights, "weights-interval", 2*time.Second, "how often zone-aware weights are recomputed (the server's default is 10s)")
+	fs.DurationVar(&c.SlowStartRamp, "slow-start-ramp", 8*time.Second, "how long a new endpoint takes to earn full trust by time alone (twice that while it serves; the server's default is 60s)")
 	fs.StringVar(&c.LogLevel, "log-level", "warn", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -110,6 +112,7 @@ func runDemo(ctx context.Context, c demoConfig, stdout, stderr io.Writer) (err e
 	cfg.LogLevel = c.LogLevel
 	cfg.XDS.LRSInterval, cfg.XDS.WeightsInterval = c.LRSInterval, c.Weights
 	cfg.ShutdownGrace = 2 * time.Second
+	cfg.hooks.slowStartRamp = c.SlowStartRamp
 	if err := cfg.validate(); err != nil {
 		return err
 	}

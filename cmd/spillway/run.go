@@ -120,7 +120,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	var zoneAware *zoneaware.Config
 	if cfg.XDS.ZoneAware {
 		probe := cfg.XDS.ProbeShare
-		zoneAware = &zoneaware.Config{ProbeShare: &probe, ReportInterval: cfg.XDS.LRSInterval}
+		zoneAware = &zoneaware.Config{ProbeShare: &probe, ReportInterval: cfg.XDS.LRSInterval, SlowStartRamp: cfg.hooks.slowStartRamp}
 	}
 	// The planner reads the xDS server's load table, streams and zone set,
 	// and tells it which services' weights changed; the server reads the

@@ -61,11 +61,11 @@ var scenarios = map[string]Scenario{
 	},
 	"cold-pod": {
 		Name:        "cold-pod",
-		Description: "zone-a has one backend; a cold pod joins it at 10 s and warms up (slow start)",
+		Description: "zone-a has one backend; a cold pod joins it at 20 s, once the first endpoints are warm, and warms up (slow start)",
 		Demand:      map[string]float64{"zone-a": 34, "zone-b": 33, "zone-c": 33},
 		Backends:    map[string]int{"zone-a": 1, "zone-b": 4, "zone-c": 4},
 		Limit:       map[string]int{"zone-a": 4, "zone-b": 4, "zone-c": 4},
-		Timeline:    []Timed{{10 * time.Second, Event{Name: EventColdPod, Zone: "zone-a"}}},
+		Timeline:    []Timed{{20 * time.Second, Event{Name: EventColdPod, Zone: "zone-a"}}},
 	},
 	"heterogeneous-clients": {
 		Name:        "heterogeneous-clients",
