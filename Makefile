@@ -1,6 +1,7 @@
 # The test command of the README and of CI: `make test`.
 # It installs the OS packages the tests need (scripts/test-deps.sh: dig and
-# kdig for the DNS tests, etcd for the storage tests), then checks formatting
+# kdig for the DNS tests, etcd for the storage tests, chromium for the browser
+# tests of the web page), then checks formatting
 # and vet, then runs every test with the race detector.
 
 GO ?= go
