@@ -264,44 +264,51 @@ func compareFlows(t *testing.T, b *browser, svc string) {
 		chromedp.Call(b.ctx, fetch.Disable, cdp.Empty{})
 	}()
 
-	// Wait (bounded) for the page's next poll to come through, then freeze.
-	for deadline := time.Now().Add(20 * time.Second); ; {
-		s.mu.Lock()
-		ok := len(s.load) > 0 && len(s.weights) > 0
-		if ok {
+	// Wait (bounded) until two answers of each came through, then freeze.
+	// The poll that was under way when interception started may have had
+	// one of its answers go by unrecorded; the second answer of each kind
+	// is from a poll that was intercepted whole, so the page's last
+	// render is of answers recorded here, the last or the one before.
+	waitSeen := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			s.mu.Lock()
+			ok := cond()
+			s.mu.Unlock()
+			if ok {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s of %s: not within 30s", what, svc)
+			}
+		}
+	}
+	waitSeen("two polls of /v1/load and /v1/weights", func() bool {
+		if len(s.load) >= 2 && len(s.weights) >= 2 {
 			s.frozen = true
 		}
-		s.mu.Unlock()
-		if ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the page did not poll /v1/load and /v1/weights of %s within 20s", svc)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return s.frozen
+	})
 	s.mu.Lock()
 	loads, weights := s.load, s.weights
 	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		t.Logf("froze the page after %d /v1/load and %d /v1/weights answers; held %d later requests while comparing", len(loads), len(weights), len(s.held))
-	}()
+	// The page's next poll hangs: from now on its tables cannot change.
+	waitSeen("a poll held", func() bool { return len(s.held) > 0 })
+	t.Logf("froze the page after %d /v1/load and %d /v1/weights answers; its next poll is held", len(loads), len(weights))
 
 	check := func(testid string, candidates []flows) {
 		t.Helper()
-		var lastErr error
-		for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-			page := eval[flows](b, testid, flowsJS(testid))
-			for _, want := range candidates {
-				if lastErr = sameFlows(page, want); lastErr == nil {
-					t.Logf("%s of %s: page %v = JSON %v", testid, svc, page, want)
-					return
-				}
+		page := eval[flows](b, testid, flowsJS(testid))
+		var errs []string
+		for _, want := range candidates {
+			err := sameFlows(page, want)
+			if err == nil {
+				t.Logf("%s of %s: page %v = JSON %v", testid, svc, page, want)
+				return
 			}
+			errs = append(errs, err.Error())
 		}
-		t.Errorf("%s of %s never matched the JSON the page received: %v", testid, svc, lastErr)
+		t.Errorf("%s of %s = %v, matches neither of the last two answers the page received: %s", testid, svc, page, strings.Join(errs, "; "))
 	}
 	var measured, planned []flows
 	for _, l := range loads[max(0, len(loads)-2):] {
