@@ -442,46 +442,13 @@ func (s *Store) Run(ctx context.Context) error {
 		<-ctx.Done()
 		return nil
 	}
-	rev := int64(-1)
-	if r := s.listed.Load(); r > 0 {
-		rev = r
-	}
-	for ctx.Err() == nil {
-		if rev < 0 {
-			var err error
-			if rev, err = s.Init(ctx); err != nil {
-				rev = -1
-				s.log.Warn("list failed; retrying", "err", err)
-				sleep(ctx, time.Second)
-				continue
-			}
+	durable.Follow(ctx, s.kv, KeyPrefix, s.listed.Load(), s.Init, func(ev durable.WatchEvent) {
+		service := strings.TrimPrefix(ev.Key, KeyPrefix)
+		if ev.Type == durable.EventDelete {
+			s.apply(service, nil, ev.Rev)
+		} else {
+			s.applyStored(service, ev.Value, ev.Rev)
 		}
-		for ev := range s.kv.Watch(ctx, KeyPrefix, rev) {
-			if ev.Err != nil {
-				if ctx.Err() == nil {
-					s.log.Warn("watch failed; listing again", "err", ev.Err)
-				}
-				break
-			}
-			service := strings.TrimPrefix(ev.Key, KeyPrefix)
-			if ev.Type == durable.EventDelete {
-				s.apply(service, nil, ev.Rev)
-			} else {
-				s.applyStored(service, ev.Value, ev.Rev)
-			}
-			rev = ev.Rev
-		}
-		rev = -1
-		sleep(ctx, 100*time.Millisecond)
-	}
+	}, s.log)
 	return nil
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }
