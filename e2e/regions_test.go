@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -473,7 +475,13 @@ func TestRegionRulesExplained(t *testing.T) {
 			t.Errorf("spillwayctl weights %s lacks %q:\n%s", geoService, w, out)
 		}
 	}
-	body := s.httpGet("/v1/weights?service=" + geoService)
+	// protojson varies its whitespace on purpose: compact it before
+	// looking for fragments.
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, []byte(s.httpGet("/v1/weights?service="+geoService))); err != nil {
+		t.Fatalf("GET /v1/weights?service=%s: %v", geoService, err)
+	}
+	body := compact.String()
 	for _, w := range []string{`"client_region":"r1"`, `"order":["r2","r1"]`, `"redirect":"applied"`, `"redirect":"no_endpoints"`, `"redirect_to":"r3"`} {
 		if !strings.Contains(body, w) {
 			t.Errorf("GET /v1/weights?service=%s lacks %s:\n%s", geoService, w, body)
