@@ -11,6 +11,13 @@
 // storage of package migration ("settings/<key>"); Memory keeps both in a
 // map for tests and for a server run without a data dir.
 //
+// Records is a per-service setting every replica shares: one JSON record
+// per service under a prefix, decoded into an in-memory view that reads
+// take without a lock, loaded with Init and kept in step with Follow (the
+// list-then-watch loop, also used on its own). The route rules
+// ("routes/<service>", xds/routing) and the per-service config
+// ("svcconfig/<service>", weights/svcconfig) are both Records.
+//
 // Heartbeats are not stored one by one: only Register and Deregister (or
 // expiry) write a registration. With several replicas, package replica
 // writes last-seen stamps in batches ("lastseen/<replica>/<shard>"), and

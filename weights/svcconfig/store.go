@@ -6,11 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
-	"slices"
-	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/spillway/spillway/registry/durable"
@@ -111,16 +107,8 @@ type Store struct {
 	audit     Recorder
 	regions   func(service string) []string // or nil
 
-	view atomic.Pointer[map[string]entry]
-	// memRev numbers the writes when there is no KV.
-	memRev atomic.Int64
-	// listed is the revision the last Init listed; Run watches from it.
-	listed atomic.Int64
-
-	// mu serialises changes of the view and guards changed.
-	mu      sync.Mutex
-	changed chan struct{}
-	version uint64
+	// recs holds every service's config, replicated through kv.
+	recs *durable.Records[record, entry]
 }
 
 // NewStore validates cfg and returns an empty Store; call Init to load.
@@ -137,16 +125,36 @@ func NewStore(cfg StoreConfig) (*Store, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Store{kv: cfg.KV, tombstone: cfg.Tombstone, now: cfg.Now, log: cfg.Logger, audit: cfg.Audit, regions: cfg.Regions, changed: make(chan struct{})}
-	s.view.Store(&map[string]entry{})
+	s := &Store{kv: cfg.KV, tombstone: cfg.Tombstone, now: cfg.Now, log: cfg.Logger, audit: cfg.Audit, regions: cfg.Regions}
+	recs, err := durable.NewRecords(durable.RecordsConfig[record, entry]{
+		KV: cfg.KV, Prefix: KeyPrefix, Name: "svcconfig", Logger: cfg.Logger,
+		Decode: s.decode,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.recs = recs
 	return s, nil
+}
+
+// decode turns a stored record into the view's entry.
+func (s *Store) decode(service string, rec *record, rev int64) (entry, error) {
+	cfg, err := Parse(service, []byte(rec.YAML))
+	if err != nil {
+		return entry{}, err
+	}
+	st := Status{Source: rec.Source, File: rec.File, YAML: rec.YAML, Version: rev, UpdatedAt: rec.UpdatedAt}
+	if rec.DeletedAt != nil {
+		st.Deleted, st.DeletedAt, st.Until = true, *rec.DeletedAt, rec.DeletedAt.Add(s.tombstone)
+	}
+	return entry{cfg: cfg, status: st}, nil
 }
 
 // Get returns service's config and status. Without a config, or once its
 // tombstone has run out, it returns Default() and false. Safe for
 // concurrent use; it takes no lock.
 func (s *Store) Get(service string) (Config, Status, bool) {
-	e, ok := (*s.view.Load())[names.NormalizeService(service)]
+	e, _, ok := s.recs.Get(names.NormalizeService(service))
 	if !ok || (e.status.Deleted && !s.now().Before(e.status.Until)) {
 		return Default(), Status{}, false
 	}
@@ -154,84 +162,23 @@ func (s *Store) Get(service string) (Config, Status, bool) {
 }
 
 // Services returns the services with a record (tombstones included), sorted.
-func (s *Store) Services() []string {
-	return slices.Sorted(maps.Keys(*s.view.Load()))
-}
+func (s *Store) Services() []string { return s.recs.Services() }
 
 // Changed returns a channel that is closed at the next change of the view.
-func (s *Store) Changed() <-chan struct{} {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.changed
-}
+func (s *Store) Changed() <-chan struct{} { return s.recs.Changed() }
 
 // Version counts the changes of the view.
-func (s *Store) Version() uint64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.version
-}
-
-// apply puts (rec non-nil) or drops a record at rev into the view, unless
-// the view already holds a later revision of it.
-func (s *Store) apply(service string, rec *record, rev int64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	old := *s.view.Load()
-	if cur, ok := old[service]; ok && rev != 0 && cur.status.Version >= rev {
-		return
-	}
-	next := maps.Clone(old)
-	if rec == nil {
-		if _, ok := old[service]; !ok {
-			return
-		}
-		delete(next, service)
-	} else {
-		cfg, err := Parse(service, []byte(rec.YAML))
-		if err != nil {
-			s.log.Error("stored config not applied", "service", service, "err", err)
-			return
-		}
-		st := Status{Source: rec.Source, File: rec.File, YAML: rec.YAML, Version: rev, UpdatedAt: rec.UpdatedAt}
-		if rec.DeletedAt != nil {
-			st.Deleted, st.DeletedAt, st.Until = true, *rec.DeletedAt, rec.DeletedAt.Add(s.tombstone)
-		}
-		next[service] = entry{cfg: cfg, status: st}
-	}
-	s.view.Store(&next)
-	s.version++
-	close(s.changed)
-	s.changed = make(chan struct{})
-}
+func (s *Store) Version() uint64 { return s.recs.Version() }
 
 func (s *Store) current(service string) (entry, bool) {
-	e, ok := (*s.view.Load())[service]
+	e, _, ok := s.recs.Get(service)
 	return e, ok
 }
 
 // write stores rec (or deletes, rec nil) in the KV and the view.
 func (s *Store) write(ctx context.Context, service string, rec *record) error {
-	var rev int64
-	if s.kv != nil {
-		var err error
-		if rec == nil {
-			rev, err = s.kv.Delete(ctx, KeyPrefix+service)
-		} else {
-			b, merr := json.Marshal(rec)
-			if merr != nil {
-				return merr
-			}
-			rev, err = s.kv.Put(ctx, KeyPrefix+service, b)
-		}
-		if err != nil {
-			return fmt.Errorf("svcconfig: store %s: %w: %w", service, durable.ErrUnavailable, err)
-		}
-	} else {
-		rev = s.memRev.Add(1)
-	}
-	s.apply(service, rec, rev)
-	return nil
+	_, err := s.recs.Write(ctx, service, rec)
+	return err
 }
 
 func checkService(service string) (string, error) {
@@ -366,14 +313,14 @@ func (s *Store) record(ctx context.Context, service, kind string, values func() 
 func (s *Store) Sweep(ctx context.Context) error {
 	now := s.now()
 	var errs []error
-	for service, e := range *s.view.Load() {
+	for service, e := range s.recs.All {
 		if !e.status.Deleted || now.Before(e.status.Until) {
 			continue
 		}
 		if s.kv != nil {
 			v, rev, err := s.kv.Get(ctx, KeyPrefix+service)
 			if errors.Is(err, durable.ErrNotFound) {
-				s.apply(service, nil, 0)
+				s.recs.Forget(service)
 				continue
 			}
 			if err != nil {
@@ -395,37 +342,7 @@ func (s *Store) Sweep(ctx context.Context) error {
 }
 
 // Init loads every record from the KV and returns the revision listed.
-func (s *Store) Init(ctx context.Context) (int64, error) {
-	if s.kv == nil {
-		return 0, nil
-	}
-	kvs, rev, err := s.kv.List(ctx, KeyPrefix)
-	if err != nil {
-		return 0, fmt.Errorf("svcconfig: list %s: %w", KeyPrefix, err)
-	}
-	seen := map[string]bool{}
-	for _, kv := range kvs {
-		service := strings.TrimPrefix(kv.Key, KeyPrefix)
-		seen[service] = true
-		s.applyStored(service, kv.Value, kv.Rev)
-	}
-	for _, service := range s.Services() {
-		if !seen[service] {
-			s.apply(service, nil, 0)
-		}
-	}
-	s.listed.Store(rev)
-	return rev, nil
-}
-
-func (s *Store) applyStored(service string, value []byte, rev int64) {
-	var rec record
-	if err := json.Unmarshal(value, &rec); err != nil {
-		s.log.Error("undecodable stored config", "service", service, "err", err)
-		return
-	}
-	s.apply(service, &rec, rev)
-}
+func (s *Store) Init(ctx context.Context) (int64, error) { return s.recs.Init(ctx) }
 
 // Run watches the KV for other replicas' changes and sweeps expired
 // tombstones every sweepEvery (zero: a minute), until ctx ends. Call Init
@@ -450,17 +367,6 @@ func (s *Store) Run(ctx context.Context, sweepEvery time.Duration) error {
 			}
 		}
 	})
-	if s.kv == nil {
-		<-ctx.Done()
-		return nil
-	}
-	durable.Follow(ctx, s.kv, KeyPrefix, s.listed.Load(), s.Init, func(ev durable.WatchEvent) {
-		service := strings.TrimPrefix(ev.Key, KeyPrefix)
-		if ev.Type == durable.EventDelete {
-			s.apply(service, nil, ev.Rev)
-		} else {
-			s.applyStored(service, ev.Value, ev.Rev)
-		}
-	}, s.log)
+	s.recs.Follow(ctx)
 	return nil
 }

@@ -2,15 +2,9 @@ package routing
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
-	"slices"
-	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/spillway/spillway/registry/durable"
@@ -112,7 +106,6 @@ type StoreConfig struct {
 // the KV. Get is lock-free; writes go to the KV and then the view.
 type Store struct {
 	// Read-only after New.
-	kv      durable.KV
 	targets Targets
 	check   func(string, Rules) error
 	clients func(string) []Client
@@ -120,14 +113,8 @@ type Store struct {
 	log     *slog.Logger
 	audit   Recorder
 
-	view   atomic.Pointer[map[string]entry]
-	memRev atomic.Int64 // numbers the writes without a KV
-	listed atomic.Int64 // the revision the last Init listed
-
-	// mu serialises changes of the view and guards changed and version.
-	mu      sync.Mutex
-	changed chan struct{}
-	version uint64
+	// recs holds every service's rules, replicated through the KV.
+	recs *durable.Records[record, entry]
 }
 
 // NewStore returns an empty Store; call Init to load.
@@ -141,42 +128,47 @@ func NewStore(cfg StoreConfig) (*Store, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Store{kv: cfg.KV, targets: cfg.Targets, check: cfg.Check, clients: cfg.Clients, now: cfg.Now, log: cfg.Logger, audit: cfg.Audit, changed: make(chan struct{})}
-	s.view.Store(&map[string]entry{})
+	s := &Store{targets: cfg.Targets, check: cfg.Check, clients: cfg.Clients, now: cfg.Now, log: cfg.Logger, audit: cfg.Audit}
+	recs, err := durable.NewRecords(durable.RecordsConfig[record, entry]{
+		KV: cfg.KV, Prefix: KeyPrefix, Name: "routes", Logger: cfg.Logger,
+		// Stored rules were valid when set; targets may have gone since,
+		// which the server handles (Broken), so only the parse is redone.
+		Decode: func(service string, rec *record, rev int64) (entry, error) {
+			r, err := Parse(KeyPrefix+service, []byte(rec.YAML))
+			if err != nil {
+				return entry{}, err
+			}
+			return entry{rules: r, status: Status{YAML: rec.YAML, Version: rev, UpdatedAt: rec.UpdatedAt}}, nil
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.recs = recs
 	return s, nil
 }
 
 // Rules returns service's rules and the revision they were stored at;
 // false when it has none. Safe for concurrent use; it takes no lock.
 func (s *Store) Rules(service string) (Rules, int64, bool) {
-	e, ok := (*s.view.Load())[names.NormalizeService(service)]
+	e, _, ok := s.recs.Get(names.NormalizeService(service))
 	return e.rules, e.status.Version, ok
 }
 
 // Get returns service's rules and their status; false when it has none.
 func (s *Store) Get(service string) (Rules, Status, bool) {
-	e, ok := (*s.view.Load())[names.NormalizeService(service)]
+	e, _, ok := s.recs.Get(names.NormalizeService(service))
 	return e.rules, e.status, ok
 }
 
 // Services returns the services with rules, sorted.
-func (s *Store) Services() []string {
-	return slices.Sorted(maps.Keys(*s.view.Load()))
-}
+func (s *Store) Services() []string { return s.recs.Services() }
 
 // Changed returns a channel closed at the next change of the view.
-func (s *Store) Changed() <-chan struct{} {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.changed
-}
+func (s *Store) Changed() <-chan struct{} { return s.recs.Changed() }
 
 // Version counts the changes of the view.
-func (s *Store) Version() uint64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.version
-}
+func (s *Store) Version() uint64 { return s.recs.Version() }
 
 // BrokenRule is a rule that names a target no longer registered: it is
 // left out of the served route configuration, so its RPCs go to the
@@ -349,106 +341,16 @@ func (s *Store) record(ctx context.Context, service, kind, old string, new func(
 
 // write stores rec (or deletes, rec nil) in the KV and then the view.
 func (s *Store) write(ctx context.Context, service string, rec *record) error {
-	var rev int64
-	if s.kv != nil {
-		var err error
-		if rec == nil {
-			rev, err = s.kv.Delete(ctx, KeyPrefix+service)
-		} else {
-			b, merr := json.Marshal(rec)
-			if merr != nil {
-				return merr
-			}
-			rev, err = s.kv.Put(ctx, KeyPrefix+service, b)
-		}
-		if err != nil {
-			return fmt.Errorf("routes: store %s: %w: %w", service, durable.ErrUnavailable, err)
-		}
-	} else {
-		rev = s.memRev.Add(1)
-	}
-	s.apply(service, rec, rev)
-	return nil
-}
-
-// apply puts (rec non-nil) or drops a record at rev into the view, unless
-// the view holds a later revision of it.
-func (s *Store) apply(service string, rec *record, rev int64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	old := *s.view.Load()
-	if cur, ok := old[service]; ok && rev != 0 && cur.status.Version >= rev {
-		return
-	}
-	next := maps.Clone(old)
-	if rec == nil {
-		if _, ok := old[service]; !ok {
-			return
-		}
-		delete(next, service)
-	} else {
-		// Stored rules were valid when set; targets may have gone since,
-		// which the server handles (Broken), so only the parse is redone.
-		r, err := Parse(KeyPrefix+service, []byte(rec.YAML))
-		if err != nil {
-			s.log.Error("stored route rules not applied", "service", service, "err", err)
-			return
-		}
-		next[service] = entry{rules: r, status: Status{YAML: rec.YAML, Version: rev, UpdatedAt: rec.UpdatedAt}}
-	}
-	s.view.Store(&next)
-	s.version++
-	close(s.changed)
-	s.changed = make(chan struct{})
-}
-
-func (s *Store) applyStored(service string, value []byte, rev int64) {
-	var rec record
-	if err := json.Unmarshal(value, &rec); err != nil {
-		s.log.Error("undecodable stored route rules", "service", service, "err", err)
-		return
-	}
-	s.apply(service, &rec, rev)
+	_, err := s.recs.Write(ctx, service, rec)
+	return err
 }
 
 // Init loads every record from the KV and returns the revision listed.
-func (s *Store) Init(ctx context.Context) (int64, error) {
-	if s.kv == nil {
-		return 0, nil
-	}
-	kvs, rev, err := s.kv.List(ctx, KeyPrefix)
-	if err != nil {
-		return 0, fmt.Errorf("routes: list %s: %w", KeyPrefix, err)
-	}
-	seen := map[string]bool{}
-	for _, kv := range kvs {
-		service := strings.TrimPrefix(kv.Key, KeyPrefix)
-		seen[service] = true
-		s.applyStored(service, kv.Value, kv.Rev)
-	}
-	for _, service := range s.Services() {
-		if !seen[service] {
-			s.apply(service, nil, 0)
-		}
-	}
-	s.listed.Store(rev)
-	return rev, nil
-}
+func (s *Store) Init(ctx context.Context) (int64, error) { return s.recs.Init(ctx) }
 
 // Run watches the KV for other replicas' changes until ctx ends. Call
 // Init first. A failed watch is followed by a new Init.
 func (s *Store) Run(ctx context.Context) error {
-	if s.kv == nil {
-		<-ctx.Done()
-		return nil
-	}
-	durable.Follow(ctx, s.kv, KeyPrefix, s.listed.Load(), s.Init, func(ev durable.WatchEvent) {
-		service := strings.TrimPrefix(ev.Key, KeyPrefix)
-		if ev.Type == durable.EventDelete {
-			s.apply(service, nil, ev.Rev)
-		} else {
-			s.applyStored(service, ev.Value, ev.Rev)
-		}
-	}, s.log)
+	s.recs.Follow(ctx)
 	return nil
 }
