@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/testing/protocmp"
 
+	"github.com/spillway/spillway/internal/httpjson"
 	"github.com/spillway/spillway/migration"
 	pb "github.com/spillway/spillway/migration/migrationv1"
 	"github.com/spillway/spillway/registry"
@@ -425,7 +426,7 @@ func TestSetRolloutInvalid(t *testing.T) {
 			}
 			for _, req := range []struct{ method, path string }{{"PUT", "/v1/rollout"}, {"POST", "/v1/rollout/validate"}} {
 				code, body := s.httpDo(t, req.method, req.path, "Bearer "+token, tc.yaml)
-				var e errorBody
+				var e httpjson.Error
 				json.Unmarshal([]byte(body), &e)
 				if code != http.StatusBadRequest || e.Field != tc.field || !strings.Contains(e.Error, tc.msg) {
 					t.Errorf("%s %s = %d %s, want 400 with field %q", req.method, req.path, code, body, tc.field)

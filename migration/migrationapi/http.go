@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/spillway/spillway/internal/httpjson"
 	"github.com/spillway/spillway/migration"
 	"github.com/spillway/spillway/registry/durable"
 	"github.com/spillway/spillway/security/authz"
@@ -81,7 +82,7 @@ func (a *API) Handler() http.Handler {
 	for p, allow := range map[string]string{"/v1/panic": "GET, HEAD, POST", "/v1/rollout": "GET, HEAD, PUT", "/v1/rollout/validate": "POST"} {
 		mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Allow", allow)
-			writeError(w, http.StatusMethodNotAllowed, "", fmt.Sprintf("method %s not allowed on %s, use %s", r.Method, p, allow))
+			httpjson.WriteError(w, http.StatusMethodNotAllowed, "", fmt.Sprintf("method %s not allowed on %s, use %s", r.Method, p, allow))
 		})
 	}
 	return mux
@@ -132,17 +133,17 @@ func rolloutJSON(r migration.Rollout) RolloutJSON {
 func (a *API) fail(w http.ResponseWriter, err error) {
 	switch {
 	case errors.Is(err, durable.ErrUnavailable):
-		writeError(w, http.StatusServiceUnavailable, "", err.Error())
+		httpjson.WriteError(w, http.StatusServiceUnavailable, "", err.Error())
 	case errors.Is(err, errDenied), errors.Is(err, errNoToken):
-		writeError(w, http.StatusForbidden, "", err.Error())
+		httpjson.WriteError(w, http.StatusForbidden, "", err.Error())
 	case errors.Is(err, migration.ErrInvalid):
-		writeError(w, http.StatusBadRequest, fieldOf(err), err.Error())
+		httpjson.WriteError(w, http.StatusBadRequest, fieldOf(err), err.Error())
 	case errors.Is(err, errBadRequest):
 		var fe *fieldError
 		errors.As(err, &fe)
-		writeError(w, http.StatusBadRequest, fe.fieldName(), err.Error())
+		httpjson.WriteError(w, http.StatusBadRequest, fe.fieldName(), err.Error())
 	default:
-		writeError(w, http.StatusInternalServerError, "", err.Error())
+		httpjson.WriteError(w, http.StatusInternalServerError, "", err.Error())
 	}
 }
 
@@ -150,7 +151,7 @@ func (a *API) reply(w http.ResponseWriter, resp proto.Message) {
 	b, err := marshal.Marshal(resp)
 	if err != nil {
 		a.log.Error("encoding a response", "err", err)
-		writeError(w, http.StatusInternalServerError, "", err.Error())
+		httpjson.WriteError(w, http.StatusInternalServerError, "", err.Error())
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -161,7 +162,7 @@ func (a *API) replyJSON(w http.ResponseWriter, v any) {
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(v); err != nil {
 		a.log.Error("encoding a response", "err", err)
-		writeError(w, http.StatusInternalServerError, "", err.Error())
+		httpjson.WriteError(w, http.StatusInternalServerError, "", err.Error())
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -179,16 +180,4 @@ func (e *fieldError) fieldName() string {
 		return ""
 	}
 	return e.field
-}
-
-type errorBody struct {
-	Error string `json:"error"`
-	Field string `json:"field,omitempty"`
-	Code  int    `json:"code"`
-}
-
-func writeError(w http.ResponseWriter, code int, field, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	json.NewEncoder(w).Encode(errorBody{Error: msg, Field: field, Code: code})
 }

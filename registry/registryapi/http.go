@@ -1,7 +1,6 @@
 package registryapi
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,6 +10,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/spillway/spillway/internal/httpjson"
 	pb "github.com/spillway/spillway/registry/registryv1"
 )
 
@@ -72,11 +72,11 @@ func (a *API) Handler() http.Handler {
 func decode(w http.ResponseWriter, r *http.Request, m proto.Message) bool {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "body", fmt.Sprintf("reading request body: %v", err))
+		httpjson.WriteError(w, http.StatusBadRequest, "body", fmt.Sprintf("reading request body: %v", err))
 		return false
 	}
 	if err := unmarshal.Unmarshal(body, m); err != nil {
-		writeError(w, http.StatusBadRequest, "body", fmt.Sprintf("malformed JSON: %v", err))
+		httpjson.WriteError(w, http.StatusBadRequest, "body", fmt.Sprintf("malformed JSON: %v", err))
 		return false
 	}
 	return true
@@ -105,12 +105,12 @@ func reply(w http.ResponseWriter, resp proto.Message, err error) {
 		if st.Code() == codes.InvalidArgument {
 			field = fieldOf(st.Message())
 		}
-		writeError(w, code, field, st.Message())
+		httpjson.WriteError(w, code, field, st.Message())
 		return
 	}
 	b, err := marshal.Marshal(resp)
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, "", err.Error())
+		httpjson.WriteError(w, http.StatusInternalServerError, "", err.Error())
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -129,16 +129,4 @@ func fieldOf(msg string) string {
 		}
 	}
 	return ""
-}
-
-type errorBody struct {
-	Error string `json:"error"`
-	Field string `json:"field,omitempty"`
-	Code  int    `json:"code"`
-}
-
-func writeError(w http.ResponseWriter, code int, field, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	json.NewEncoder(w).Encode(errorBody{Error: msg, Field: field, Code: code})
 }

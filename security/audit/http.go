@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/spillway/spillway/internal/httpjson"
 	"github.com/spillway/spillway/registry/durable"
 	"github.com/spillway/spillway/security/authz"
 )
@@ -47,22 +48,22 @@ func (l *Log) Handler(auth Authorizer) http.Handler {
 		ctx := r.Context()
 		if auth != nil {
 			if err := auth.Authorize(ctx, authz.ReadAudit, ""); err != nil {
-				writeErr(w, http.StatusForbidden, "", err.Error())
+				httpjson.WriteError(w, http.StatusForbidden, "", err.Error())
 				return
 			}
 		}
 		since, limit, field, err := parseQuery(r)
 		if err != nil {
-			writeErr(w, http.StatusBadRequest, field, err.Error())
+			httpjson.WriteError(w, http.StatusBadRequest, field, err.Error())
 			return
 		}
 		entries, err := l.List(ctx, since, limit)
 		switch {
 		case errors.Is(err, durable.ErrUnavailable):
-			writeErr(w, http.StatusServiceUnavailable, "", err.Error())
+			httpjson.WriteError(w, http.StatusServiceUnavailable, "", err.Error())
 			return
 		case err != nil:
-			writeErr(w, http.StatusInternalServerError, "", err.Error())
+			httpjson.WriteError(w, http.StatusInternalServerError, "", err.Error())
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
@@ -70,7 +71,7 @@ func (l *Log) Handler(auth Authorizer) http.Handler {
 	})
 	mux.HandleFunc(Path, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", "GET, HEAD")
-		writeErr(w, http.StatusMethodNotAllowed, "", fmt.Sprintf("method %s not allowed on %s, use GET", r.Method, Path))
+		httpjson.WriteError(w, http.StatusMethodNotAllowed, "", fmt.Sprintf("method %s not allowed on %s, use GET", r.Method, Path))
 	})
 	return mux
 }
@@ -102,14 +103,4 @@ func parseQuery(r *http.Request) (since time.Time, limit int, field string, err 
 		limit = n
 	}
 	return since, limit, "", nil
-}
-
-func writeErr(w http.ResponseWriter, code int, field, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	json.NewEncoder(w).Encode(struct {
-		Error string `json:"error"`
-		Field string `json:"field,omitempty"`
-		Code  int    `json:"code"`
-	}{msg, field, code})
 }

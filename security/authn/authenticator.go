@@ -3,7 +3,6 @@ package authn
 import (
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,6 +15,8 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+
+	"github.com/spillway/spillway/internal/httpjson"
 )
 
 // TokenLookup finds the identity of a bearer token. *TokenSet and
@@ -181,12 +182,6 @@ func WriteHTTPError(w http.ResponseWriter, err error) {
 	if errors.As(err, &e) {
 		field = e.Field
 	}
-	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("WWW-Authenticate", "Bearer")
-	w.WriteHeader(http.StatusUnauthorized)
-	json.NewEncoder(w).Encode(struct {
-		Error string `json:"error"`
-		Field string `json:"field,omitempty"`
-		Code  int    `json:"code"`
-	}{err.Error(), field, http.StatusUnauthorized})
+	httpjson.WriteError(w, http.StatusUnauthorized, field, err.Error())
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spillway/spillway/internal/httpjson"
 	"github.com/spillway/spillway/registry/durable"
 	"github.com/spillway/spillway/security/authn"
 	"github.com/spillway/spillway/security/authz"
@@ -68,18 +68,18 @@ func (s *Store) Handler(token string, log func(msg string, args ...any)) http.Ha
 	}
 	auth := func(w http.ResponseWriter, r *http.Request, _ string) bool {
 		if sum == nil {
-			writeErr(w, http.StatusForbidden, "", "changes are disabled: start spillway with --admin-token-file FILE to allow them")
+			httpjson.WriteError(w, http.StatusForbidden, "", "changes are disabled: start spillway with --admin-token-file FILE to allow them")
 			return false
 		}
 		scheme, tok, ok := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " ")
 		if !ok || !strings.EqualFold(scheme, "Bearer") {
 			w.Header().Set("WWW-Authenticate", "Bearer")
-			writeErr(w, http.StatusUnauthorized, "", `no admin token: send "Authorization: Bearer <token>" (spillwayctl: $SPILLWAY_ADMIN_TOKEN or --token)`)
+			httpjson.WriteError(w, http.StatusUnauthorized, "", `no admin token: send "Authorization: Bearer <token>" (spillwayctl: $SPILLWAY_ADMIN_TOKEN or --token)`)
 			return false
 		}
 		got := sha256.Sum256([]byte(strings.TrimSpace(tok)))
 		if subtle.ConstantTimeCompare(got[:], sum) != 1 {
-			writeErr(w, http.StatusForbidden, "", "wrong admin token")
+			httpjson.WriteError(w, http.StatusForbidden, "", "wrong admin token")
 			return false
 		}
 		if log != nil {
@@ -106,7 +106,7 @@ type Authorizer interface {
 func (s *Store) AuthorizedHandler(az Authorizer, log func(msg string, args ...any)) http.Handler {
 	return s.handler(func(w http.ResponseWriter, r *http.Request, service string) bool {
 		if err := az.Authorize(r.Context(), authz.Config, service); err != nil {
-			writeErr(w, http.StatusForbidden, "", err.Error())
+			httpjson.WriteError(w, http.StatusForbidden, "", err.Error())
 			return false
 		}
 		if log != nil {
@@ -127,7 +127,7 @@ func (s *Store) handler(auth func(w http.ResponseWriter, r *http.Request, servic
 				out = append(out, e)
 			}
 		}
-		writeJSON(w, http.StatusOK, out)
+		httpjson.Write(w, http.StatusOK, out)
 	})
 	mux.HandleFunc("GET /v1/config/{service}", func(w http.ResponseWriter, r *http.Request) {
 		svc, err := checkService(r.PathValue("service"))
@@ -135,7 +135,7 @@ func (s *Store) handler(auth func(w http.ResponseWriter, r *http.Request, servic
 			s.fail(w, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, s.EntryOf(svc))
+		httpjson.Write(w, http.StatusOK, s.EntryOf(svc))
 	})
 	mux.HandleFunc("PUT /v1/config/{service}", func(w http.ResponseWriter, r *http.Request) {
 		if !auth(w, r, r.PathValue("service")) {
@@ -143,7 +143,7 @@ func (s *Store) handler(auth func(w http.ResponseWriter, r *http.Request, servic
 		}
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBytes))
 		if err != nil {
-			writeErr(w, http.StatusBadRequest, "", fmt.Sprintf("body: %v", err))
+			httpjson.WriteError(w, http.StatusBadRequest, "", fmt.Sprintf("body: %v", err))
 			return
 		}
 		svc := r.PathValue("service")
@@ -153,7 +153,7 @@ func (s *Store) handler(auth func(w http.ResponseWriter, r *http.Request, servic
 		}
 		e := s.EntryOf(svc)
 		e.Warnings = s.warnings(svc, e.Config)
-		writeJSON(w, http.StatusOK, e)
+		httpjson.Write(w, http.StatusOK, e)
 	})
 	mux.HandleFunc("DELETE /v1/config/{service}", func(w http.ResponseWriter, r *http.Request) {
 		if !auth(w, r, r.PathValue("service")) {
@@ -164,7 +164,7 @@ func (s *Store) handler(auth func(w http.ResponseWriter, r *http.Request, servic
 			s.fail(w, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, s.EntryOf(svc))
+		httpjson.Write(w, http.StatusOK, s.EntryOf(svc))
 	})
 	mux.HandleFunc("POST /v1/config/{service}/undelete", func(w http.ResponseWriter, r *http.Request) {
 		if !auth(w, r, r.PathValue("service")) {
@@ -175,7 +175,7 @@ func (s *Store) handler(auth func(w http.ResponseWriter, r *http.Request, servic
 			s.fail(w, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, s.EntryOf(svc))
+		httpjson.Write(w, http.StatusOK, s.EntryOf(svc))
 	})
 	return mux
 }
@@ -184,32 +184,18 @@ func (s *Store) fail(w http.ResponseWriter, err error) {
 	var pe *Error
 	switch {
 	case errors.As(err, &pe):
-		writeErr(w, http.StatusBadRequest, pe.Field, err.Error())
+		httpjson.WriteError(w, http.StatusBadRequest, pe.Field, err.Error())
 	case errors.Is(err, ErrInvalid):
-		writeErr(w, http.StatusBadRequest, "service", err.Error())
+		httpjson.WriteError(w, http.StatusBadRequest, "service", err.Error())
 	case errors.Is(err, ErrOwnedByFile):
-		writeErr(w, http.StatusConflict, "", err.Error())
+		httpjson.WriteError(w, http.StatusConflict, "", err.Error())
 	case errors.Is(err, ErrNotFound):
-		writeErr(w, http.StatusNotFound, "", err.Error())
+		httpjson.WriteError(w, http.StatusNotFound, "", err.Error())
 	case errors.Is(err, durable.ErrUnavailable):
-		writeErr(w, http.StatusServiceUnavailable, "", err.Error())
+		httpjson.WriteError(w, http.StatusServiceUnavailable, "", err.Error())
 	default:
-		writeErr(w, http.StatusInternalServerError, "", err.Error())
+		httpjson.WriteError(w, http.StatusInternalServerError, "", err.Error())
 	}
-}
-
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	json.NewEncoder(w).Encode(v)
-}
-
-func writeErr(w http.ResponseWriter, code int, field, msg string) {
-	writeJSON(w, code, struct {
-		Error string `json:"error"`
-		Field string `json:"field,omitempty"`
-		Code  int    `json:"code"`
-	}{msg, field, code})
 }
 
 // warnings lists the regional rules of cfg that do not apply now for want

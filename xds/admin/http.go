@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/spillway/spillway/internal/httpjson"
 	"github.com/spillway/spillway/registry"
 	pb "github.com/spillway/spillway/xds/admin/adminv1"
 )
@@ -62,7 +63,7 @@ func (a *API) Handler() http.Handler {
 	for _, p := range Paths {
 		mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Allow", "GET, HEAD")
-			writeError(w, http.StatusMethodNotAllowed, "", fmt.Sprintf("method %s not allowed on %s, use GET", r.Method, p))
+			httpjson.WriteError(w, http.StatusMethodNotAllowed, "", fmt.Sprintf("method %s not allowed on %s, use GET", r.Method, p))
 		})
 	}
 	return mux
@@ -74,16 +75,16 @@ func (a *API) Handler() http.Handler {
 func query(w http.ResponseWriter, r *http.Request, allowed ...string) (url.Values, bool) {
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "query", fmt.Sprintf("malformed query string: %v", err))
+		httpjson.WriteError(w, http.StatusBadRequest, "query", fmt.Sprintf("malformed query string: %v", err))
 		return nil, false
 	}
 	for k, vs := range q {
 		switch {
 		case !slices.Contains(allowed, k):
-			writeError(w, http.StatusBadRequest, k, fmt.Sprintf("%s: unknown query parameter (allowed: %v)", k, allowed))
+			httpjson.WriteError(w, http.StatusBadRequest, k, fmt.Sprintf("%s: unknown query parameter (allowed: %v)", k, allowed))
 			return nil, false
 		case len(vs) > 1:
-			writeError(w, http.StatusBadRequest, k, fmt.Sprintf("%s: given %d times, want once", k, len(vs)))
+			httpjson.WriteError(w, http.StatusBadRequest, k, fmt.Sprintf("%s: given %d times, want once", k, len(vs)))
 			return nil, false
 		}
 	}
@@ -95,16 +96,16 @@ func (a *API) fail(w http.ResponseWriter, err error) {
 	var fe *registry.FieldError
 	switch {
 	case errors.Is(err, errDenied):
-		writeError(w, http.StatusForbidden, "", err.Error())
+		httpjson.WriteError(w, http.StatusForbidden, "", err.Error())
 	case errors.As(err, &fe):
-		writeError(w, http.StatusBadRequest, fe.Field, fe.Error())
+		httpjson.WriteError(w, http.StatusBadRequest, fe.Field, fe.Error())
 	case errors.Is(err, registry.ErrInvalid):
-		writeError(w, http.StatusBadRequest, "", err.Error())
+		httpjson.WriteError(w, http.StatusBadRequest, "", err.Error())
 	case errors.Is(err, errNoPlan):
-		writeError(w, http.StatusNotFound, "", err.Error())
+		httpjson.WriteError(w, http.StatusNotFound, "", err.Error())
 	default:
 		a.log.Error("admin request failed", "err", err)
-		writeError(w, http.StatusInternalServerError, "", err.Error())
+		httpjson.WriteError(w, http.StatusInternalServerError, "", err.Error())
 	}
 }
 
@@ -128,16 +129,4 @@ func (a *API) replyJSON(w http.ResponseWriter, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Write(b)
 	w.Write([]byte("\n"))
-}
-
-type errorBody struct {
-	Error string `json:"error"`
-	Field string `json:"field,omitempty"`
-	Code  int    `json:"code"`
-}
-
-func writeError(w http.ResponseWriter, code int, field, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	json.NewEncoder(w).Encode(errorBody{Error: msg, Field: field, Code: code})
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spillway/spillway/internal/httpjson"
 	"github.com/spillway/spillway/registry"
 )
 
@@ -253,7 +254,7 @@ func (h *HealthCounts) add(health registry.Health) {
 // serveSummary is GET /v1/summary.
 func (a *API) serveSummary(w http.ResponseWriter, r *http.Request) {
 	if a.registry == nil {
-		writeError(w, http.StatusNotImplemented, "", "summary: the server has no registry configured")
+		httpjson.WriteError(w, http.StatusNotImplemented, "", "summary: the server has no registry configured")
 		return
 	}
 	q, err := ParseSummaryQuery(r.URL.RawQuery)

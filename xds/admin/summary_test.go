@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/spillway/spillway/internal/httpjson"
 	"github.com/spillway/spillway/registry"
 	"github.com/spillway/spillway/xds"
 )
@@ -134,7 +135,7 @@ func TestSummaryErrors(t *testing.T) {
 	} {
 		t.Run(tc.query, func(t *testing.T) {
 			code, body := getSummary(t, h, tc.query)
-			var e errorBody
+			var e httpjson.Error
 			if err := json.Unmarshal(body, &e); err != nil {
 				t.Fatalf("body %s: %v", body, err)
 			}

@@ -2,7 +2,6 @@ package routing
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spillway/spillway/internal/httpjson"
 	"github.com/spillway/spillway/registry/durable"
 	"github.com/spillway/spillway/security/authn"
 	"github.com/spillway/spillway/security/authz"
@@ -150,11 +150,11 @@ type Authorizer interface {
 func (s *Store) Handler(az Authorizer, log func(msg string, args ...any)) http.Handler {
 	auth := func(w http.ResponseWriter, r *http.Request, service string) bool {
 		if az == nil {
-			writeErr(w, http.StatusForbidden, "", "route changes are disabled: no authorization is configured")
+			httpjson.WriteError(w, http.StatusForbidden, "", "route changes are disabled: no authorization is configured")
 			return false
 		}
 		if err := az.Authorize(r.Context(), authz.Routes, service); err != nil {
-			writeErr(w, http.StatusForbidden, "", err.Error())
+			httpjson.WriteError(w, http.StatusForbidden, "", err.Error())
 			return false
 		}
 		if log != nil {
@@ -168,7 +168,7 @@ func (s *Store) Handler(az Authorizer, log func(msg string, args ...any)) http.H
 		for _, svc := range s.Services() {
 			out = append(out, s.EntryOf(svc))
 		}
-		writeJSON(w, http.StatusOK, out)
+		httpjson.Write(w, http.StatusOK, out)
 	})
 	mux.HandleFunc("GET /v1/routes/{service}", func(w http.ResponseWriter, r *http.Request) {
 		svc, err := checkService(r.PathValue("service"))
@@ -176,7 +176,7 @@ func (s *Store) Handler(az Authorizer, log func(msg string, args ...any)) http.H
 			fail(w, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, s.EntryOf(svc))
+		httpjson.Write(w, http.StatusOK, s.EntryOf(svc))
 	})
 	mux.HandleFunc("PUT /v1/routes/{service}", func(w http.ResponseWriter, r *http.Request) {
 		if !auth(w, r, r.PathValue("service")) {
@@ -184,7 +184,7 @@ func (s *Store) Handler(az Authorizer, log func(msg string, args ...any)) http.H
 		}
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBytes+1))
 		if err != nil {
-			writeErr(w, http.StatusBadRequest, "", fmt.Sprintf("body: %v", err))
+			httpjson.WriteError(w, http.StatusBadRequest, "", fmt.Sprintf("body: %v", err))
 			return
 		}
 		if _, err := s.Set(r.Context(), r.PathValue("service"), body); err != nil {
@@ -192,7 +192,7 @@ func (s *Store) Handler(az Authorizer, log func(msg string, args ...any)) http.H
 			return
 		}
 		svc, _ := checkService(r.PathValue("service"))
-		writeJSON(w, http.StatusOK, s.EntryOf(svc))
+		httpjson.Write(w, http.StatusOK, s.EntryOf(svc))
 	})
 	mux.HandleFunc("DELETE /v1/routes/{service}", func(w http.ResponseWriter, r *http.Request) {
 		if !auth(w, r, r.PathValue("service")) {
@@ -203,7 +203,7 @@ func (s *Store) Handler(az Authorizer, log func(msg string, args ...any)) http.H
 			return
 		}
 		svc, _ := checkService(r.PathValue("service"))
-		writeJSON(w, http.StatusOK, s.EntryOf(svc))
+		httpjson.Write(w, http.StatusOK, s.EntryOf(svc))
 	})
 	mux.HandleFunc("POST /v1/routes/{service}/validate", func(w http.ResponseWriter, r *http.Request) {
 		svc, err := checkService(r.PathValue("service"))
@@ -213,7 +213,7 @@ func (s *Store) Handler(az Authorizer, log func(msg string, args ...any)) http.H
 		}
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBytes+1))
 		if err != nil {
-			writeErr(w, http.StatusBadRequest, "", fmt.Sprintf("body: %v", err))
+			httpjson.WriteError(w, http.StatusBadRequest, "", fmt.Sprintf("body: %v", err))
 			return
 		}
 		var samples []Request
@@ -221,7 +221,7 @@ func (s *Store) Handler(az Authorizer, log func(msg string, args ...any)) http.H
 		if q.Has("path") || q.Has("header") {
 			req, err := ParseSample(q.Get("path"), q["header"])
 			if err != nil {
-				writeErr(w, http.StatusBadRequest, "header", err.Error())
+				httpjson.WriteError(w, http.StatusBadRequest, "header", err.Error())
 				return
 			}
 			samples = append(samples, req)
@@ -231,7 +231,7 @@ func (s *Store) Handler(az Authorizer, log func(msg string, args ...any)) http.H
 			fail(w, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, s.report(svc, rules, samples))
+		httpjson.Write(w, http.StatusOK, s.report(svc, rules, samples))
 	})
 	return mux
 }
@@ -241,30 +241,16 @@ func fail(w http.ResponseWriter, err error) {
 	var te *TargetError
 	switch {
 	case errors.As(err, &pe):
-		writeErr(w, http.StatusBadRequest, pe.Field, err.Error())
+		httpjson.WriteError(w, http.StatusBadRequest, pe.Field, err.Error())
 	case errors.As(err, &te):
-		writeErr(w, http.StatusConflict, te.Field, err.Error())
+		httpjson.WriteError(w, http.StatusConflict, te.Field, err.Error())
 	case errors.Is(err, ErrInvalid):
-		writeErr(w, http.StatusBadRequest, "service", err.Error())
+		httpjson.WriteError(w, http.StatusBadRequest, "service", err.Error())
 	case errors.Is(err, ErrNotFound):
-		writeErr(w, http.StatusNotFound, "", err.Error())
+		httpjson.WriteError(w, http.StatusNotFound, "", err.Error())
 	case errors.Is(err, durable.ErrUnavailable):
-		writeErr(w, http.StatusServiceUnavailable, "", err.Error())
+		httpjson.WriteError(w, http.StatusServiceUnavailable, "", err.Error())
 	default:
-		writeErr(w, http.StatusInternalServerError, "", err.Error())
+		httpjson.WriteError(w, http.StatusInternalServerError, "", err.Error())
 	}
-}
-
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	json.NewEncoder(w).Encode(v)
-}
-
-func writeErr(w http.ResponseWriter, code int, field, msg string) {
-	writeJSON(w, code, struct {
-		Error string `json:"error"`
-		Field string `json:"field,omitempty"`
-		Code  int    `json:"code"`
-	}{msg, field, code})
 }
