@@ -19,9 +19,11 @@ import (
 
 const replicatedDir = "../../deploy/kubernetes-replicated"
 
-func decodeStrict(t *testing.T, file string) runtime.Object {
+// decodeStrict decodes one manifest of dir into its k8s.io/api type,
+// refusing unknown fields.
+func decodeStrict(t *testing.T, dir, file string) runtime.Object {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(replicatedDir, file))
+	b, err := os.ReadFile(filepath.Join(dir, file))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,30 +35,37 @@ func decodeStrict(t *testing.T, file string) runtime.Object {
 	return obj
 }
 
-// TestReplicatedManifests checks deploy/kubernetes-replicated: a
-// kustomization over the single-replica base with 3 replicas, one per
-// zone, a PodDisruptionBudget keeping 2, and the store's URL and
-// credentials from the Secret spillway-store; the server's own parser
-// accepts the args once Kubernetes has expanded them.
-func TestReplicatedManifests(t *testing.T) {
+// checkKustomization checks that dir's kustomization is the base plus
+// extra, patched by deployment-patch.yaml.
+func checkKustomization(t *testing.T, dir, extra string) {
+	t.Helper()
 	var kz struct {
 		Resources []string `yaml:"resources"`
 		Patches   []struct {
 			Path string `yaml:"path"`
 		} `yaml:"patches"`
 	}
-	b, err := os.ReadFile(filepath.Join(replicatedDir, "kustomization.yaml"))
+	b, err := os.ReadFile(filepath.Join(dir, "kustomization.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := yaml.Unmarshal(b, &kz); err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Contains(kz.Resources, "../kubernetes") || !slices.Contains(kz.Resources, "pdb.yaml") || len(kz.Patches) != 1 || kz.Patches[0].Path != "deployment-patch.yaml" {
-		t.Errorf("kustomization: resources %v, patches %v; want ../kubernetes, pdb.yaml and deployment-patch.yaml", kz.Resources, kz.Patches)
+	if !slices.Contains(kz.Resources, "../kubernetes") || !slices.Contains(kz.Resources, extra) || len(kz.Patches) != 1 || kz.Patches[0].Path != "deployment-patch.yaml" {
+		t.Errorf("%s kustomization: resources %v, patches %v; want ../kubernetes, %s and deployment-patch.yaml", dir, kz.Resources, kz.Patches, extra)
 	}
+}
 
-	d := decodeStrict(t, "deployment-patch.yaml").(*appsv1.Deployment)
+// TestReplicatedManifests checks deploy/kubernetes-replicated: a
+// kustomization over the single-replica base with 3 replicas, one per
+// zone, a PodDisruptionBudget keeping 2, and the store's URL and
+// credentials from the Secret spillway-store; the server's own parser
+// accepts the args once Kubernetes has expanded them.
+func TestReplicatedManifests(t *testing.T) {
+	checkKustomization(t, replicatedDir, "pdb.yaml")
+
+	d := decodeStrict(t, replicatedDir, "deployment-patch.yaml").(*appsv1.Deployment)
 	if d.Spec.Replicas == nil || *d.Spec.Replicas != 3 {
 		t.Errorf("replicas = %v, want 3", d.Spec.Replicas)
 	}
@@ -70,12 +79,12 @@ func TestReplicatedManifests(t *testing.T) {
 		t.Errorf("anti-affinity = %+v, want one replica per topology.kubernetes.io/zone", aa)
 	}
 
-	pdb := decodeStrict(t, "pdb.yaml").(*policyv1.PodDisruptionBudget)
+	pdb := decodeStrict(t, replicatedDir, "pdb.yaml").(*policyv1.PodDisruptionBudget)
 	if pdb.Spec.MinAvailable == nil || pdb.Spec.MinAvailable.IntValue() != 2 || pdb.Spec.Selector.MatchLabels["app.kubernetes.io/name"] != "spillway" {
 		t.Errorf("PodDisruptionBudget = %+v, want minAvailable 2 of app.kubernetes.io/name=spillway", pdb.Spec)
 	}
 
-	secret := decodeStrict(t, "secret.example.yaml").(*corev1.Secret)
+	secret := decodeStrict(t, replicatedDir, "secret.example.yaml").(*corev1.Secret)
 	c := d.Spec.Template.Spec.Containers[0]
 	env := map[string]string{"POD_NAME": "spillway-7d9f-abcde"}
 	for _, e := range c.Env {

@@ -8,12 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"gopkg.in/yaml.v3"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/serializer/json"
-	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/spillway/spillway/security/authn"
 	"github.com/spillway/spillway/security/authz"
@@ -21,46 +17,17 @@ import (
 
 const tlsDir = "../../deploy/kubernetes-tls"
 
-func decodeTLSManifest(t *testing.T, file string) runtime.Object {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(tlsDir, file))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dec := json.NewSerializerWithOptions(json.DefaultMetaFactory, scheme.Scheme, scheme.Scheme, json.SerializerOptions{Yaml: true, Strict: true})
-	obj, _, err := dec.Decode(b, nil, nil)
-	if err != nil {
-		t.Fatalf("%s: %v", file, err)
-	}
-	return obj
-}
-
 // TestTLSManifests checks deploy/kubernetes-tls: a kustomization over the
 // base whose args, once the Secret and the policy ConfigMap are mounted,
 // are accepted by the server's own parser with TLS, optional client
 // certificates and the policy on; the probes speak HTTPS; and the policy
 // file parses strictly and gives the rights its comments promise.
 func TestTLSManifests(t *testing.T) {
-	var kz struct {
-		Resources []string `yaml:"resources"`
-		Patches   []struct {
-			Path string `yaml:"path"`
-		} `yaml:"patches"`
-	}
-	b, err := os.ReadFile(filepath.Join(tlsDir, "kustomization.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := yaml.Unmarshal(b, &kz); err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Contains(kz.Resources, "../kubernetes") || !slices.Contains(kz.Resources, "policy.yaml") || len(kz.Patches) != 1 || kz.Patches[0].Path != "deployment-patch.yaml" {
-		t.Errorf("kustomization: resources %v, patches %v; want ../kubernetes, policy.yaml and deployment-patch.yaml", kz.Resources, kz.Patches)
-	}
+	checkKustomization(t, tlsDir, "policy.yaml")
 
-	d := decodeTLSManifest(t, "deployment-patch.yaml").(*appsv1.Deployment)
-	secret := decodeTLSManifest(t, "secret.example.yaml").(*corev1.Secret)
-	policyCM := decodeTLSManifest(t, "policy.yaml").(*corev1.ConfigMap)
+	d := decodeStrict(t, tlsDir, "deployment-patch.yaml").(*appsv1.Deployment)
+	secret := decodeStrict(t, tlsDir, "secret.example.yaml").(*corev1.Secret)
+	policyCM := decodeStrict(t, tlsDir, "policy.yaml").(*corev1.ConfigMap)
 	if secret.Type != corev1.SecretTypeTLS {
 		t.Errorf("secret type %q, want %q (what cert-manager writes)", secret.Type, corev1.SecretTypeTLS)
 	}
