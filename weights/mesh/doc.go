@@ -54,9 +54,12 @@
 // shard newly held, or held at a new epoch, import the state of its
 // services from weights/state/ (a missing or bad checkpoint: the service
 // starts fresh; one the store fails to return is read again next cycle,
-// and the shard publishes nothing before) and start the wait; run Planner.Cycle; write every held
-// shard's heartbeat; then, for each held shard whose wait is over, the
-// changed plans. The wait for shard s taken at epoch e ends when every
+// and the shard publishes nothing before) and start the wait; end the
+// wait of the shards whose acknowledgements are in; run Planner.Cycle;
+// write every held shard's heartbeat; then, for each held shard whose
+// wait ended before the planner ran, the changed plans (an
+// acknowledgement that arrives while the planner computes counts from the
+// next cycle, whose plans include that member's load). The wait for shard s taken at epoch e ends when every
 // other live member acknowledged the hold: a load summary of theirs that
 // arrived after the take lists (s, e) among the shards it routes here
 // (MergedLoad.Acked; every replica sends every recorded owner one summary

@@ -156,6 +156,46 @@ func TestNewOwnerWaitsForAcks(t *testing.T) {
 	})
 }
 
+// TestNewOwnerAckDuringPlanning: B's acknowledging summary, and with it
+// B's load, arrives while C's planner is computing. The plans of that
+// cycle were computed without B's load, so C publishes nothing in it;
+// the next cycle's plans, computed with B's load, are the first published.
+func TestNewOwnerAckDuringPlanning(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := t.Context()
+		kv := durabletest.NewMemKV()
+		services := testServices(3)
+		c := newOwner(t, "C", kv, services, newOwnership(5, "B", "C"))
+		c.planner.setDemand(map[string]int{"c": 100}) // C's own clients only
+		c.pub.Cycle(ctx, time.Now())
+		time.Sleep(interval)
+		c.planner.during = func() {
+			c.merged.setFresh("B", true)
+			c.planner.setDemand(map[string]int{"a": 50, "c": 50}) // B's clients are in a
+		}
+		c.pub.Cycle(ctx, time.Now())
+		c.planner.during = nil
+		if got := c.pub.Writes().Plan; got != 0 {
+			t.Fatalf("plan writes in the cycle whose planner ran before B's ack = %d, want 0", got)
+		}
+		time.Sleep(interval)
+		c.pub.Cycle(ctx, time.Now())
+		if got := c.pub.Writes().Plan; got != int64(len(services)) {
+			t.Fatalf("plan writes the cycle after B's ack = %d, want %d", got, len(services))
+		}
+		for _, svc := range services {
+			rec := getPlan(t, kv, svc)
+			got := vectors(&weights.Plan{Result: rec.Result})
+			if _, ok := got["a"]; !ok {
+				t.Errorf("%s: published vectors %v have no entry for zone a: computed without B's load", svc, got)
+			}
+			if diff := cmp.Diff(vectors(c.planner.Plan(svc)), got); diff != "" {
+				t.Errorf("%s: published vectors differ from the plan computed with B's load:\n%s", svc, diff)
+			}
+		}
+	})
+}
+
 // TestNewOwnerDeadMemberDropped: B never acknowledges; once it leaves the
 // live members (dead past the member TTL) C publishes.
 func TestNewOwnerDeadMemberDropped(t *testing.T) {

@@ -127,6 +127,9 @@ type testPlanner struct {
 	cycles   map[string]int // cycles computed per service (the exported state)
 	imported map[string][]byte
 	gen      uint64
+	// during, when set, runs inside Cycle (p.mu not held): what arrives
+	// while the planner computes.
+	during func()
 }
 
 func newTestPlanner(t testing.TB, owns func(string) bool, services []string) *testPlanner {
@@ -151,6 +154,10 @@ func (p *testPlanner) setDemand(d map[string]int) {
 func (p *testPlanner) Cycle(now time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.during != nil {
+		f := p.during
+		defer func() { p.mu.Unlock(); f(); p.mu.Lock() }()
+	}
 	old := now.Add(-time.Hour)
 	var eps []zoneaware.Endpoint
 	for zone, n := range map[string]int{"a": 2, "b": 2, "c": 4} {

@@ -305,13 +305,36 @@ func (p *Publisher) Cycle(ctx context.Context, now time.Time) {
 		}
 	}
 
-	p.cfg.Planner.Cycle(now)
-
 	shards := make([]int, 0, len(held))
 	for s := range held {
 		shards = append(shards, s)
 	}
 	slices.Sort(shards)
+	// The acknowledgements are checked before the planner runs: a shard
+	// is published only from plans computed while every live member's
+	// acknowledging summary (and its load) was in the merged table. An
+	// acknowledgement that arrives while the planner computes counts from
+	// the next cycle, whose plans include that member's load.
+	for _, s := range shards {
+		h := p.held[s]
+		if len(h.unread) > 0 || h.ready {
+			continue
+		}
+		if missing := p.unacked(s, h); len(missing) > 0 {
+			if !h.warned && now.Sub(h.taken) >= waitIntervals*p.cfg.Interval {
+				h.warned = true
+				p.waits.WithLabelValues("unacked").Inc()
+				p.log.Warn("shard not published: live members have not acknowledged the new owner; still waiting",
+					"shard", s, "epoch", h.epoch, "waited", now.Sub(h.taken), "members", missing)
+			}
+			continue
+		}
+		h.ready = true
+		p.log.Info("shard ready to publish", "shard", s, "epoch", h.epoch, "waited", now.Sub(h.taken))
+	}
+
+	p.cfg.Planner.Cycle(now)
+
 	for _, s := range shards {
 		h := p.held[s]
 		hb, _ := json.Marshal(Heartbeat{V: recordVersion, Owner: p.cfg.ID, Epoch: h.epoch, Cycle: p.cycle, At: now})
@@ -319,21 +342,8 @@ func (p *Publisher) Cycle(ctx context.Context, now time.Time) {
 	}
 	for _, s := range shards {
 		h := p.held[s]
-		if len(h.unread) > 0 {
+		if len(h.unread) > 0 || !h.ready {
 			continue
-		}
-		if !h.ready {
-			if missing := p.unacked(s, h); len(missing) > 0 {
-				if !h.warned && now.Sub(h.taken) >= waitIntervals*p.cfg.Interval {
-					h.warned = true
-					p.waits.WithLabelValues("unacked").Inc()
-					p.log.Warn("shard not published: live members have not acknowledged the new owner; still waiting",
-						"shard", s, "epoch", h.epoch, "waited", now.Sub(h.taken), "members", missing)
-				}
-				continue
-			}
-			h.ready = true
-			p.log.Info("shard ready to publish", "shard", s, "epoch", h.epoch, "waited", now.Sub(h.taken))
 		}
 		for _, svc := range byShard[s] {
 			p.publish(ctx, svc, s, h.epoch, now)
