@@ -150,6 +150,8 @@ func BenchmarkLargeEDSPush(b *testing.B) {
 			KeepaliveTime: time.Hour, KeepaliveTimeout: time.Minute, KeepaliveMinTime: time.Second}},
 		{"shared_4KiB", GRPCConfig{SharedWriteBuffer: true, WriteBufferSize: 4 << 10, ReadBufferSize: 4 << 10,
 			KeepaliveTime: time.Hour, KeepaliveTimeout: time.Minute, KeepaliveMinTime: time.Second}},
+		{"write_buffer_16KiB", withWriteBuffer(defaultGRPCConfig(), 16<<10)},
+		{"write_buffer_0", withWriteBuffer(defaultGRPCConfig(), 0)},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			client := startBenchXDS(b, c.cfg, endpoints)
@@ -178,6 +180,7 @@ func BenchmarkLargeEDSFanout(b *testing.B) {
 		{"write_buffer_16KiB", withWriteBuffer(defaultGRPCConfig(), 16<<10)},
 		{"write_buffer_8KiB", withWriteBuffer(defaultGRPCConfig(), 8<<10)},
 		{"write_buffer_4KiB", withWriteBuffer(defaultGRPCConfig(), 4<<10)},
+		{"write_buffer_0", withWriteBuffer(defaultGRPCConfig(), 0)},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			addr := serveBenchXDS(b, c.cfg, endpoints)
