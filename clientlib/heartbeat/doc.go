@@ -109,6 +109,13 @@
 //   - codes.PermissionDenied, codes.Unauthenticated, codes.Unimplemented,
 //     codes.FailedPrecondition, codes.OutOfRange: likewise not retried.
 //
+// It also returns when the server ends the heartbeat stream with
+// codes.PermissionDenied or codes.Unauthenticated (the policy no longer
+// lets this caller heartbeat, or the lease belongs to another identity):
+// the error names the stream step and wraps the status. Run then tries
+// to deregister as on any return; where that is refused as well, the lease
+// expires within its TTL.
+//
 // Every other failure (Unavailable, DeadlineExceeded, Internal, a broken
 // stream, no answer) is logged and retried, on the next server, until ctx
 // ends. A failed deregistration is

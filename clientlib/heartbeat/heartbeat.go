@@ -287,6 +287,13 @@ func (a *Agent) Run(ctx context.Context) error {
 		if errors.Is(err, errReopen) {
 			continue
 		}
+		if refused(err) {
+			// The caller may not heartbeat this lease (the policy, or a
+			// lease that belongs to another identity): retrying cannot
+			// help, and the lease expires within its TTL either way.
+			a.log.Error("heartbeats refused; stopping", "server", a.active.addr, "lease", a.LeaseID(), "err", err)
+			return err
+		}
 		if a.streamEnded != nil {
 			a.streamEnded(err)
 		}
@@ -359,6 +366,16 @@ func permanent(err error) bool {
 	switch status.Code(err) {
 	case codes.InvalidArgument, codes.AlreadyExists, codes.FailedPrecondition, codes.OutOfRange,
 		codes.PermissionDenied, codes.Unauthenticated, codes.Unimplemented:
+		return true
+	}
+	return false
+}
+
+// refused reports whether a heartbeat stream ended because the server
+// refuses this caller's heartbeats for good.
+func refused(err error) bool {
+	switch status.Code(err) {
+	case codes.PermissionDenied, codes.Unauthenticated:
 		return true
 	}
 	return false

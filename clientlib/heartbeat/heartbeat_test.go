@@ -3,11 +3,13 @@ package heartbeat
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,6 +20,7 @@ import (
 	"github.com/spillway/spillway/registry"
 	"github.com/spillway/spillway/registry/registrytest"
 	registryv1 "github.com/spillway/spillway/registry/registryv1"
+	"github.com/spillway/spillway/security/authz"
 )
 
 const service = "payments"
@@ -335,6 +338,37 @@ func TestRunReturnsPermanentErrors(t *testing.T) {
 				t.Errorf("LeaseID() = %q, want \"\"", id)
 			}
 		})
+	}
+}
+
+// TestRunReturnsWhenHeartbeatsRefused: once registered, the server's
+// policy stops letting the agent heartbeat (a denial ends the heartbeat
+// stream with PermissionDenied). Run returns that error instead of
+// retrying, and the other calls were not refused before.
+func TestRunReturnsWhenHeartbeatsRefused(t *testing.T) {
+	s := registrytest.Start(t)
+	a := startAgent(t, Config{Conn: dial(t, s.Addr), Service: service, Endpoint: testEndpoint(), Interval: 50 * time.Millisecond}, nil)
+	lid := a.waitRegistered(t)
+	var heartbeats atomic.Int64
+	s.Deny(func(act authz.Action, resource string) error {
+		if act != authz.Heartbeat {
+			return nil
+		}
+		heartbeats.Add(1)
+		return fmt.Errorf("permission denied: vm-1 may not heartbeat %s", resource)
+	})
+	err := a.wait(t)
+	if got := status.Code(err); got != codes.PermissionDenied {
+		t.Fatalf("status.Code(Run()) = %v (%v), want PermissionDenied", got, err)
+	}
+	if !strings.Contains(err.Error(), "may not heartbeat payments") {
+		t.Errorf("Run() = %q, want the server's reason", err)
+	}
+	if n := heartbeats.Load(); n != 1 {
+		t.Errorf("heartbeats the server refused = %d, want 1 (no retry)", n)
+	}
+	if _, ok := s.Endpoint(service, "vm-1"); ok {
+		t.Errorf("endpoint still registered after Run returned (lease %s): the deregistration was allowed", lid)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"context"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/spillway/spillway/registry/durable"
 	"github.com/spillway/spillway/registry/lease"
 	"github.com/spillway/spillway/registry/registryapi"
+	"github.com/spillway/spillway/security/authz"
 )
 
 // Server is the registry server in-process. Leases expire on a 50 ms tick and
@@ -31,6 +33,8 @@ type Server struct {
 	Addr string
 
 	api *registryapi.API
+	// deny is the current authorizer (see Deny), or nil: allow everything.
+	deny atomic.Pointer[denyFunc]
 
 	// mu guards srv and done.
 	mu   sync.Mutex
@@ -62,10 +66,12 @@ func StartOn(t testing.TB, lis net.Listener) *Server {
 		t.Fatal(err)
 	}
 	util := load.NewUtilizationTable(store, nil)
-	api, err := registryapi.New(registryapi.Config{Store: store, Leases: lm, Utilization: util})
+	s := &Server{Store: store, Leases: lm, Utilization: util, Addr: lis.Addr().String()}
+	api, err := registryapi.New(registryapi.Config{Store: store, Leases: lm, Utilization: util, Authorizer: s})
 	if err != nil {
 		t.Fatal(err)
 	}
+	s.api = api
 	ctx, cancel := context.WithCancel(context.Background())
 	lmDone := make(chan struct{})
 	go func() {
@@ -76,10 +82,31 @@ func StartOn(t testing.TB, lis net.Listener) *Server {
 		cancel()
 		<-lmDone
 	})
-	s := &Server{Store: store, Leases: lm, Utilization: util, api: api, Addr: lis.Addr().String()}
 	s.serve(lis)
 	t.Cleanup(s.Stop)
 	return s
+}
+
+type denyFunc func(a authz.Action, resource string) error
+
+// Deny makes the API ask f before every call, as the server's policy
+// would: a non-nil error refuses the call with PermissionDenied and its
+// text. Nil allows everything again. Replicas of s share it.
+func (s *Server) Deny(f func(a authz.Action, resource string) error) {
+	if f == nil {
+		s.deny.Store(nil)
+		return
+	}
+	d := denyFunc(f)
+	s.deny.Store(&d)
+}
+
+// Authorize implements registryapi.Authorizer with the function of Deny.
+func (s *Server) Authorize(_ context.Context, a authz.Action, resource string) error {
+	if d := s.deny.Load(); d != nil {
+		return (*d)(a, resource)
+	}
+	return nil
 }
 
 func (s *Server) serve(lis net.Listener) {
