@@ -83,7 +83,8 @@ func runDemo(ctx context.Context, c demoConfig, stdout, stderr io.Writer) (err e
 	if err != nil {
 		return fmt.Errorf("--%w", err)
 	}
-	dir, err := os.MkdirTemp("", "spillway-demo-")
+	sweepDemoDirs(stderr)
+	dir, err := makeDemoDir()
 	if err != nil {
 		return err
 	}
