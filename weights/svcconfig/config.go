@@ -1,10 +1,8 @@
 package svcconfig
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"path/filepath"
 	"strconv"
@@ -13,6 +11,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/spillway/spillway/internal/strictyaml"
 	"github.com/spillway/spillway/registry/names"
 	"github.com/spillway/spillway/weights/regions"
 )
@@ -179,55 +178,19 @@ func ServiceFromFile(path string) (string, error) {
 	return svc, nil
 }
 
-// Error is a parse or validation error at a line of a file.
-type Error struct {
-	File  string // the file (or "body" for the API)
-	Line  int    // 0 when unknown
-	Field string // path of the field, e.g. "pid.kp"; "" for syntax
-	Msg   string
-}
-
-func (e *Error) Error() string {
-	loc := e.File
-	if e.Line > 0 {
-		loc += ":" + strconv.Itoa(e.Line)
-	}
-	if e.Field == "" {
-		return loc + ": " + e.Msg
-	}
-	return loc + ": " + e.Field + ": " + e.Msg
-}
-
-// Unwrap returns ErrInvalid.
-func (e *Error) Unwrap() error { return ErrInvalid }
+// Error is a parse or validation error at a line of a file; it unwraps
+// to ErrInvalid.
+type Error = strictyaml.Error
 
 // Parse reads one service's config, YAML or JSON, strictly: an unknown
 // field, a wrong type or a value out of range is an *Error naming file,
 // line and field. An empty document is the defaults.
 func Parse(file string, data []byte) (Config, error) {
 	c := Default()
-	if len(data) > MaxBytes {
-		return c, &Error{File: file, Msg: fmt.Sprintf("%d bytes, over the limit of %d", len(data), MaxBytes)}
-	}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	var doc yaml.Node
-	if err := dec.Decode(&doc); err != nil {
-		if errors.Is(err, io.EOF) {
-			return c, nil
-		}
-		return c, &Error{File: file, Msg: "malformed YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")}
-	}
-	var extra yaml.Node
-	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
-		return c, &Error{File: file, Line: extra.Line, Msg: "more than one YAML document; the file holds one"}
-	}
-	p := parser{file: file}
-	root := &doc
-	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
-		root = root.Content[0]
-	}
-	if isNull(root) {
-		return c, nil
+	p := parser{strictyaml.Parser{File: file, Kind: ErrInvalid}}
+	root, err := p.Document(data, MaxBytes, "the file holds one")
+	if err != nil || root == nil {
+		return c, err
 	}
 	if err := p.config(root, &c); err != nil {
 		return Default(), err
@@ -235,133 +198,66 @@ func Parse(file string, data []byte) (Config, error) {
 	return c, nil
 }
 
-type parser struct{ file string }
-
-func (p parser) errf(n *yaml.Node, field, format string, args ...any) error {
-	return &Error{File: p.file, Line: n.Line, Field: field, Msg: fmt.Sprintf(format, args...)}
-}
-
-func isNull(n *yaml.Node) bool { return n.Kind == yaml.ScalarNode && n.Tag == "!!null" }
-
-// mapping returns n's keys and value nodes, refusing keys not in allowed
-// and duplicates.
-func (p parser) mapping(n *yaml.Node, path string, allowed ...string) (map[string]*yaml.Node, []*yaml.Node, error) {
-	if n.Kind == yaml.AliasNode {
-		return nil, nil, p.errf(n, path, "aliases are not supported")
-	}
-	if n.Kind != yaml.MappingNode {
-		where := path
-		if where == "" {
-			where = "config"
-		}
-		return nil, nil, p.errf(n, path, "want a mapping of %s, got %s", strings.Join(allowed, ", "), kind(n))
-	}
-	out := map[string]*yaml.Node{}
-	keys := map[string]*yaml.Node{}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], n.Content[i+1]
-		field := join(path, k.Value)
-		ok := false
-		for _, a := range allowed {
-			ok = ok || a == k.Value
-		}
-		if !ok {
-			return nil, nil, p.errf(k, field, "unknown field; known are %s", strings.Join(allowed, ", "))
-		}
-		if _, dup := out[k.Value]; dup {
-			return nil, nil, p.errf(k, field, "set twice")
-		}
-		out[k.Value], keys[k.Value] = v, k
-	}
-	return out, nil, nil
-}
-
-func join(path, k string) string {
-	if path == "" {
-		return k
-	}
-	return path + "." + k
-}
-
-func kind(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	case yaml.ScalarNode:
-		if isNull(n) {
-			return "null"
-		}
-		return strconv.Quote(n.Value)
-	}
-	return "something else"
-}
-
-func (p parser) scalar(n *yaml.Node, field string) (string, error) {
-	if n.Kind != yaml.ScalarNode || isNull(n) {
-		return "", p.errf(n, field, "want a value, got %s", kind(n))
-	}
-	return n.Value, nil
-}
+// parser reads the config's nodes with the shared strict checks.
+type parser struct{ strictyaml.Parser }
 
 func (p parser) float(n *yaml.Node, field string, lo, hi float64, loOpen bool) (float64, error) {
-	s, err := p.scalar(n, field)
+	s, err := p.Scalar(n, field)
 	if err != nil {
 		return 0, err
 	}
 	if n.Tag != "!!int" && n.Tag != "!!float" {
-		return 0, p.errf(n, field, "want a number, got %q", s)
+		return 0, p.Errf(n, field, "want a number, got %q", s)
 	}
 	f, err := strconv.ParseFloat(strings.ReplaceAll(s, "_", ""), 64)
 	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
-		return 0, p.errf(n, field, "want a number, got %q", s)
+		return 0, p.Errf(n, field, "want a number, got %q", s)
 	}
 	if f < lo || f > hi || (loOpen && f == lo) {
 		open := "["
 		if loOpen {
 			open = "("
 		}
-		return 0, p.errf(n, field, "%v is out of range %s%v, %v]", f, open, lo, hi)
+		return 0, p.Errf(n, field, "%v is out of range %s%v, %v]", f, open, lo, hi)
 	}
 	return f, nil
 }
 
 func (p parser) integer(n *yaml.Node, field string, lo, hi int64) (int64, error) {
-	s, err := p.scalar(n, field)
+	s, err := p.Scalar(n, field)
 	if err != nil {
 		return 0, err
 	}
 	if n.Tag != "!!int" {
-		return 0, p.errf(n, field, "want an integer, got %q", s)
+		return 0, p.Errf(n, field, "want an integer, got %q", s)
 	}
 	i, err := strconv.ParseInt(strings.ReplaceAll(s, "_", ""), 10, 64)
 	if err != nil {
-		return 0, p.errf(n, field, "want a decimal integer, got %q", s)
+		return 0, p.Errf(n, field, "want a decimal integer, got %q", s)
 	}
 	if i < lo || i > hi {
-		return 0, p.errf(n, field, "%d is out of range [%d, %d]", i, lo, hi)
+		return 0, p.Errf(n, field, "%d is out of range [%d, %d]", i, lo, hi)
 	}
 	return i, nil
 }
 
 func (p parser) duration(n *yaml.Node, field string, lo, hi time.Duration) (Duration, error) {
-	s, err := p.scalar(n, field)
+	s, err := p.Scalar(n, field)
 	if err != nil {
 		return 0, err
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil {
-		return 0, p.errf(n, field, "want a duration such as 10s, got %q", s)
+		return 0, p.Errf(n, field, "want a duration such as 10s, got %q", s)
 	}
 	if d < lo || d > hi {
-		return 0, p.errf(n, field, "%v is out of range [%v, %v]", d, lo, hi)
+		return 0, p.Errf(n, field, "%v is out of range [%v, %v]", d, lo, hi)
 	}
 	return Duration(d), nil
 }
 
 func (p parser) oneOf(n *yaml.Node, field string, allowed ...string) (string, error) {
-	s, err := p.scalar(n, field)
+	s, err := p.Scalar(n, field)
 	if err != nil {
 		return "", err
 	}
@@ -370,13 +266,13 @@ func (p parser) oneOf(n *yaml.Node, field string, allowed ...string) (string, er
 			return s, nil
 		}
 	}
-	return "", p.errf(n, field, "%q is not one of %s", s, strings.Join(allowed, ", "))
+	return "", p.Errf(n, field, "%q is not one of %s", s, strings.Join(allowed, ", "))
 }
 
 var strategies = []string{ZoneAware, PID, ZoneAwarePID, Static}
 
 func (p parser) config(root *yaml.Node, c *Config) error {
-	m, _, err := p.mapping(root, "", "strategy", "probe_share", "headroom", "slow_start", "pid", "metric", "report_interval", "blend", "redirects", "exclude")
+	m, err := p.Mapping(root, "", "strategy", "probe_share", "headroom", "slow_start", "pid", "metric", "report_interval", "blend", "redirects", "exclude")
 	if err != nil {
 		return err
 	}
@@ -421,7 +317,7 @@ func (p parser) config(root *yaml.Node, c *Config) error {
 			return err
 		}
 		if sn := m["strategy"]; sn != nil && c.Strategy != b.From && c.Strategy != b.To {
-			return p.errf(sn, "strategy", "%q is neither blend.from (%s) nor blend.to (%s)", c.Strategy, b.From, b.To)
+			return p.Errf(sn, "strategy", "%q is neither blend.from (%s) nor blend.to (%s)", c.Strategy, b.From, b.To)
 		}
 		c.Blend = b
 	}
@@ -438,52 +334,45 @@ func (p parser) config(root *yaml.Node, c *Config) error {
 	return nil
 }
 
-func (p parser) list(n *yaml.Node, field string) ([]*yaml.Node, error) {
-	if n.Kind != yaml.SequenceNode {
-		return nil, p.errf(n, field, "want a list, got %s", kind(n))
-	}
-	return n.Content, nil
-}
-
 func (p parser) region(n *yaml.Node, field string) (string, error) {
-	s, err := p.scalar(n, field)
+	s, err := p.Scalar(n, field)
 	if err != nil {
 		return "", err
 	}
 	if err := names.ValidateLabel(field, s); err != nil {
-		return "", p.errf(n, field, "%q is not a region name (a DNS label)", s)
+		return "", p.Errf(n, field, "%q is not a region name (a DNS label)", s)
 	}
 	return s, nil
 }
 
 func (p parser) until(n *yaml.Node, field string) (*time.Time, error) {
-	s, err := p.scalar(n, field)
+	s, err := p.Scalar(n, field)
 	if err != nil {
 		return nil, err
 	}
 	u, err := time.Parse(time.RFC3339, s)
 	if err != nil {
-		return nil, p.errf(n, field, "want an RFC 3339 time such as 2026-01-02T15:04:05Z, got %q", s)
+		return nil, p.Errf(n, field, "want an RFC 3339 time such as 2026-01-02T15:04:05Z, got %q", s)
 	}
 	return &u, nil
 }
 
 func (p parser) redirects(n *yaml.Node) ([]Redirect, error) {
-	items, err := p.list(n, "redirects")
+	items, err := p.List(n, "redirects")
 	if err != nil {
 		return nil, err
 	}
 	var out []Redirect
 	for i, it := range items {
 		f := fmt.Sprintf("redirects[%d]", i)
-		m, _, err := p.mapping(it, f, "from", "to", "until")
+		m, err := p.Mapping(it, f, "from", "to", "until")
 		if err != nil {
 			return nil, err
 		}
 		var r Redirect
 		for _, k := range []string{"from", "to"} {
 			if m[k] == nil {
-				return nil, p.errf(it, f+"."+k, "missing")
+				return nil, p.Errf(it, f+"."+k, "missing")
 			}
 		}
 		if r.From, err = p.region(m["from"], f+".from"); err != nil {
@@ -493,11 +382,11 @@ func (p parser) redirects(n *yaml.Node) ([]Redirect, error) {
 			return nil, err
 		}
 		if r.From == r.To {
-			return nil, p.errf(m["to"], f+".to", "%q is the from region too; a redirect moves clients to another region", r.To)
+			return nil, p.Errf(m["to"], f+".to", "%q is the from region too; a redirect moves clients to another region", r.To)
 		}
 		for j, o := range out {
 			if o.From == r.From {
-				return nil, p.errf(m["from"], f+".from", "%q is redirects[%d].from too; a region has one redirect", r.From, j)
+				return nil, p.Errf(m["from"], f+".from", "%q is redirects[%d].from too; a region has one redirect", r.From, j)
 			}
 		}
 		if v := m["until"]; v != nil {
@@ -511,19 +400,19 @@ func (p parser) redirects(n *yaml.Node) ([]Redirect, error) {
 }
 
 func (p parser) excludes(n *yaml.Node) ([]Exclusion, error) {
-	items, err := p.list(n, "exclude")
+	items, err := p.List(n, "exclude")
 	if err != nil {
 		return nil, err
 	}
 	var out []Exclusion
 	for i, it := range items {
 		f := fmt.Sprintf("exclude[%d]", i)
-		m, _, err := p.mapping(it, f, "region", "until")
+		m, err := p.Mapping(it, f, "region", "until")
 		if err != nil {
 			return nil, err
 		}
 		if m["region"] == nil {
-			return nil, p.errf(it, f+".region", "missing")
+			return nil, p.Errf(it, f+".region", "missing")
 		}
 		var e Exclusion
 		if e.Region, err = p.region(m["region"], f+".region"); err != nil {
@@ -531,7 +420,7 @@ func (p parser) excludes(n *yaml.Node) ([]Exclusion, error) {
 		}
 		for j, o := range out {
 			if o.Region == e.Region {
-				return nil, p.errf(m["region"], f+".region", "%q is exclude[%d].region too", e.Region, j)
+				return nil, p.Errf(m["region"], f+".region", "%q is exclude[%d].region too", e.Region, j)
 			}
 		}
 		if v := m["until"]; v != nil {
@@ -545,7 +434,7 @@ func (p parser) excludes(n *yaml.Node) ([]Exclusion, error) {
 }
 
 func (p parser) slowStart(n *yaml.Node, s *SlowStart) error {
-	m, _, err := p.mapping(n, "slow_start", "fraction", "ramp", "requests")
+	m, err := p.Mapping(n, "slow_start", "fraction", "ramp", "requests")
 	if err != nil {
 		return err
 	}
@@ -568,7 +457,7 @@ func (p parser) slowStart(n *yaml.Node, s *SlowStart) error {
 }
 
 func (p parser) pid(n *yaml.Node, c *PIDConfig) error {
-	m, _, err := p.mapping(n, "pid", "kp", "ki", "kd", "min_weight", "max_weight", "initial_weight", "skip_missing_share", "target")
+	m, err := p.Mapping(n, "pid", "kp", "ki", "kd", "min_weight", "max_weight", "initial_weight", "skip_missing_share", "target")
 	if err != nil {
 		return err
 	}
@@ -612,27 +501,27 @@ func (p parser) pid(n *yaml.Node, c *PIDConfig) error {
 		if at == nil {
 			at = m["max_weight"]
 		}
-		return p.errf(at, "pid.min_weight", "%g is above pid.max_weight %g", c.MinWeight, c.MaxWeight)
+		return p.Errf(at, "pid.min_weight", "%g is above pid.max_weight %g", c.MinWeight, c.MaxWeight)
 	}
 	if c.InitialWeight < c.MinWeight || c.InitialWeight > c.MaxWeight {
 		at := m["initial_weight"]
 		if at == nil {
 			at = n
 		}
-		return p.errf(at, "pid.initial_weight", "%g is outside [pid.min_weight %g, pid.max_weight %g]", c.InitialWeight, c.MinWeight, c.MaxWeight)
+		return p.Errf(at, "pid.initial_weight", "%g is outside [pid.min_weight %g, pid.max_weight %g]", c.InitialWeight, c.MinWeight, c.MaxWeight)
 	}
 	return nil
 }
 
 func (p parser) blend(n *yaml.Node) (*Blend, error) {
-	m, _, err := p.mapping(n, "blend", "from", "to", "percent")
+	m, err := p.Mapping(n, "blend", "from", "to", "percent")
 	if err != nil {
 		return nil, err
 	}
 	b := &Blend{}
 	for _, k := range []string{"from", "to", "percent"} {
 		if m[k] == nil {
-			return nil, p.errf(n, "blend."+k, "missing")
+			return nil, p.Errf(n, "blend."+k, "missing")
 		}
 	}
 	if b.From, err = p.oneOf(m["from"], "blend.from", strategies...); err != nil {
@@ -642,7 +531,7 @@ func (p parser) blend(n *yaml.Node) (*Blend, error) {
 		return nil, err
 	}
 	if b.From == b.To {
-		return nil, p.errf(m["to"], "blend.to", "%q is blend.from too; a blend moves between two strategies", b.To)
+		return nil, p.Errf(m["to"], "blend.to", "%q is blend.from too; a blend moves between two strategies", b.To)
 	}
 	if b.Percent, err = p.float(m["percent"], "blend.percent", 0, 100, false); err != nil {
 		return nil, err

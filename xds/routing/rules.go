@@ -1,11 +1,9 @@
 package routing
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"regexp"
 	"strconv"
@@ -13,6 +11,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/spillway/spillway/internal/strictyaml"
 	"github.com/spillway/spillway/registry/names"
 )
 
@@ -123,27 +122,9 @@ type Target struct {
 	Weight uint32 `json:"weight"`
 }
 
-// Error is a parse or validation error at a line of the rules.
-type Error struct {
-	File  string // the file, or "body" for the API
-	Line  int    // 0 when unknown
-	Field string // path of the field, e.g. "rules[1].split[0].to"; "" for syntax
-	Msg   string
-}
-
-func (e *Error) Error() string {
-	loc := e.File
-	if e.Line > 0 {
-		loc += ":" + strconv.Itoa(e.Line)
-	}
-	if e.Field == "" {
-		return loc + ": " + e.Msg
-	}
-	return loc + ": " + e.Field + ": " + e.Msg
-}
-
-// Unwrap returns ErrInvalid.
-func (e *Error) Unwrap() error { return ErrInvalid }
+// Error is a parse or validation error at a line of the rules; it
+// unwraps to ErrInvalid.
+type Error = strictyaml.Error
 
 // Parse reads one service's rules (YAML or JSON) strictly: an unknown
 // field, a wrong type, a bad value, a duplicate rule name or a split
@@ -151,29 +132,11 @@ func (e *Error) Unwrap() error { return ErrInvalid }
 // an *Error naming file, line and field. An empty document is no rules.
 // Parse does not check that targets exist (Store.Set does).
 func Parse(file string, data []byte) (Rules, error) {
-	if len(data) > MaxBytes {
-		return Rules{}, &Error{File: file, Msg: fmt.Sprintf("%d bytes, over the limit of %d", len(data), MaxBytes)}
+	p := parser{strictyaml.Parser{File: file, Kind: ErrInvalid}}
+	root, err := p.Document(data, MaxBytes, "the rules are one")
+	if err != nil || root == nil {
+		return Rules{}, err
 	}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	var doc yaml.Node
-	if err := dec.Decode(&doc); err != nil {
-		if errors.Is(err, io.EOF) {
-			return Rules{}, nil
-		}
-		return Rules{}, &Error{File: file, Msg: "malformed YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")}
-	}
-	var extra yaml.Node
-	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
-		return Rules{}, &Error{File: file, Line: extra.Line, Msg: "more than one YAML document; the rules are one"}
-	}
-	root := &doc
-	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
-		root = root.Content[0]
-	}
-	if isNull(root) {
-		return Rules{}, nil
-	}
-	p := parser{file: file}
 	var r Rules
 	if err := p.rules(root, &r); err != nil {
 		return Rules{}, err
@@ -181,94 +144,25 @@ func Parse(file string, data []byte) (Rules, error) {
 	return r, nil
 }
 
-type parser struct{ file string }
+// parser reads the rules' nodes with the shared strict checks.
+type parser struct{ strictyaml.Parser }
 
-func (p parser) errf(n *yaml.Node, field, format string, args ...any) error {
-	return &Error{File: p.file, Line: n.Line, Field: field, Msg: fmt.Sprintf(format, args...)}
-}
-
-func isNull(n *yaml.Node) bool { return n.Kind == yaml.ScalarNode && n.Tag == "!!null" }
-
-func kind(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	case yaml.ScalarNode:
-		if isNull(n) {
-			return "null"
-		}
-		return strconv.Quote(n.Value)
-	case yaml.AliasNode:
-		return "an alias"
-	}
-	return "something else"
-}
-
-func join(path, k string) string {
-	if path == "" {
-		return k
-	}
-	return path + "." + k
-}
-
-// mapping returns n's values by key, refusing keys not in allowed and
-// duplicates.
-func (p parser) mapping(n *yaml.Node, path string, allowed ...string) (map[string]*yaml.Node, error) {
-	if n.Kind != yaml.MappingNode {
-		return nil, p.errf(n, path, "want a mapping of %s, got %s", strings.Join(allowed, ", "), kind(n))
-	}
-	out := map[string]*yaml.Node{}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], n.Content[i+1]
-		field := join(path, k.Value)
-		if k.Kind != yaml.ScalarNode {
-			return nil, p.errf(k, path, "want a field name, got %s", kind(k))
-		}
-		known := false
-		for _, a := range allowed {
-			known = known || a == k.Value
-		}
-		if !known {
-			return nil, p.errf(k, field, "unknown field; known are %s", strings.Join(allowed, ", "))
-		}
-		if _, dup := out[k.Value]; dup {
-			return nil, p.errf(k, field, "set twice")
-		}
-		if v.Kind == yaml.AliasNode {
-			return nil, p.errf(v, field, "aliases are not supported")
-		}
-		out[k.Value] = v
-	}
-	return out, nil
-}
-
+// list is strictyaml's List, null being no items.
 func (p parser) list(n *yaml.Node, field string) ([]*yaml.Node, error) {
-	if isNull(n) {
+	if strictyaml.IsNull(n) {
 		return nil, nil
 	}
-	if n.Kind != yaml.SequenceNode {
-		return nil, p.errf(n, field, "want a list, got %s", kind(n))
-	}
-	return n.Content, nil
-}
-
-func (p parser) str(n *yaml.Node, field string) (string, error) {
-	if n.Kind != yaml.ScalarNode || isNull(n) || n.Tag != "!!str" {
-		return "", p.errf(n, field, "want a string, got %s", kind(n))
-	}
-	return n.Value, nil
+	return p.List(n, field)
 }
 
 func (p parser) service(n *yaml.Node, field string) (string, error) {
-	s, err := p.str(n, field)
+	s, err := p.String(n, field)
 	if err != nil {
 		return "", err
 	}
 	norm := names.NormalizeService(s)
 	if err := names.ValidateService(field, norm); err != nil {
-		return "", p.errf(n, field, "%q is not a service name: %v", s, err)
+		return "", p.Errf(n, field, "%q is not a service name: %v", s, err)
 	}
 	return norm, nil
 }
@@ -280,7 +174,7 @@ var ruleName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
 var headerName = regexp.MustCompile(`^[a-z0-9_.-]+$`)
 
 func (p parser) rules(root *yaml.Node, r *Rules) error {
-	m, err := p.mapping(root, "", "rules", "default")
+	m, err := p.Mapping(root, "", "rules", "default")
 	if err != nil {
 		return err
 	}
@@ -298,7 +192,7 @@ func (p parser) rules(root *yaml.Node, r *Rules) error {
 		return err
 	}
 	if len(items) > MaxRules {
-		return p.errf(n, "rules", "%d rules, over the limit of %d", len(items), MaxRules)
+		return p.Errf(n, "rules", "%d rules, over the limit of %d", len(items), MaxRules)
 	}
 	seen := map[string]int{}
 	for i, item := range items {
@@ -309,7 +203,7 @@ func (p parser) rules(root *yaml.Node, r *Rules) error {
 		}
 		if rule.Name != "" {
 			if j, dup := seen[rule.Name]; dup {
-				return p.errf(item, f+".name", "%q is also rules[%d]'s name", rule.Name, j)
+				return p.Errf(item, f+".name", "%q is also rules[%d]'s name", rule.Name, j)
 			}
 			seen[rule.Name] = i
 		}
@@ -320,16 +214,16 @@ func (p parser) rules(root *yaml.Node, r *Rules) error {
 
 func (p parser) rule(n *yaml.Node, f string) (Rule, error) {
 	var r Rule
-	m, err := p.mapping(n, f, "name", "match", "to", "split")
+	m, err := p.Mapping(n, f, "name", "match", "to", "split")
 	if err != nil {
 		return r, err
 	}
 	if v := m["name"]; v != nil {
-		if r.Name, err = p.str(v, f+".name"); err != nil {
+		if r.Name, err = p.String(v, f+".name"); err != nil {
 			return r, err
 		}
 		if !ruleName.MatchString(r.Name) {
-			return r, p.errf(v, f+".name", "%q: want 1..63 of a-z, 0-9, - and _, starting with a letter or digit", r.Name)
+			return r, p.Errf(v, f+".name", "%q: want 1..63 of a-z, 0-9, - and _, starting with a letter or digit", r.Name)
 		}
 	}
 	if v := m["match"]; v != nil {
@@ -340,7 +234,7 @@ func (p parser) rule(n *yaml.Node, f string) (Rule, error) {
 	to, split := m["to"], m["split"]
 	switch {
 	case to != nil && split != nil:
-		return r, p.errf(split, f+".split", "set with to: a rule has one target (to) or weighted targets (split)")
+		return r, p.Errf(split, f+".split", "set with to: a rule has one target (to) or weighted targets (split)")
 	case to != nil:
 		if r.To, err = p.service(to, f+".to"); err != nil {
 			return r, err
@@ -350,26 +244,26 @@ func (p parser) rule(n *yaml.Node, f string) (Rule, error) {
 			return r, err
 		}
 	default:
-		return r, p.errf(n, f+".to", "missing: a rule needs a target (to) or weighted targets (split)")
+		return r, p.Errf(n, f+".to", "missing: a rule needs a target (to) or weighted targets (split)")
 	}
 	return r, nil
 }
 
 func (p parser) match(n *yaml.Node, f string) (Match, error) {
 	var m Match
-	if isNull(n) {
+	if strictyaml.IsNull(n) {
 		return m, nil
 	}
-	fields, err := p.mapping(n, f, "headers", "path_prefix")
+	fields, err := p.Mapping(n, f, "headers", "path_prefix")
 	if err != nil {
 		return m, err
 	}
 	if v := fields["path_prefix"]; v != nil {
-		if m.PathPrefix, err = p.str(v, f+".path_prefix"); err != nil {
+		if m.PathPrefix, err = p.String(v, f+".path_prefix"); err != nil {
 			return m, err
 		}
 		if !strings.HasPrefix(m.PathPrefix, "/") {
-			return m, p.errf(v, f+".path_prefix", "%q: a gRPC method path starts with / (/package.Service/Method)", m.PathPrefix)
+			return m, p.Errf(v, f+".path_prefix", "%q: a gRPC method path starts with / (/package.Service/Method)", m.PathPrefix)
 		}
 	}
 	if v := fields["headers"]; v != nil {
@@ -390,24 +284,24 @@ func (p parser) match(n *yaml.Node, f string) (Match, error) {
 
 func (p parser) header(n *yaml.Node, f string) (HeaderMatch, error) {
 	var h HeaderMatch
-	m, err := p.mapping(n, f, "name", "exact", "prefix", "present", "regex")
+	m, err := p.Mapping(n, f, "name", "exact", "prefix", "present", "regex")
 	if err != nil {
 		return h, err
 	}
 	v := m["name"]
 	if v == nil {
-		return h, p.errf(n, f+".name", "missing")
+		return h, p.Errf(n, f+".name", "missing")
 	}
-	if h.Name, err = p.str(v, f+".name"); err != nil {
+	if h.Name, err = p.String(v, f+".name"); err != nil {
 		return h, err
 	}
 	switch {
 	case !headerName.MatchString(h.Name):
-		return h, p.errf(v, f+".name", "%q: want a lowercase gRPC metadata key (a-z, 0-9, -, _, .)", h.Name)
+		return h, p.Errf(v, f+".name", "%q: want a lowercase gRPC metadata key (a-z, 0-9, -, _, .)", h.Name)
 	case strings.HasSuffix(h.Name, "-bin"):
-		return h, p.errf(v, f+".name", "%q: grpc-go never matches binary (-bin) headers", h.Name)
+		return h, p.Errf(v, f+".name", "%q: grpc-go never matches binary (-bin) headers", h.Name)
 	case strings.HasPrefix(h.Name, "grpc-"):
-		return h, p.errf(v, f+".name", "%q: grpc- headers are reserved to gRPC", h.Name)
+		return h, p.Errf(v, f+".name", "%q: grpc- headers are reserved to gRPC", h.Name)
 	}
 	set := 0
 	for _, k := range []string{"exact", "prefix", "present", "regex"} {
@@ -417,25 +311,25 @@ func (p parser) header(n *yaml.Node, f string) (HeaderMatch, error) {
 		}
 		set++
 		if set > 1 {
-			return h, p.errf(v, f+"."+k, "set with %s: a header match has one of exact, prefix, present, regex", h.kind)
+			return h, p.Errf(v, f+"."+k, "set with %s: a header match has one of exact, prefix, present, regex", h.kind)
 		}
 		h.kind = k
 		switch k {
 		case "exact":
-			h.Exact, err = p.str(v, f+".exact")
+			h.Exact, err = p.String(v, f+".exact")
 		case "prefix":
-			if h.Prefix, err = p.str(v, f+".prefix"); err == nil && h.Prefix == "" {
-				err = p.errf(v, f+".prefix", "empty: use present: true")
+			if h.Prefix, err = p.String(v, f+".prefix"); err == nil && h.Prefix == "" {
+				err = p.Errf(v, f+".prefix", "empty: use present: true")
 			}
 		case "present":
 			if v.Kind != yaml.ScalarNode || v.Tag != "!!bool" || v.Value != "true" {
-				err = p.errf(v, f+".present", "want true, got %s", kind(v))
+				err = p.Errf(v, f+".present", "want true, got %s", strictyaml.Describe(v))
 			}
 			h.Present = true
 		case "regex":
-			if h.Regex, err = p.str(v, f+".regex"); err == nil {
+			if h.Regex, err = p.String(v, f+".regex"); err == nil {
 				if h.re, err = compileRegex(h.Regex); err != nil {
-					err = p.errf(v, f+".regex", "%q is not RE2: %v", h.Regex, err)
+					err = p.Errf(v, f+".regex", "%q is not RE2: %v", h.Regex, err)
 				}
 			}
 		}
@@ -444,7 +338,7 @@ func (p parser) header(n *yaml.Node, f string) (HeaderMatch, error) {
 		}
 	}
 	if set == 0 {
-		return h, p.errf(n, f, "no condition: set one of exact, prefix, present, regex")
+		return h, p.Errf(n, f, "no condition: set one of exact, prefix, present, regex")
 	}
 	return h, nil
 }
@@ -464,49 +358,49 @@ func (p parser) split(n *yaml.Node, f string) ([]Target, error) {
 		return nil, err
 	}
 	if len(items) == 0 {
-		return nil, p.errf(n, f, "empty: list the weighted targets")
+		return nil, p.Errf(n, f, "empty: list the weighted targets")
 	}
 	var out []Target
 	var total uint64
 	seen := map[string]int{}
 	for j, item := range items {
 		tf := fmt.Sprintf("%s[%d]", f, j)
-		m, err := p.mapping(item, tf, "to", "weight")
+		m, err := p.Mapping(item, tf, "to", "weight")
 		if err != nil {
 			return nil, err
 		}
 		var t Target
 		v := m["to"]
 		if v == nil {
-			return nil, p.errf(item, tf+".to", "missing")
+			return nil, p.Errf(item, tf+".to", "missing")
 		}
 		if t.To, err = p.service(v, tf+".to"); err != nil {
 			return nil, err
 		}
 		if k, dup := seen[t.To]; dup {
-			return nil, p.errf(v, tf+".to", "%s is also %s[%d]", t.To, f, k)
+			return nil, p.Errf(v, tf+".to", "%s is also %s[%d]", t.To, f, k)
 		}
 		seen[t.To] = j
 		w := m["weight"]
 		if w == nil {
-			return nil, p.errf(item, tf+".weight", "missing")
+			return nil, p.Errf(item, tf+".weight", "missing")
 		}
 		if w.Kind != yaml.ScalarNode || w.Tag != "!!int" {
-			return nil, p.errf(w, tf+".weight", "want an integer, got %s", kind(w))
+			return nil, p.Errf(w, tf+".weight", "want an integer, got %s", strictyaml.Describe(w))
 		}
 		x, err := strconv.ParseUint(strings.ReplaceAll(w.Value, "_", ""), 10, 32)
 		if err != nil {
-			return nil, p.errf(w, tf+".weight", "%q: want an integer 0..%d", w.Value, uint64(math.MaxUint32))
+			return nil, p.Errf(w, tf+".weight", "%q: want an integer 0..%d", w.Value, uint64(math.MaxUint32))
 		}
 		t.Weight = uint32(x)
 		total += x
 		out = append(out, t)
 	}
 	if total == 0 {
-		return nil, p.errf(n, f, "the weights sum to 0: at least one target needs a positive weight")
+		return nil, p.Errf(n, f, "the weights sum to 0: at least one target needs a positive weight")
 	}
 	if total > math.MaxUint32 {
-		return nil, p.errf(n, f, "the weights sum to %d, over %d", total, uint64(math.MaxUint32))
+		return nil, p.Errf(n, f, "the weights sum to %d, over %d", total, uint64(math.MaxUint32))
 	}
 	return out, nil
 }

@@ -264,7 +264,7 @@ func (s *Store) validate(service, label string, yamlText []byte) (Rules, error) 
 	}
 	if s.check != nil {
 		if err := s.check(service, r); err != nil {
-			return Rules{}, &Error{File: label, Field: "rules", Msg: err.Error()}
+			return Rules{}, &Error{File: label, Field: "rules", Msg: err.Error(), Kind: ErrInvalid}
 		}
 	}
 	return r, nil
