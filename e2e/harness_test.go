@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +16,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/spillway/spillway/internal/testport"
 	pb "github.com/spillway/spillway/registry/registryv1"
 )
 
@@ -50,16 +50,9 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// freeAddr returns a loopback address with a port that was free a moment ago.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
+// freeAddr returns a loopback address for a server of the test to bind
+// (see testport for how it avoids ports another process may take).
+func freeAddr(t *testing.T) string { return testport.Addr(t) }
 
 // server is one spillway subprocess.
 type server struct {

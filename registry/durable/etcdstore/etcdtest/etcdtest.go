@@ -7,7 +7,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +17,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/spillway/spillway/internal/testport"
 )
 
 // Binary is the etcd server the tests run; ETCD_BIN overrides it.
@@ -49,7 +50,7 @@ func Start(t testing.TB) *Server {
 		t.Fatalf("etcd server %s: %v; scripts/test-deps.sh installs it (Debian package etcd-server)", bin, err)
 	}
 	dir := t.TempDir()
-	client, peer := freePort(t), freePort(t)
+	client, peer := testport.Port(t), testport.Port(t)
 	s := &Server{
 		Endpoint: "http://127.0.0.1:" + strconv.Itoa(client),
 		t:        t, dir: dir,
@@ -70,16 +71,6 @@ func Start(t testing.TB) *Server {
 	s.start()
 	t.Cleanup(s.Stop)
 	return s
-}
-
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 func (s *Server) start() {
