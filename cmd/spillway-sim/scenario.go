@@ -12,6 +12,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/spillway/spillway/internal/strictyaml"
 	"github.com/spillway/spillway/weights/zoneaware"
 )
 
@@ -375,7 +376,7 @@ func parseRoot(root *yaml.Node) (*Scenario, error) {
 	}
 
 	// events
-	if n := f["events"]; n != nil && !isNull(n) {
+	if n := f["events"]; n != nil && !strictyaml.IsNull(n) {
 		items, err := sequence(n, "events")
 		if err != nil {
 			return nil, err
@@ -486,7 +487,7 @@ func serverGroup(n *yaml.Node, path string, zoneRef func(*yaml.Node, string) (in
 	}
 	if v := f["new"]; v != nil {
 		if err := v.Decode(&g.New); err != nil || v.Kind != yaml.ScalarNode || v.ShortTag() != "!!bool" {
-			return g, fieldErr(v, path+".new", "%s, want true or false", describe(v))
+			return g, fieldErr(v, path+".new", "%s, want true or false", strictyaml.Describe(v))
 		}
 	}
 	return g, nil
@@ -494,7 +495,7 @@ func serverGroup(n *yaml.Node, path string, zoneRef func(*yaml.Node, string) (in
 
 func model(n *yaml.Node) (Model, error) {
 	m := Model{Warmup: DefaultWarmup, ColdCapacity: DefaultColdCapacity, Latency: DefaultLatency, QueueGrowth: DefaultQueueGrowth, Leaf: LeafLeastLoaded}
-	if n == nil || isNull(n) {
+	if n == nil || strictyaml.IsNull(n) {
 		return m, nil
 	}
 	f, err := mapping(n, "model", []string{"warmup", "cold_capacity", "latency", "queue_growth", "noise", "leaf"})
@@ -561,7 +562,7 @@ var spillwayFields = []struct {
 
 func spillwayConfig(n *yaml.Node, step time.Duration) (zoneaware.Config, error) {
 	cfg := zoneaware.Config{ReportInterval: step}
-	if n == nil || isNull(n) {
+	if n == nil || strictyaml.IsNull(n) {
 		return cfg, nil
 	}
 	names := make([]string, len(spillwayFields))
@@ -610,7 +611,7 @@ func spillwayConfig(n *yaml.Node, step time.Duration) (zoneaware.Config, error) 
 			if i := strings.LastIndex(msg, ": "); i >= 0 {
 				msg = msg[i+2:]
 			}
-			return cfg, fieldErr(v, path, "%s, %s", describe(v), msg)
+			return cfg, fieldErr(v, path, "%s, %s", strictyaml.Describe(v), msg)
 		}
 		sf.set(&cfg, x, d)
 	}
@@ -730,13 +731,13 @@ func mapping(n *yaml.Node, path string, known []string) (map[string]*yaml.Node, 
 		return nil, err
 	}
 	if n.Kind != yaml.MappingNode {
-		return nil, fieldErr(n, where, "want a mapping with fields %s, got %s", strings.Join(known, ", "), kind(n))
+		return nil, fieldErr(n, where, "want a mapping with fields %s, got %s", strings.Join(known, ", "), strictyaml.Describe(n))
 	}
 	out := make(map[string]*yaml.Node, len(n.Content)/2)
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
 		if k.Kind != yaml.ScalarNode {
-			return nil, fieldErr(k, where, "want a field name, got %s", kind(k))
+			return nil, fieldErr(k, where, "want a field name, got %s", strictyaml.Describe(k))
 		}
 		fpath := k.Value
 		if fpath == "" {
@@ -773,7 +774,7 @@ func sequence(n *yaml.Node, path string) ([]*yaml.Node, error) {
 		return nil, err
 	}
 	if n.Kind != yaml.SequenceNode {
-		return nil, fieldErr(n, path, "want a list, got %s", kind(n))
+		return nil, fieldErr(n, path, "want a list, got %s", strictyaml.Describe(n))
 	}
 	return n.Content, nil
 }
@@ -782,8 +783,8 @@ func str(n *yaml.Node, path string) (string, error) {
 	if err := noAlias(n, path); err != nil {
 		return "", err
 	}
-	if n.Kind != yaml.ScalarNode || isNull(n) {
-		return "", fieldErr(n, path, "want a string, got %s", kind(n))
+	if n.Kind != yaml.ScalarNode || strictyaml.IsNull(n) {
+		return "", fieldErr(n, path, "want a string, got %s", strictyaml.Describe(n))
 	}
 	return n.Value, nil
 }
@@ -795,9 +796,9 @@ func number(n *yaml.Node, path string, lo, hi float64) (float64, error) {
 	}
 	bad := func() error {
 		if hi == math.MaxFloat64 {
-			return fieldErr(n, path, "%s, want a number", describe(n))
+			return fieldErr(n, path, "%s, want a number", strictyaml.Describe(n))
 		}
-		return fieldErr(n, path, "%s, want a number in %g..%g", describe(n), lo, hi)
+		return fieldErr(n, path, "%s, want a number in %g..%g", strictyaml.Describe(n), lo, hi)
 	}
 	if n.Kind != yaml.ScalarNode || (n.ShortTag() != "!!int" && n.ShortTag() != "!!float") {
 		return 0, bad()
@@ -823,7 +824,7 @@ func integer(n *yaml.Node, path string, lo, hi int) (int, error) {
 	if err := noAlias(n, path); err != nil {
 		return 0, err
 	}
-	bad := fieldErr(n, path, "%s, want a whole number %d..%d", describe(n), lo, hi)
+	bad := fieldErr(n, path, "%s, want a whole number %d..%d", strictyaml.Describe(n), lo, hi)
 	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" {
 		return 0, bad
 	}
@@ -839,7 +840,7 @@ func duration(n *yaml.Node, path string, lo, hi time.Duration) (time.Duration, e
 	if err := noAlias(n, path); err != nil {
 		return 0, err
 	}
-	bad := fieldErr(n, path, "%s, want a duration like 10s or 2m, %v..%v", describe(n), lo, hi)
+	bad := fieldErr(n, path, "%s, want a duration like 10s or 2m, %v..%v", strictyaml.Describe(n), lo, hi)
 	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!str" {
 		return 0, bad
 	}
@@ -857,31 +858,4 @@ func noAlias(n *yaml.Node, path string) error {
 		return fieldErr(n, path, "YAML aliases (*%s) are not supported", n.Value)
 	}
 	return nil
-}
-
-func isNull(n *yaml.Node) bool { return n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" }
-
-func kind(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	case yaml.ScalarNode:
-		if isNull(n) {
-			return "null"
-		}
-		return fmt.Sprintf("%q", n.Value)
-	case yaml.AliasNode:
-		return "an alias"
-	default:
-		return "a document"
-	}
-}
-
-func describe(n *yaml.Node) string {
-	if n.Kind == yaml.ScalarNode && !isNull(n) {
-		return fmt.Sprintf("%q", n.Value)
-	}
-	return kind(n)
 }

@@ -144,7 +144,7 @@ func (p Parser) String(n *yaml.Node, field string) (string, error) {
 }
 
 // IsNull reports whether n is YAML's null (`~`, `null` or nothing).
-func IsNull(n *yaml.Node) bool { return n.Kind == yaml.ScalarNode && n.Tag == "!!null" }
+func IsNull(n *yaml.Node) bool { return n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" }
 
 // Describe says what n is, for "want X, got Y".
 func Describe(n *yaml.Node) string {

@@ -13,6 +13,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/spillway/spillway/internal/strictyaml"
 	"github.com/spillway/spillway/registry"
 )
 
@@ -135,7 +136,7 @@ func (p *parser) file(doc *yaml.Node) (*file, error) {
 		return nil, err
 	}
 	svcs := fields["services"]
-	if svcs == nil || isNull(svcs) {
+	if svcs == nil || strictyaml.IsNull(svcs) {
 		return f, nil
 	}
 	items, err := p.sequence(svcs, "services")
@@ -176,7 +177,7 @@ func (p *parser) service(n *yaml.Node, path string) (service, error) {
 		return service{}, err
 	}
 	eps := fields["endpoints"]
-	if eps == nil || isNull(eps) {
+	if eps == nil || strictyaml.IsNull(eps) {
 		return svc, nil
 	}
 	items, err := p.sequence(eps, path+".endpoints")
@@ -237,7 +238,7 @@ func (p *parser) endpoint(n *yaml.Node, path string) (*registry.Endpoint, error)
 		return nil, fieldErr(path+".address", "%q must not carry an IPv6 zone", addr)
 	}
 
-	if v := fields["ports"]; v != nil && !isNull(v) {
+	if v := fields["ports"]; v != nil && !strictyaml.IsNull(v) {
 		items, err := p.sequence(v, path+".ports")
 		if err != nil {
 			return nil, err
@@ -265,7 +266,7 @@ func (p *parser) endpoint(n *yaml.Node, path string) (*registry.Endpoint, error)
 		e.Weight = uint32(w)
 	}
 
-	if v := fields["metadata"]; v != nil && !isNull(v) {
+	if v := fields["metadata"]; v != nil && !strictyaml.IsNull(v) {
 		md, err := p.metadata(v, path+".metadata")
 		if err != nil {
 			return nil, err
@@ -347,13 +348,13 @@ func parsePortShorthand(s string) (registry.Port, bool) {
 
 func (p *parser) metadata(n *yaml.Node, path string) (map[string]string, error) {
 	if n.Kind != yaml.MappingNode {
-		return nil, at(n, fieldErr(path, "want a mapping of key: value, got %s", kind(n)))
+		return nil, at(n, fieldErr(path, "want a mapping of key: value, got %s", strictyaml.Describe(n)))
 	}
 	md := make(map[string]string, len(n.Content)/2)
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
 		if k.Kind != yaml.ScalarNode {
-			return nil, at(k, fieldErr(path, "key: want a string, got %s", kind(k)))
+			return nil, at(k, fieldErr(path, "key: want a string, got %s", strictyaml.Describe(k)))
 		}
 		if _, dup := md[k.Value]; dup {
 			return nil, at(k, fieldErr(path, "key %q is listed twice", k.Value))
@@ -382,13 +383,13 @@ func (p *parser) mapping(n *yaml.Node, path string, known ...string) (map[string
 		if where == "" {
 			where = "file"
 		}
-		return nil, at(n, fieldErr(where, "want a mapping with fields %s, got %s", strings.Join(known, ", "), kind(n)))
+		return nil, at(n, fieldErr(where, "want a mapping with fields %s, got %s", strings.Join(known, ", "), strictyaml.Describe(n)))
 	}
 	out := make(map[string]*yaml.Node, len(n.Content)/2)
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
 		if k.Kind != yaml.ScalarNode {
-			return nil, at(k, fieldErr(orFile(path), "want a field name, got %s", kind(k)))
+			return nil, at(k, fieldErr(orFile(path), "want a field name, got %s", strictyaml.Describe(k)))
 		}
 		fpath := k.Value
 		if path != "" {
@@ -418,7 +419,7 @@ func (p *parser) sequence(n *yaml.Node, path string) ([]*yaml.Node, error) {
 		return nil, err
 	}
 	if n.Kind != yaml.SequenceNode {
-		return nil, at(n, fieldErr(path, "want a list, got %s", kind(n)))
+		return nil, at(n, fieldErr(path, "want a list, got %s", strictyaml.Describe(n)))
 	}
 	return n.Content, nil
 }
@@ -430,9 +431,9 @@ func (p *parser) str(n *yaml.Node, path string) (string, error) {
 		return "", err
 	}
 	if n.Kind != yaml.ScalarNode {
-		return "", at(n, fieldErr(path, "want a string, got %s", kind(n)))
+		return "", at(n, fieldErr(path, "want a string, got %s", strictyaml.Describe(n)))
 	}
-	if isNull(n) {
+	if strictyaml.IsNull(n) {
 		return "", nil
 	}
 	return n.Value, nil
@@ -444,11 +445,11 @@ func (p *parser) uint(n *yaml.Node, path string, max uint64) (uint64, error) {
 		return 0, err
 	}
 	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" {
-		return 0, at(n, fieldErr(path, "%s, want a whole number 0..%d", describe(n), max))
+		return 0, at(n, fieldErr(path, "%s, want a whole number 0..%d", strictyaml.Describe(n), max))
 	}
 	var v int64
 	if err := n.Decode(&v); err != nil || v < 0 || uint64(v) > max {
-		return 0, at(n, fieldErr(path, "%s, want a whole number 0..%d", describe(n), max))
+		return 0, at(n, fieldErr(path, "%s, want a whole number 0..%d", strictyaml.Describe(n), max))
 	}
 	return uint64(v), nil
 }
@@ -460,31 +461,4 @@ func noAlias(n *yaml.Node, path string) error {
 		return at(n, fieldErr(orFile(path), "YAML aliases (*%s) are not supported", n.Value))
 	}
 	return nil
-}
-
-func isNull(n *yaml.Node) bool { return n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" }
-
-func kind(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	case yaml.ScalarNode:
-		if isNull(n) {
-			return "null"
-		}
-		return fmt.Sprintf("%q", n.Value)
-	case yaml.AliasNode:
-		return "an alias"
-	default:
-		return "a document"
-	}
-}
-
-func describe(n *yaml.Node) string {
-	if n.Kind == yaml.ScalarNode && !isNull(n) {
-		return fmt.Sprintf("%q", n.Value)
-	}
-	return kind(n)
 }
