@@ -107,6 +107,9 @@ type Planner struct {
 // svcState is one service's calculation state.
 type svcState struct {
 	za *zoneaware.State
+	// spare is a result no plan holds, for the next cycle to compute
+	// into; nil when the last cycle's result was published.
+	spare *zoneaware.Result
 	// pid is the PID state; nil when the strategy has no PID. pending is
 	// an imported PID snapshot restored at the next cycle.
 	pid     *pid.State
@@ -212,16 +215,26 @@ func (p *Planner) cycle(now time.Time) []string {
 			p.states[name] = ss
 		}
 		in := p.input(&p.in, svc, byService[name], clients[name], now)
-		res := &zoneaware.Result{}
+		res := ss.spare
+		if res == nil {
+			res = &zoneaware.Result{}
+		}
+		ss.spare = nil
 		p.calculator(name).Compute(ss.za, in, res)
 		plan := &Plan{Result: res, Source: SourceLocal}
 		p.endpointWeights(plan, ss, svc, now)
 		prev := old[name]
-		if prev == nil || res.Changed || !sameEndpoints(prev, plan) {
+		switch {
+		case prev == nil || res.Changed || !sameEndpoints(prev, plan):
 			p.gen++
 			plan.Gen = p.gen
 			changed = append(changed, name)
-		} else {
+		case plan.Endpoints == nil && plan.PID == nil && prev.PID == nil && prev.Source == SourceLocal && prev.Result.Equal(res):
+			// Nothing to tell anyone: the published plan stays, and this
+			// cycle's result, never published, is the next one's memory.
+			// An idle service then costs no allocation per cycle.
+			ss.spare, plan = res, prev
+		default:
 			plan.Gen = prev.Gen
 		}
 		next[name] = plan

@@ -229,3 +229,50 @@ func TestPlannerServiceZoneAwareConfig(t *testing.T) {
 		t.Errorf("api (default probe 1%%): zone a keeps %.3f, want just under 1", got)
 	}
 }
+
+// TestPlannerIdleKeepsPlan: once a service's inputs stop changing, the
+// cycle keeps the published plan (same pointer, same content) and
+// computes into memory no plan holds; a change then publishes a new plan
+// and leaves the old one as it was.
+func TestPlannerIdleKeepsPlan(t *testing.T) {
+	store := testStore(t, t0.Add(-time.Hour))
+	clients := fakeClients{"web": {"a": 3, "b": 3}}
+	p, err := NewPlanner(Config{
+		Registry: store, Loads: fakeLoads{}, Clients: clients, Zones: fakeZones{},
+		ZoneAware: zoneaware.Config{ReportInterval: 10 * time.Second},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := t0
+	cycle := func() *Plan {
+		now = now.Add(10 * time.Second)
+		p.Cycle(now)
+		return p.Plan("web")
+	}
+	first := cycle()
+	second := cycle() // unchanged, but first's routes say Changed
+	if second == first || second.Gen != first.Gen || second.Result.Changed {
+		t.Fatalf("second plan %p gen %d changed %v; want a new plan, gen %d, unchanged", second, second.Gen, second.Result.Changed, first.Gen)
+	}
+	kept := second.Result.Clone()
+	for range 3 {
+		if got := cycle(); got != second {
+			t.Fatalf("idle cycle published a new plan %p, want %p kept", got, second)
+		}
+	}
+	if !second.Result.Equal(kept) {
+		t.Fatal("kept plan modified by the idle cycles")
+	}
+	clients["web"]["a"] = 30 // demand moves to zone a
+	moved := cycle()
+	if moved == second || moved.Gen == second.Gen {
+		t.Fatalf("after a demand change: plan %p gen %d, want a new plan with a new gen", moved, moved.Gen)
+	}
+	if !second.Result.Equal(kept) {
+		t.Error("the previous plan was modified by the cycle that replaced it")
+	}
+	if moved.Result.Equal(kept) {
+		t.Error("new plan equals the old one after a demand change")
+	}
+}

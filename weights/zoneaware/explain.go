@@ -2,6 +2,7 @@ package zoneaware
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -210,6 +211,14 @@ type Explain struct {
 	// one; 1 when there was no comparable previous vector.
 	Held  bool
 	Moved float64
+}
+
+func (e *Explain) equal(o *Explain) bool {
+	return e.ClientZone == o.ClientZone && e.Demand == o.Demand && e.DemandShare == o.DemandShare &&
+		e.HasDemand == o.HasDemand && e.Source == o.Source && e.Fallback == o.Fallback &&
+		e.Reason == o.Reason && e.ReasonZone == o.ReasonZone && e.DataAge == o.DataAge &&
+		e.LocalFirst == o.LocalFirst && e.Local == o.Local && slices.Equal(e.Spill, o.Spill) &&
+		e.Capacity == o.Capacity && e.Held == o.Held && e.Moved == o.Moved
 }
 
 func pct(v float64) string { return fmt.Sprintf("%.1f%%", 100*v) }

@@ -1,6 +1,7 @@
 package zoneaware
 
 import (
+	"slices"
 	"time"
 )
 
@@ -125,6 +126,20 @@ func (r *Result) Route(clientZone string) *Route {
 		return nil
 	}
 	return &r.Routes[0]
+}
+
+// Equal reports whether r and o hold the same routes, zones, explanations
+// and flags. A NaN anywhere makes them unequal.
+func (r *Result) Equal(o *Result) bool {
+	if r.Source != o.Source || r.Fallback != o.Fallback || r.Reason != o.Reason || r.ReasonZone != o.ReasonZone ||
+		r.DataAge != o.DataAge || r.SameZone != o.SameZone || r.Optimum != o.Optimum || r.Changed != o.Changed ||
+		!slices.Equal(r.Zones, o.Zones) {
+		return false
+	}
+	return slices.EqualFunc(r.Routes, o.Routes, func(x, y Route) bool {
+		return x.ClientZone == y.ClientZone && x.Changed == y.Changed &&
+			slices.Equal(x.Weights, y.Weights) && x.Explain.equal(&y.Explain)
+	})
 }
 
 // Clone returns a deep copy that shares no memory with r.

@@ -1,0 +1,102 @@
+package zoneaware
+
+import (
+	"reflect"
+	"testing"
+	"time"
+)
+
+func sampleResult() *Result {
+	rt := func(zone string) Route {
+		return Route{
+			ClientZone: zone, Changed: true,
+			Weights: []ZoneWeight{{Zone: "a", Weight: 60, Share: 0.6}, {Zone: "b", Weight: 40, Share: 0.4}},
+			Explain: Explain{
+				ClientZone: zone, Demand: 10, DemandShare: 0.5, HasDemand: true, Source: SourceLRS,
+				Fallback: FallbackNone, Reason: "r", ReasonZone: "z", DataAge: time.Second, LocalFirst: true,
+				Local: 0.6, Spill: []ZoneShare{{Zone: "b", Share: 0.4}},
+				Capacity: ZoneInfo{Zone: zone, Healthy: 3, Capacity: 1}, Held: true, Moved: 0.01,
+			},
+		}
+	}
+	return &Result{
+		Routes: []Route{rt(""), rt("a")},
+		Zones:  []ZoneInfo{{Zone: "a", Healthy: 3, Trusted: 1, Capacity: 2}, {Zone: "b", Healthy: 2}},
+		Source: SourceLRS, Fallback: FallbackNone, Reason: "x", ReasonZone: "y", DataAge: time.Minute,
+		SameZone: 0.7, Optimum: 0.8, Changed: true,
+	}
+}
+
+// leaves calls f with every scalar field reachable from v (through
+// structs and slice elements), so a test can change each in turn.
+func leaves(v reflect.Value, f func(reflect.Value)) {
+	switch v.Kind() {
+	case reflect.Struct:
+		for i := range v.NumField() {
+			leaves(v.Field(i), f)
+		}
+	case reflect.Slice:
+		for i := range v.Len() {
+			leaves(v.Index(i), f)
+		}
+	default:
+		f(v)
+	}
+}
+
+func bump(v reflect.Value) {
+	switch v.Kind() {
+	case reflect.String:
+		v.SetString(v.String() + "!")
+	case reflect.Bool:
+		v.SetBool(!v.Bool())
+	case reflect.Int, reflect.Int64:
+		v.SetInt(v.Int() + 1)
+	case reflect.Uint8, reflect.Uint32:
+		v.SetUint(v.Uint() + 1)
+	case reflect.Float64:
+		v.SetFloat(v.Float() + 0.5)
+	default:
+		panic("bump: unhandled kind " + v.Kind().String())
+	}
+}
+
+// TestResultEqualSeesEveryField changes each field of a Result, its
+// routes, weights, explanations and zones, one at a time: Equal must see
+// every change, so a field added later without Equal fails here.
+func TestResultEqualSeesEveryField(t *testing.T) {
+	r := sampleResult()
+	if !r.Equal(r.Clone()) {
+		t.Fatal("a clone is not Equal")
+	}
+	n := 0
+	leaves(reflect.ValueOf(r).Elem(), func(reflect.Value) { n++ })
+	for k := range n {
+		c := r.Clone()
+		i := 0
+		var path reflect.Value
+		leaves(reflect.ValueOf(c).Elem(), func(v reflect.Value) {
+			if i == k {
+				bump(v)
+				path = v
+			}
+			i++
+		})
+		if r.Equal(c) {
+			t.Errorf("field %d (%s) changed, Equal still true", k, path.Type())
+		}
+	}
+	if n < 60 {
+		t.Errorf("only %d fields walked; the sample leaves some empty", n)
+	}
+	c := r.Clone()
+	c.Routes[1].Weights = c.Routes[1].Weights[:1]
+	if r.Equal(c) {
+		t.Error("a shorter weight vector is Equal")
+	}
+	c = r.Clone()
+	c.Routes = c.Routes[:1]
+	if r.Equal(c) {
+		t.Error("fewer routes is Equal")
+	}
+}
