@@ -105,17 +105,38 @@ func BenchmarkStreamUpdate(b *testing.B) {
 				ack := &v3discoverypb.DiscoveryRequest{TypeUrl: typeURLs[3], ResourceNames: []string{"web"}}
 				b.ReportAllocs()
 				for b.Loop() {
-					st.types[3].version = "" // as if the content had changed
+					st.types[3].hasSent = false // as if the content had changed
 					st.w.mark("web", false, time.Time{})
 					if err := st.push(); err != nil {
 						b.Fatal(err)
 					}
-					ack.VersionInfo, ack.ResponseNonce = st.types[3].version, st.types[3].nonce
+					ack.VersionInfo, ack.ResponseNonce = st.types[3].version(), st.types[3].nonce
 					if err := st.handle(ack); err != nil {
 						b.Fatal(err)
 					}
 				}
 			})
 		}
+	}
+}
+
+// BenchmarkStreamResync is one stream's share of a resync (Config.Resync)
+// when nothing changed: every name marked, re-evaluated, nothing sent.
+func BenchmarkStreamResync(b *testing.B) {
+	for _, za := range []bool{false, true} {
+		b.Run(fmt.Sprintf("zoneaware=%v", za), func(b *testing.B) {
+			st, ds := benchStream(b, 9, za)
+			sent := ds.sent
+			b.ReportAllocs()
+			for b.Loop() {
+				st.w.mark("", true, time.Time{})
+				if err := st.push(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if ds.sent != sent {
+				b.Fatalf("resync sent %d bytes, want none", ds.sent-sent)
+			}
+		})
 	}
 }

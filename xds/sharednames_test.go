@@ -49,12 +49,12 @@ func TestSharedOneNameSets(t *testing.T) {
 	}
 	eds := &a.types[3]
 	nack := &v3discoverypb.DiscoveryRequest{TypeUrl: typeURLs[3], ResourceNames: []string{"web"},
-		ResponseNonce: eds.nonce, VersionInfo: eds.version, ErrorDetail: &statuspb.Status{Code: int32(codes.InvalidArgument), Message: "bad"}}
+		ResponseNonce: eds.nonce, VersionInfo: eds.version(), ErrorDetail: &statuspb.Status{Code: int32(codes.InvalidArgument), Message: "bad"}}
 	if err := a.handle(nack); err != nil {
 		t.Fatal(err)
 	}
-	if eds.nacked != eds.version || eds.nacked == "" {
-		t.Errorf("after a NACK: nacked = %q, want the version sent %q", eds.nacked, eds.version)
+	if !eds.hasNacked || eds.nacked != eds.sent {
+		t.Errorf("after a NACK: nacked = %x (set %v), want the version sent %x", eds.nacked, eds.hasNacked, eds.sent)
 	}
 
 	// Two names, then an unknown one: sets of the stream's own; the shared

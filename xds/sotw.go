@@ -18,9 +18,21 @@ import (
 // sotwType is a state-of-the-world stream's state for one resource type.
 type sotwType struct {
 	subs
-	version string // last sent
-	nonce   string // last sent
-	nacked  string // last version the client rejected
+	nonce string // last sent
+	// sent is the last version sent and nacked the last one the client
+	// rejected, as the hashes their version strings print (valid with
+	// hasSent, hasNacked): a resync that finds nothing new compares
+	// numbers and allocates no string.
+	sent, nacked       uint64
+	hasSent, hasNacked bool
+}
+
+// version is the version_info of the last response sent, "" before one.
+func (ts *sotwType) version() string {
+	if !ts.hasSent {
+		return ""
+	}
+	return strconv.FormatUint(ts.sent, 16)
 }
 
 // sotwStream is the send loop's state; only the stream's own goroutine
@@ -36,7 +48,8 @@ type sotwStream struct {
 	allowed bool
 	types   [4]sotwType
 	nonce   uint64
-	one     [1]string // respond's list of one name
+	one     [1]string    // respond's list of one name
+	oneRes  [1]*resource // and its resource; cleared after each use
 }
 
 // StreamAggregatedResources implements state-of-the-world ADS. The
@@ -102,8 +115,8 @@ func (st *sotwStream) handle(req *v3discoverypb.DiscoveryRequest) error {
 		return nil // answers an older response; a newer one is on its way
 	}
 	if d := req.GetErrorDetail(); d != nil {
-		ts.nacked = ts.version
-		st.s.nack(t, ts.names, st.node, ts.version, d.GetMessage())
+		ts.nacked, ts.hasNacked = ts.sent, ts.hasSent
+		st.s.nack(t, ts.names, st.node, ts.version(), d.GetMessage())
 	}
 	if rn := req.GetResourceNames(); ts.requested && !ts.wildcard && len(rn) == 1 && len(ts.names) == 1 && rn[0] != "*" {
 		if _, ok := ts.names[rn[0]]; ok {
@@ -212,7 +225,13 @@ func (st *sotwStream) respond(t int, since time.Time) error {
 		}
 		slices.Sort(names)
 	}
-	res := make([]*resource, 0, len(names))
+	var res []*resource
+	if len(names) == 1 {
+		res = st.oneRes[:0]
+		defer clear(st.oneRes[:]) // a stream holds no resource between pushes
+	} else {
+		res = make([]*resource, 0, len(names))
+	}
 	h := fnvOffset
 	for _, n := range names {
 		h = fnvString(h, n)
@@ -223,17 +242,17 @@ func (st *sotwStream) respond(t int, since time.Time) error {
 		}
 		h = fnvByte(h, 1)
 	}
-	version := strconv.FormatUint(h, 16)
-	if version == ts.version || version == ts.nacked {
+	if ts.hasSent && h == ts.sent || ts.hasNacked && h == ts.nacked {
 		s.metrics.suppressedBy[t].Inc()
 		return nil
 	}
+	version := strconv.FormatUint(h, 16)
 	st.nonce++
 	nonce := strconv.FormatUint(st.nonce, 10)
 	if err := st.stream.SendMsg(newRawResponse(version, typeURLs[t], nonce, res)); err != nil {
 		return err
 	}
-	ts.version, ts.nonce = version, nonce
+	ts.sent, ts.hasSent, ts.nonce = h, true, nonce
 	s.metrics.pushesBy[t].Inc()
 	if !since.IsZero() {
 		s.metrics.pushLatency.Observe(time.Since(since).Seconds())
