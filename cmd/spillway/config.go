@@ -270,6 +270,9 @@ func parseConfig(args []string, stderr io.Writer) (Config, error) {
 	fs.DurationVar(&f.GRPC.KeepaliveTime, "grpc-keepalive-time", cfg.GRPC.KeepaliveTime, "ping a gRPC connection silent for this long")
 	fs.DurationVar(&f.GRPC.KeepaliveTimeout, "grpc-keepalive-timeout", cfg.GRPC.KeepaliveTimeout, "close a gRPC connection whose ping is not acknowledged within this")
 	fs.DurationVar(&f.GRPC.KeepaliveMinTime, "grpc-keepalive-min-time", cfg.GRPC.KeepaliveMinTime, "shortest ping interval a client may use before it is told too_many_pings")
+	fs.IntVar(&f.GRPC.AdmitInSetup, "grpc-admit-in-setup", cfg.GRPC.AdmitInSetup, "most new gRPC connections set up at once (handshake to first answer); the rest wait accepted (0: no limit)")
+	fs.IntVar(&f.GRPC.AdmitQueue, "grpc-admit-queue", cfg.GRPC.AdmitQueue, "most accepted gRPC connections waiting for a place in setup; one more is closed")
+	fs.DurationVar(&f.GRPC.AdmitSetupTimeout, "grpc-admit-setup-timeout", cfg.GRPC.AdmitSetupTimeout, "longest a new gRPC connection holds its place in setup before its first answer")
 	fs.StringVar(&f.TLS.Cert, "tls-cert", "", "PEM certificate `file` of the gRPC and HTTP listeners (with --tls-key; turns on TLS, reloaded when it changes)")
 	fs.StringVar(&f.TLS.Key, "tls-key", "", "PEM private key `file` of --tls-cert")
 	fs.StringVar(&f.TLS.ClientCA, "client-ca", "", "PEM CA bundle `file` client certificates must chain to (mTLS; also the roots for dialling other replicas)")
@@ -362,6 +365,9 @@ func parseConfig(args []string, stderr io.Writer) (Config, error) {
 		"grpc-keepalive-time":           func() { cfg.GRPC.KeepaliveTime = f.GRPC.KeepaliveTime },
 		"grpc-keepalive-timeout":        func() { cfg.GRPC.KeepaliveTimeout = f.GRPC.KeepaliveTimeout },
 		"grpc-keepalive-min-time":       func() { cfg.GRPC.KeepaliveMinTime = f.GRPC.KeepaliveMinTime },
+		"grpc-admit-in-setup":           func() { cfg.GRPC.AdmitInSetup = f.GRPC.AdmitInSetup },
+		"grpc-admit-queue":              func() { cfg.GRPC.AdmitQueue = f.GRPC.AdmitQueue },
+		"grpc-admit-setup-timeout":      func() { cfg.GRPC.AdmitSetupTimeout = f.GRPC.AdmitSetupTimeout },
 	}
 	maps.Copy(set, dnsAbuseSet)
 	fs.Visit(func(fl *flag.Flag) {

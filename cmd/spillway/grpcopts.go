@@ -3,11 +3,13 @@ package main
 import (
 	"fmt"
 	"math"
+	"net"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/keepalive"
 
+	"github.com/spillway/spillway/internal/admit"
 	"github.com/spillway/spillway/xds"
 )
 
@@ -59,6 +61,19 @@ type GRPCConfig struct {
 	// with or without streams, before it is told too_many_pings (default
 	// 5s).
 	KeepaliveMinTime time.Duration `yaml:"keepalive_min_time"`
+	// AdmitInSetup is the most new connections the server sets up at once
+	// (TLS handshake, HTTP/2 transport, first RPC until its first answer);
+	// the rest wait, accepted, in a queue of AdmitQueue. A reconnect storm
+	// then peaks at the memory of AdmitInSetup setups instead of all of
+	// them. 0 turns admission off.
+	AdmitInSetup int `yaml:"admit_in_setup"`
+	// AdmitQueue is the most accepted connections waiting for a place in
+	// setup; one more is closed (its client reconnects).
+	AdmitQueue int `yaml:"admit_queue"`
+	// AdmitSetupTimeout is how long a connection may hold its place in
+	// setup before its first answer, so clients that connect and say
+	// nothing cannot stall the others for longer.
+	AdmitSetupTimeout time.Duration `yaml:"admit_setup_timeout"`
 }
 
 func defaultGRPCConfig() GRPCConfig {
@@ -70,6 +85,9 @@ func defaultGRPCConfig() GRPCConfig {
 		KeepaliveTime:     5 * time.Minute,
 		KeepaliveTimeout:  20 * time.Second,
 		KeepaliveMinTime:  5 * time.Second,
+		AdmitInSetup:      64,
+		AdmitQueue:        65536,
+		AdmitSetupTimeout: 500 * time.Millisecond,
 	}
 }
 
@@ -93,8 +111,20 @@ func (g *GRPCConfig) validate() error {
 		return fmt.Errorf("--grpc-keepalive-timeout (grpc.keepalive_timeout): %v, want at least 1s", g.KeepaliveTimeout)
 	case g.KeepaliveMinTime <= 0:
 		return fmt.Errorf("--grpc-keepalive-min-time (grpc.keepalive_min_time): %v, want > 0", g.KeepaliveMinTime)
+	case g.AdmitInSetup < 0 || g.AdmitInSetup > 1<<20:
+		return fmt.Errorf("--grpc-admit-in-setup (grpc.admit_in_setup): %d, want 0 (off)..%d", g.AdmitInSetup, 1<<20)
+	case g.AdmitQueue < 1 || g.AdmitQueue > 1<<20:
+		return fmt.Errorf("--grpc-admit-queue (grpc.admit_queue): %d, want 1..%d", g.AdmitQueue, 1<<20)
+	case g.AdmitSetupTimeout <= 0:
+		return fmt.Errorf("--grpc-admit-setup-timeout (grpc.admit_setup_timeout): %v, want > 0", g.AdmitSetupTimeout)
 	}
 	return nil
+}
+
+// admission wraps the gRPC listener in g's admission; its interceptors
+// go in the server's options.
+func (g GRPCConfig) admission(l net.Listener) (*admit.Listener, error) {
+	return admit.NewListener(l, admit.Config{InSetup: g.AdmitInSetup, Queue: g.AdmitQueue, SetupTimeout: g.AdmitSetupTimeout})
 }
 
 // serverOptions are the grpc.NewServer options for g.

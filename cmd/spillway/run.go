@@ -265,9 +265,17 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return fmt.Errorf("--dns-addr (tcp): %w", err)
 	}
 	defer dnsTCP.Close()
-	grpcLis, err := net.Listen("tcp", cfg.GRPCAddr)
+	grpcTCP, err := net.Listen("tcp", cfg.GRPCAddr)
 	if err != nil {
 		return fmt.Errorf("--grpc-addr: %w", err)
+	}
+	grpcLis, err := cfg.GRPC.admission(grpcTCP)
+	if err == nil {
+		err = grpcLis.Register(metrics)
+	}
+	if err != nil {
+		grpcTCP.Close()
+		return err
 	}
 	defer grpcLis.Close()
 	httpLis, err := net.Listen("tcp", cfg.HTTPAddr)
@@ -344,7 +352,11 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	store.MarkSynced()
 
-	grpcSrv := grpc.NewServer(srvTLS.grpcOptions(append(cfg.GRPC.serverOptions(), auth.grpcOptions()...))...)
+	// Admission's interceptors come first, so a call the others refuse
+	// still ends its connection's setup.
+	grpcOpts := append(cfg.GRPC.serverOptions(), grpc.ChainUnaryInterceptor(grpcLis.UnaryServerInterceptor()), grpc.ChainStreamInterceptor(grpcLis.StreamServerInterceptor()))
+	grpcOpts = append(grpcOpts, auth.grpcOptions()...)
+	grpcSrv := grpc.NewServer(srvTLS.grpcOptions(grpcOpts)...)
 	api.RegisterGRPC(grpcSrv)
 	xdsSrv.Register(grpcSrv)
 	if meshW != nil {
