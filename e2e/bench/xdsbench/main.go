@@ -28,6 +28,9 @@
 //     (the heap profile's "# Stack" line) before and after that GC. At
 //     K=1,000 (one run): spillway 44.9 -> 44.0 KiB, baseline 90.2 -> 81.9;
 //     stacks 18.3 and 28.4 KiB per stream, unchanged by the GC.
+//   - Peak RSS per stream: VmHWM, read with the streams open, minus VmRSS
+//     before the first stream, over K: the worst of the storm of opening
+//     every stream at once, which a memory limit must cover.
 //   - Fan-out: --changes endpoint changes, one after the other, each on a
 //     different service, alternately adding a new endpoint and removing an
 //     existing one (spillway: Register/Deregister; baseline: its HTTP
@@ -127,6 +130,7 @@ type result struct {
 	err     error
 
 	rssBeforeKiB, rssAfterKiB int64
+	peakKiB                   int64 // VmHWM with the streams: the most ever resident
 	// With --steady: the same readings after one runtime.GC in the server
 	// (GET /debug/pprof/heap?gc=1) and --scavenge, and the runtime's
 	// stack bytes in use (MemStats.StackInuse) before and after that GC.
@@ -190,6 +194,13 @@ func (r *result) p(q float64) time.Duration {
 
 func (r *result) rssPerStream() float64 {
 	return float64(r.rssAfterKiB-r.rssBeforeKiB) / float64(r.k)
+}
+
+// peakPerStream is the server's peak resident memory (VmHWM, read with
+// the streams) over the reading before the streams, per stream: what the
+// connection storm of opening them all at once cost at its worst.
+func (r *result) peakPerStream() float64 {
+	return float64(r.peakKiB-r.rssBeforeKiB) / float64(r.k)
 }
 
 // rssSteadyPerStream is rssPerStream from the readings after one GC in
@@ -275,8 +286,8 @@ func run() int {
 						failed = true
 						fmt.Printf("   %s K=%d round %d FAILED: %v\n", t, k, round, r.err)
 					} else {
-						fmt.Printf("   round %d %-8s K=%d/%d per conn: RSS/stream %.1f KiB (%s after one GC), p99 %s ms, gross CPU %.1f µs per stream update, other processes %.2f cores\n",
-							round, t, k, perConn, r.rssPerStream(), steadyCell(&cfg, "%.1f", r.rssSteadyPerStream()), ms(r.p(0.99)), r.grossPerUpdate(), r.otherCPU())
+						fmt.Printf("   round %d %-8s K=%d/%d per conn: RSS/stream %.1f KiB (%s after one GC), peak %.1f KiB, p99 %s ms, gross CPU %.1f µs per stream update, other processes %.2f cores\n",
+							round, t, k, perConn, r.rssPerStream(), steadyCell(&cfg, "%.1f", r.rssSteadyPerStream()), r.peakPerStream(), ms(r.p(0.99)), r.grossPerUpdate(), r.otherCPU())
 					}
 					rs = append(rs, r)
 				}
@@ -541,7 +552,11 @@ func runOne(ctx context.Context, cfg *config, target string, k, perConn, round i
 		r.err = err
 		return r
 	}
-	say("RSS with streams: %d KiB (%.1f KiB per stream)", r.rssAfterKiB, r.rssPerStream())
+	if r.peakKiB, err = procstat.PeakRSSKiB(srv.pid()); err != nil {
+		r.err = err
+		return r
+	}
+	say("RSS with streams: %d KiB (%.1f KiB per stream); peak %d KiB (%.1f KiB per stream)", r.rssAfterKiB, r.rssPerStream(), r.peakKiB, r.peakPerStream())
 	if cfg.steady {
 		if err := steady(&r.rssAfterGCKiB, &r.stackAfter, &r.stackAfterGC); err != nil {
 			r.err = err
@@ -720,8 +735,8 @@ func table(cfg *config, k, perConn int, rs []*result) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "K = %d streams, %d per connection (%d connections); %d services x %d endpoints, %d zones; %d changes per round, %d affected streams each; medians of %d rounds\n\n",
 		k, perConn, (k+perConn-1)/perConn, cfg.services, cfg.endpoints, cfg.zones, cfg.changes, k/cfg.services, cfg.rounds)
-	fmt.Fprintln(&b, "| target | rounds ok | RSS/stream KiB | RSS/stream KiB after one GC | stack KiB/stream (before GC / after) | fan-out p50 ms | p99 ms | max ms | missed | gross CPU µs/stream update | net µs/stream update | CPU µs/EDS response | EDS responses/change | L+R+C responses/change | idle server CPU ms/s | idle responses/s | driver CPU cores | other processes cores (min-max) | setup s |")
-	fmt.Fprintln(&b, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(&b, "| target | rounds ok | RSS/stream KiB | peak RSS/stream KiB | RSS/stream KiB after one GC | stack KiB/stream (before GC / after) | fan-out p50 ms | p99 ms | max ms | missed | gross CPU µs/stream update | net µs/stream update | CPU µs/EDS response | EDS responses/change | L+R+C responses/change | idle server CPU ms/s | idle responses/s | driver CPU cores | other processes cores (min-max) | setup s |")
+	fmt.Fprintln(&b, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	ok := map[string][]*result{}
 	for _, r := range rs {
 		if r.err == nil {
@@ -738,9 +753,10 @@ func table(cfg *config, k, perConn int, rs []*result) string {
 		for i, r := range g {
 			others[i] = r.otherCPU()
 		}
-		fmt.Fprintf(&b, "| %s | %d | %.1f | %s | %s | %.1f | %.1f | %.1f | %d | %.1f | %.1f | %.1f | %.0f | %.0f | %.1f | %.1f | %.2f | %.2f (%.2f-%.2f) | %.1f |\n",
+		fmt.Fprintf(&b, "| %s | %d | %.1f | %.1f | %s | %s | %.1f | %.1f | %.1f | %d | %.1f | %.1f | %.1f | %.0f | %.0f | %.1f | %.1f | %.2f | %.2f (%.2f-%.2f) | %.1f |\n",
 			t, len(g),
 			med(g, (*result).rssPerStream),
+			med(g, (*result).peakPerStream),
 			steadyCell(cfg, "%.1f", med(g, (*result).rssSteadyPerStream)),
 			steadyCell(cfg, "%.2f / %.2f", med(g, func(r *result) float64 { return r.stackPerStream(false) }), med(g, func(r *result) float64 { return r.stackPerStream(true) })),
 			med(g, func(r *result) float64 { return msf(r.p(0.5)) }),
@@ -777,6 +793,7 @@ func table(cfg *config, k, perConn int, rs []*result) string {
 			}
 		}
 		ratio("RSS per stream", (*result).rssPerStream, 0.5)
+		ratio("peak RSS per stream (opening every stream at once)", (*result).peakPerStream, 0)
 		if cfg.steady {
 			ratio("RSS per stream after one GC (steady state)", (*result).rssSteadyPerStream, 0.5)
 		}
@@ -784,14 +801,14 @@ func table(cfg *config, k, perConn int, rs []*result) string {
 		ratio("fan-out p99", func(r *result) float64 { return msf(r.p(0.99)) }, 0.5)
 		ratio("net CPU per stream update", (*result).netPerUpdate, 0)
 	}
-	fmt.Fprintf(&b, "\n| round | target | RSS/stream KiB | after one GC | p99 ms | gross CPU µs/stream update | net µs/stream update | other processes cores |\n|---:|---|---:|---:|---:|---:|---:|---:|\n")
+	fmt.Fprintf(&b, "\n| round | target | RSS/stream KiB | peak | after one GC | p99 ms | gross CPU µs/stream update | net µs/stream update | other processes cores |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range rs {
 		if r.err != nil {
 			fmt.Fprintf(&b, "| %d | %s | failed: %s |\n", r.round, r.target, oneLine(r.err))
 			continue
 		}
-		fmt.Fprintf(&b, "| %d | %s | %.1f | %s | %.1f | %.1f | %.1f | %.2f |\n",
-			r.round, r.target, r.rssPerStream(), steadyCell(cfg, "%.1f", r.rssSteadyPerStream()), msf(r.p(0.99)), r.grossPerUpdate(), r.netPerUpdate(), r.otherCPU())
+		fmt.Fprintf(&b, "| %d | %s | %.1f | %.1f | %s | %.1f | %.1f | %.1f | %.2f |\n",
+			r.round, r.target, r.rssPerStream(), r.peakPerStream(), steadyCell(cfg, "%.1f", r.rssSteadyPerStream()), msf(r.p(0.99)), r.grossPerUpdate(), r.netPerUpdate(), r.otherCPU())
 	}
 	fmt.Fprintf(&b, "\nLoad average after this row: %s (%d CPUs).\n", loadAverage(), runtime.NumCPU())
 	return b.String()

@@ -17,7 +17,14 @@ import (
 const ClockTicks = 100
 
 // RSSKiB returns VmRSS of process pid in KiB.
-func RSSKiB(pid int) (int64, error) {
+func RSSKiB(pid int) (int64, error) { return statusKiB(pid, "VmRSS") }
+
+// PeakRSSKiB returns VmHWM of process pid in KiB: the most it was ever
+// resident.
+func PeakRSSKiB(pid int) (int64, error) { return statusKiB(pid, "VmHWM") }
+
+// statusKiB reads one "Name:   N kB" line of /proc/PID/status.
+func statusKiB(pid int, name string) (int64, error) {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, err
@@ -25,20 +32,20 @@ func RSSKiB(pid int) (int64, error) {
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:")
+		rest, ok := strings.CutPrefix(sc.Text(), name+":")
 		if !ok {
 			continue
 		}
 		kib, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
 		if err != nil {
-			return 0, fmt.Errorf("/proc/%d/status VmRSS %q: %w", pid, rest, err)
+			return 0, fmt.Errorf("/proc/%d/status %s %q: %w", pid, name, rest, err)
 		}
 		return kib, nil
 	}
 	if err := sc.Err(); err != nil {
 		return 0, err
 	}
-	return 0, fmt.Errorf("/proc/%d/status: no VmRSS line", pid)
+	return 0, fmt.Errorf("/proc/%d/status: no %s line", pid, name)
 }
 
 // CPUSeconds returns utime+stime of process pid (all its threads) in
