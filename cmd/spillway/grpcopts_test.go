@@ -42,6 +42,10 @@ func TestGRPCConfigValidate(t *testing.T) {
 		{name: "short_keepalive", args: []string{"--grpc-keepalive-time", "10ms"}, wantErr: "--grpc-keepalive-time (grpc.keepalive_time)"},
 		{name: "short_keepalive_timeout", args: []string{"--grpc-keepalive-timeout", "0s"}, wantErr: "--grpc-keepalive-timeout (grpc.keepalive_timeout)"},
 		{name: "zero_min_time", args: []string{"--grpc-keepalive-min-time", "0s"}, wantErr: "--grpc-keepalive-min-time (grpc.keepalive_min_time)"},
+		{name: "admission_off", args: []string{"--grpc-admit-in-setup", "0"}},
+		{name: "negative_admission", args: []string{"--grpc-admit-in-setup", "-1"}, wantErr: "--grpc-admit-in-setup (grpc.admit_in_setup)"},
+		{name: "zero_admission_queue", args: []string{"--grpc-admit-queue", "0"}, wantErr: "--grpc-admit-queue (grpc.admit_queue)"},
+		{name: "zero_setup_timeout", args: []string{"--grpc-admit-setup-timeout", "0s"}, wantErr: "--grpc-admit-setup-timeout (grpc.admit_setup_timeout)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -10,10 +10,15 @@
 // long after the storm. A Listener accepts every connection as soon as the
 // kernel offers it (a queued connection costs only its socket), but hands
 // at most InSetup of them to the server at a time. A connection leaves
-// setup when the server has sent it a first message on any RPC (an xDS
-// stream's first push, a unary call's answer), when it closes, or after
-// SetupTimeout, so a client that connects and says nothing holds a place
-// only that long.
+// setup when the server starts sending it a first message on any RPC (an
+// xDS stream's first push, a unary call's answer), when it closes, or
+// after SetupTimeout, so a client that connects and says nothing holds a
+// place only that long. The interceptors tell the Listener when; put them
+// first in the server's chain, so that a call another interceptor refuses
+// ends the setup too.
+//
+// The trade-off is the setup rate: with clients far away, a setup takes
+// several round trips, and at most InSetup of them run at once.
 package admit
 
 import (
@@ -144,9 +149,11 @@ func (a *Listener) acceptLoop() {
 	for {
 		c, err := a.inner.Accept()
 		if err != nil {
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				// Temporary (EMFILE and the like): back off as net/http does.
+			var te interface{ Temporary() bool }
+			if errors.As(err, &te) && te.Temporary() {
+				// EMFILE, ECONNABORTED and the like: back off and go on, as
+				// net/http and grpc-go do; ending here would stop the
+				// server accepting for good.
 				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
 				select {
 				case <-time.After(delay):
@@ -248,8 +255,8 @@ func (a *Listener) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 // ends.
 func (a *Listener) StreamServerInterceptor() grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		if a.places == nil || !a.inSetup() {
-			return handler(srv, ss)
+		if a.places == nil || a.handed.Load() == 0 {
+			return handler(srv, ss) // nobody in setup: no wrapper
 		}
 		w := &stream{ServerStream: ss, l: a}
 		err := handler(srv, w)
@@ -260,15 +267,9 @@ func (a *Listener) StreamServerInterceptor() grpc.StreamServerInterceptor {
 	}
 }
 
-func (a *Listener) inSetup() bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return len(a.pending) > 0
-}
-
 func (a *Listener) settledCtx(ctx context.Context) {
-	if a.places == nil {
-		return
+	if a.places == nil || a.handed.Load() == 0 {
+		return // the usual case once a storm is over: no lookup, no lock
 	}
 	if p, ok := peer.FromContext(ctx); ok {
 		a.Settled(p.Addr)

@@ -235,3 +235,46 @@ func TestGRPCSettles(t *testing.T) {
 		t.Errorf("stats = %+v, want 8 accepted, none timed out", s)
 	}
 }
+
+type tempErr struct{}
+
+func (tempErr) Error() string   { return "accept: too many open files" }
+func (tempErr) Temporary() bool { return true }
+func (tempErr) Timeout() bool   { return false }
+
+// flaky fails its first Accept with a temporary error, as EMFILE does.
+type flaky struct {
+	net.Listener
+	once sync.Once
+}
+
+func (f *flaky) Accept() (net.Conn, error) {
+	var failed bool
+	f.once.Do(func() { failed = true })
+	if failed {
+		return nil, tempErr{}
+	}
+	return f.Listener.Accept()
+}
+
+// A temporary accept error (EMFILE) does not stop the listener.
+func TestTemporaryAcceptError(t *testing.T) {
+	tcp, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := NewListener(&flaky{Listener: tcp}, Config{InSetup: 1, Queue: 4, SetupTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	dial(t, l.Addr())
+	select {
+	case c, ok := <-accepted(l):
+		if !ok || c == nil {
+			t.Fatal("Accept failed after a temporary error")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no connection after a temporary accept error")
+	}
+}
