@@ -80,9 +80,8 @@ type Listener struct {
 	places chan struct{} // one token per connection in setup
 	queue  chan net.Conn // accepted, waiting for a place
 	done   chan struct{} // closed by Close
-	errMu  sync.Mutex
-	err    error // the inner Accept's error that ended the accept loop
-	errCh  chan struct{}
+	err    error         // the inner Accept's error that ended the accept loop; read after errCh closes
+	errCh  chan struct{} // closed once err is set
 
 	mu      sync.Mutex
 	pending map[string]*conn // in setup, by remote address
@@ -133,8 +132,6 @@ func (a *Listener) Accept() (net.Conn, error) {
 		return a.admit(c), nil
 	case <-a.errCh:
 		<-a.places
-		a.errMu.Lock()
-		defer a.errMu.Unlock()
 		return nil, a.err
 	case <-a.done:
 		<-a.places
@@ -162,9 +159,7 @@ func (a *Listener) acceptLoop() {
 					return
 				}
 			}
-			a.errMu.Lock()
 			a.err = err
-			a.errMu.Unlock()
 			close(a.errCh)
 			return
 		}
