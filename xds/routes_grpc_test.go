@@ -163,11 +163,19 @@ func call(ctx context.Context, hc healthpb.HealthClient, tagged bool, opts ...gr
 
 // until sends RPCs (tagged or not) until ok holds of the calls since the
 // first, at most n RPCs; it fails the test if ok never holds.
+// until sends RPCs one at a time until ok holds for the backends the last
+// one reached, at most n of them and for at most 30 s. From the second on
+// it pauses 1 ms before each: a change behind the route warm-up (1 s)
+// takes time to show, not a number of RPCs, and a fast machine sends
+// thousands in that second.
 func (r *routed) until(t *testing.T, hc healthpb.HealthClient, tagged bool, n int, ok func(map[string]int64) bool) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for range n {
+	for i := range n {
+		if i > 0 {
+			time.Sleep(time.Millisecond)
+		}
 		before := r.counts()
 		if err := call(ctx, hc, tagged, grpc.WaitForReady(true)); err != nil {
 			t.Fatalf("RPC: %v", err)
@@ -175,8 +183,11 @@ func (r *routed) until(t *testing.T, hc healthpb.HealthClient, tagged bool, n in
 		if ok(r.since(before)) {
 			return
 		}
+		if ctx.Err() != nil {
+			break
+		}
 	}
-	t.Fatalf("not reached within %d RPCs", n)
+	t.Fatalf("not reached within %d RPCs or 30 s", n)
 }
 
 func (r *routed) send(t *testing.T, hc healthpb.HealthClient, tagged bool, n int) map[string]int64 {
@@ -231,7 +242,7 @@ func TestRouteRulesGRPC(t *testing.T) {
       - {to: pay, weight: 90}
       - {to: pay-canary, weight: 10}
 `)
-		r.until(t, hc, false, 2000, func(d map[string]int64) bool { return d["pay-canary"] > 0 })
+		r.until(t, hc, false, 20000, func(d map[string]int64) bool { return d["pay-canary"] > 0 })
 		// 2,000 untagged RPCs, 10% to the canary: mean 200, σ =
 		// sqrt(2000×0.1×0.9) ≈ 13.4; 4.5σ ≈ 60 → [140, 260].
 		const n, p = 2000, 0.1
@@ -282,7 +293,7 @@ func TestRouteRulesGRPC(t *testing.T) {
 // the move, or if the change took other than pushes RDS responses.
 func (r *routed) moveTagged(t *testing.T, hc healthpb.HealthClient, yaml, from, to string, pushes float64) {
 	t.Helper()
-	r.until(t, hc, true, 2000, func(d map[string]int64) bool { return d[from] == 1 })
+	r.until(t, hc, true, 20000, func(d map[string]int64) bool { return d[from] == 1 })
 	if got := r.send(t, hc, true, 200); got[from] != 200 {
 		t.Fatalf("before the change: %v, want all 200 on %s", got, from)
 	}
@@ -356,7 +367,7 @@ func TestRouteTargetGoneGRPC(t *testing.T) {
 	if _, err := r.store.Apply(registry.Remove("pay-synthetic", "pay-synthetic-1", registry.SourceStatic)); err != nil {
 		t.Fatal(err)
 	}
-	r.until(t, hc, true, 2000, func(d map[string]int64) bool { return d["pay"] == 1 })
+	r.until(t, hc, true, 20000, func(d map[string]int64) bool { return d["pay"] == 1 })
 	if got := r.send(t, hc, true, 200); got["pay"] != 200 {
 		t.Errorf("tagged with the target gone: %v, want all 200 on pay (the default route)", got)
 	}
@@ -381,7 +392,7 @@ func TestRouteTargetGoneGRPC(t *testing.T) {
 	if _, err := r.store.Apply(registry.Upsert("pay-synthetic", b.endpoint("pay-synthetic-1"))); err != nil {
 		t.Fatal(err)
 	}
-	r.until(t, hc, true, 2000, func(d map[string]int64) bool { return d["pay-synthetic"] == 1 })
+	r.until(t, hc, true, 20000, func(d map[string]int64) bool { return d["pay-synthetic"] == 1 })
 	if got := r.send(t, hc, true, 100); got["pay-synthetic"] != 100 {
 		t.Errorf("tagged with the target back: %v, want all 100 on pay-synthetic", got)
 	}
