@@ -172,7 +172,9 @@ func (s *Server) buildStatic(t int, name string) (*resource, error) {
 }
 
 func (s *Server) buildEDS(svc *registry.Service, zone string, weights LocalityWeights, epw endpointWeights, prio map[string]int) (*resource, error) {
-	cla, err := clusterLoadAssignmentWith(svc, s.cfg.PortName, zone, weights, epw, prio)
+	b := claBuilders.Get().(*claBuilder)
+	defer b.release()
+	cla, err := b.build(svc, s.cfg.PortName, zone, weights, epw, prio)
 	if err != nil {
 		return nil, err
 	}

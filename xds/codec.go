@@ -25,16 +25,6 @@ type resource struct {
 	field mem.Buffer
 }
 
-// newResource returns the resource of a marshaled Any. raw is not copied.
-func newResource(name string, a *anypb.Any, raw []byte) *resource {
-	field := make([]byte, 0, 1+binary.MaxVarintLen64+len(raw))
-	field = protowire.AppendTag(field, fieldResources, protowire.BytesType)
-	field = protowire.AppendVarint(field, uint64(len(raw)))
-	head := len(field)
-	field = append(field, raw...)
-	return &resource{name: name, any: a, raw: field[head:], version: hashHex(raw), field: mem.SliceBuffer(field)}
-}
-
 // FNV-1a, 64 bits, over strings without converting them to []byte.
 const (
 	fnvOffset uint64 = 14695981039346656037

@@ -1,6 +1,7 @@
 package xds
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -16,10 +17,11 @@ import (
 	v3hcmpb "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	v3roundrobinpb "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/round_robin/v3"
 	v3wrrlocalitypb "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/wrr_locality/v3"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/structpb"
-	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/spillway/spillway/registry"
 	"github.com/spillway/spillway/weights"
@@ -222,42 +224,71 @@ func healthyCountWeights(_ *registry.Service, _ string, locs []Locality) []uint3
 // endpoint: a locality of weight 0 is dropped by gRPC anyway, and its
 // endpoints could not take traffic.
 func groupLocalities(svc *registry.Service, port string) ([]Locality, [][]*registry.Endpoint) {
-	idx := map[registry.Locality]int{}
-	var locs []Locality
-	var eps [][]*registry.Endpoint
+	var g localityGroups
+	return g.group(svc, port)
+}
+
+// localityGroups is groupLocalities' working memory; a claBuilder keeps
+// one to reuse.
+type localityGroups struct {
+	idx   map[registry.Locality]int
+	locs  []Locality
+	eps   [][]*registry.Endpoint
+	order []int
+	outL  []Locality
+	outE  [][]*registry.Endpoint
+}
+
+// group is groupLocalities in g's memory: what it returns is valid until
+// g groups again.
+func (g *localityGroups) group(svc *registry.Service, port string) ([]Locality, [][]*registry.Endpoint) {
+	if g.idx == nil {
+		g.idx = map[registry.Locality]int{}
+	}
+	clear(g.idx)
+	g.locs, g.eps = g.locs[:0], g.eps[:0]
 	for _, e := range svc.Serving() { // one endpoint per address and port
 		if _, ok := endpointPort(e, port); !ok {
 			continue
 		}
-		i, ok := idx[e.Locality]
+		i, ok := g.idx[e.Locality]
 		if !ok {
-			i = len(locs)
-			idx[e.Locality] = i
-			locs = append(locs, Locality{Locality: e.Locality})
-			eps = append(eps, nil)
+			i = len(g.locs)
+			g.idx[e.Locality] = i
+			g.locs = append(g.locs, Locality{Locality: e.Locality})
+			if i < cap(g.eps) {
+				g.eps = g.eps[:i+1]
+				g.eps[i] = g.eps[i][:0]
+			} else {
+				g.eps = append(g.eps, nil)
+			}
 		}
-		locs[i].Total++
+		g.locs[i].Total++
 		if e.Health == registry.Healthy {
-			locs[i].Healthy++
+			g.locs[i].Healthy++
 		}
-		eps[i] = append(eps[i], e)
+		g.eps[i] = append(g.eps[i], e)
 	}
-	order := make([]int, len(locs))
-	for i := range order {
-		order[i] = i
+	g.order = g.order[:0]
+	for i := range g.locs {
+		g.order = append(g.order, i)
 	}
-	key := func(l registry.Locality) string { return l.Region + "\x00" + l.Zone + "\x00" + l.SubZone }
-	slices.SortFunc(order, func(a, b int) int { return strings.Compare(key(locs[a].Locality), key(locs[b].Locality)) })
-	var outL []Locality
-	var outE [][]*registry.Endpoint
-	for _, i := range order {
-		if locs[i].Healthy == 0 {
+	slices.SortFunc(g.order, func(a, b int) int {
+		x, y := g.locs[a].Locality, g.locs[b].Locality
+		return cmp.Or(strings.Compare(x.Region, y.Region), strings.Compare(x.Zone, y.Zone), strings.Compare(x.SubZone, y.SubZone))
+	})
+	g.outL, g.outE = g.outL[:0], g.outE[:0]
+	for _, i := range g.order {
+		if g.locs[i].Healthy == 0 {
 			continue
 		}
-		outL = append(outL, locs[i])
-		outE = append(outE, eps[i])
+		g.outL = append(g.outL, g.locs[i])
+		g.outE = append(g.outE, g.eps[i])
 	}
-	return outL, outE
+	if len(g.outL) == 0 {
+		return nil, nil
+	}
+	return g.outL, g.outE
 }
 
 // endpointPort is the port xDS clients dial: the named one, else the first.
@@ -302,11 +333,15 @@ func (w endpointWeights) weight(e *registry.Endpoint) uint32 {
 // (math.MaxUint32), keeping their ratios as far as integers do; every
 // weight stays at least 1.
 func fitUint32(ws []uint64) []uint32 {
+	return fitUint32Into(make([]uint32, len(ws)), ws)
+}
+
+// fitUint32Into is fitUint32 into out, of len(ws).
+func fitUint32Into(out []uint32, ws []uint64) []uint32 {
 	var total uint64
 	for _, w := range ws {
 		total += w
 	}
-	out := make([]uint32, len(ws))
 	f := 1.0
 	if total > math.MaxUint32 {
 		f = float64(math.MaxUint32-uint64(len(ws))) / float64(total)
@@ -317,77 +352,6 @@ func fitUint32(ws []uint64) []uint32 {
 	return out
 }
 
-// clusterLoadAssignmentWith builds ClusterLoadAssignment S for clients in
-// zone, with a plan's endpoint weights. prio, non-nil, is the priority of
-// each region (package regions): a locality of a region it leaves out is
-// dropped. Nil puts every locality at priority 0. The locality weights
-// are computed over every locality, as without priorities: inside one
-// priority only their ratios count.
-func clusterLoadAssignmentWith(svc *registry.Service, port, zone string, weights LocalityWeights, epw endpointWeights, prio map[string]int) (*v3endpointpb.ClusterLoadAssignment, error) {
-	locs, eps := groupLocalities(svc, port)
-	cla := &v3endpointpb.ClusterLoadAssignment{ClusterName: svc.Name}
-	if len(locs) == 0 {
-		return cla, nil
-	}
-	var w []uint32
-	if epw.localities {
-		sums := make([]uint64, len(locs))
-		for i := range locs {
-			for _, e := range eps[i] {
-				if e.Health == registry.Healthy {
-					sums[i] += uint64(epw.weight(e))
-				}
-			}
-		}
-		w = fitUint32(sums)
-	} else {
-		w = weights(svc, zone, locs)
-	}
-	if len(w) != len(locs) {
-		return nil, fmt.Errorf("cluster load assignment %s: %d locality weights for %d localities", svc.Name, len(w), len(locs))
-	}
-	for i, l := range locs {
-		if w[i] < 1 {
-			return nil, fmt.Errorf("cluster load assignment %s: locality %s/%s/%s has weight 0; gRPC would drop it", svc.Name, l.Region, l.Zone, l.SubZone)
-		}
-		var priority int
-		if prio != nil {
-			p, ok := prio[l.Region]
-			if !ok {
-				continue // an excluded region
-			}
-			priority = p
-		}
-		lle := &v3endpointpb.LocalityLbEndpoints{
-			Locality:            &v3corepb.Locality{Region: l.Region, Zone: l.Zone, SubZone: l.SubZone},
-			LoadBalancingWeight: wrapperspb.UInt32(w[i]),
-			Priority:            uint32(priority),
-		}
-		ws := make([]uint64, len(eps[i]))
-		for j, e := range eps[i] {
-			ws[j] = uint64(epw.weight(e))
-		}
-		fitted := fitUint32(ws)
-		for j, e := range eps[i] {
-			p, _ := endpointPort(e, port)
-			weight := fitted[j]
-			lle.LbEndpoints = append(lle.LbEndpoints, &v3endpointpb.LbEndpoint{
-				HostIdentifier: &v3endpointpb.LbEndpoint_Endpoint{Endpoint: &v3endpointpb.Endpoint{
-					Address: &v3corepb.Address{Address: &v3corepb.Address_SocketAddress{SocketAddress: &v3corepb.SocketAddress{
-						Address:       e.Address.String(),
-						PortSpecifier: &v3corepb.SocketAddress_PortValue{PortValue: uint32(p.Number)},
-					}}},
-					Hostname: e.ID,
-				}},
-				HealthStatus:        healthStatus[e.Health],
-				LoadBalancingWeight: wrapperspb.UInt32(weight),
-			})
-		}
-		cla.Endpoints = append(cla.Endpoints, lle)
-	}
-	return cla, nil
-}
-
 // validator is what go-control-plane's generated validation gives every
 // resource.
 type validator interface{ ValidateAll() error }
@@ -395,23 +359,47 @@ type validator interface{ ValidateAll() error }
 // encode validates m (the proto's own constraints, then every rule a
 // client enforces: checkForGRPC) and marshals it as an Any,
 // deterministically, so that equal content gives equal bytes and an equal
-// version. A resource that fails is never published.
+// version. A resource that fails is never published. The response field,
+// the Any and its value share one buffer: m is marshaled once, into it.
 func encode(name string, m proto.Message) (*resource, error) {
 	if v, ok := m.(validator); ok {
 		if err := v.ValidateAll(); err != nil {
 			return nil, fmt.Errorf("resource %s is invalid: %w", name, err)
 		}
 	}
-	a, err := anypb.New(m)
-	if err != nil {
-		return nil, err
-	}
-	if err := checkForGRPC(a.GetTypeUrl(), m); err != nil {
+	typeURL := anyPrefix + string(m.ProtoReflect().Descriptor().FullName())
+	if err := checkForGRPC(typeURL, m); err != nil {
 		return nil, fmt.Errorf("resource %s: %w", name, err)
 	}
-	raw, err := proto.MarshalOptions{Deterministic: true}.Marshal(a)
+	size := proto.MarshalOptions{Deterministic: true}.Size(m)
+	// The Any: type_url (1) and value (2), in field order, as proto.Marshal
+	// of an anypb.Any writes them.
+	rawLen := protowire.SizeTag(anyFieldTypeURL) + protowire.SizeBytes(len(typeURL)) +
+		protowire.SizeTag(anyFieldValue) + protowire.SizeBytes(size)
+	buf := make([]byte, 0, protowire.SizeTag(fieldResources)+protowire.SizeBytes(rawLen))
+	buf = protowire.AppendTag(buf, fieldResources, protowire.BytesType)
+	buf = protowire.AppendVarint(buf, uint64(rawLen))
+	head := len(buf)
+	buf = protowire.AppendTag(buf, anyFieldTypeURL, protowire.BytesType)
+	buf = protowire.AppendString(buf, typeURL)
+	buf = protowire.AppendTag(buf, anyFieldValue, protowire.BytesType)
+	buf = protowire.AppendVarint(buf, uint64(size))
+	value := len(buf)
+	buf, err := proto.MarshalOptions{Deterministic: true, UseCachedSize: true}.MarshalAppend(buf, m)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("resource %s: %w", name, err)
 	}
-	return newResource(name, a, raw), nil
+	if len(buf)-value != size || len(buf) != cap(buf) {
+		return nil, fmt.Errorf("resource %s: marshaled %d bytes, sized %d", name, len(buf)-value, size)
+	}
+	raw := buf[head:]
+	a := &anypb.Any{TypeUrl: typeURL, Value: buf[value:]}
+	return &resource{name: name, any: a, raw: raw, version: hashHex(raw), field: mem.SliceBuffer(buf)}, nil
 }
+
+// anyPrefix and the field numbers of google.protobuf.Any.
+const (
+	anyPrefix       = "type.googleapis.com/"
+	anyFieldTypeURL = 1
+	anyFieldValue   = 2
+)
