@@ -40,7 +40,8 @@
 // answers to its requests and the pushes of store changes alike, are sent
 // by a few fan-out workers (2×GOMAXPROCS, at least 4) that take the woken
 // streams first in, first out, so that at ten thousand streams none waits
-// behind streams woken after it; streams woken only by the periodic
+// behind streams woken after it, and yield after each push so that the
+// connections' writers write in turn; streams woken only by the periodic
 // Config.Resync wait behind those woken by a change or a request. A store
 // change marks the service on the streams subscribed to it (and every
 // Config.Resync, everything) and queues each stream once. A change after a quiet period is marked at once; the
@@ -97,7 +98,8 @@
 // # Cost
 //
 // A resource is marshaled once per content (per service version and zone
-// variant), framed as a response field, and shared by every stream that
+// variant; EDS from pooled messages, into one buffer with its response
+// field and Any, BenchmarkBuildEDS), and shared by every stream that
 // gets it; a state-of-the-world response is those bytes plus a few bytes of
 // framing per stream (one allocation for a one-resource response), written
 // by the codec (Codec) without copying them into a new message. Spillway's
