@@ -97,21 +97,7 @@ func TestCLABuilderReuse(t *testing.T) {
 
 func BenchmarkBuildEDS(b *testing.B) {
 	for _, n := range []int{9, 1000} {
-		store := registry.NewStore()
-		var ops []registry.Op
-		for i := range n {
-			ops = append(ops, registry.Upsert("web", &registry.Endpoint{
-				ID:       fmt.Sprintf("ep-%d", i),
-				Address:  netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)}),
-				Ports:    []registry.Port{{Name: "grpc", Number: 8080, Protocol: registry.TCP}},
-				Locality: registry.Locality{Region: "r1", Zone: fmt.Sprintf("zone-%c", 'a'+i%3)},
-				Health:   registry.Healthy, Source: registry.SourceStatic,
-			}))
-		}
-		if _, err := store.Apply(ops...); err != nil {
-			b.Fatal(err)
-		}
-		svc, _ := store.Snapshot().Service("web")
+		svc, _ := benchStore(b, n).Snapshot().Service("web")
 		s := &Server{}
 		s.cfg.PortName = "grpc"
 		b.Run(fmt.Sprintf("endpoints=%d", n), func(b *testing.B) {

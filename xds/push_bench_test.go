@@ -41,10 +41,9 @@ func (d *discardStream) SendMsg(m any) error {
 
 var _ grpc.ServerStream = (*discardStream)(nil)
 
-// benchStream is a state-of-the-world stream of a client in zone-a
-// subscribed to the four types of service "web" of n endpoints over three
-// zones, with zone-aware weights on or off.
-func benchStream(b testing.TB, n int, zoneAware bool) (*sotwStream, *discardStream) {
+// benchStore holds service "web" of n healthy endpoints over three zones
+// of region r1, each with one grpc port.
+func benchStore(b testing.TB, n int) *registry.Store {
 	store := registry.NewStore()
 	var ops []registry.Op
 	for i := range n {
@@ -59,6 +58,14 @@ func benchStream(b testing.TB, n int, zoneAware bool) (*sotwStream, *discardStre
 	if _, err := store.Apply(ops...); err != nil {
 		b.Fatal(err)
 	}
+	return store
+}
+
+// benchStream is a state-of-the-world stream of a client in zone-a
+// subscribed to the four types of service "web" of n endpoints over three
+// zones, with zone-aware weights on or off.
+func benchStream(b testing.TB, n int, zoneAware bool) (*sotwStream, *discardStream) {
+	store := benchStore(b, n)
 	store.MarkSynced()
 	cfg := Config{Store: store}
 	var s *Server
