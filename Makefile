@@ -6,23 +6,31 @@
 
 GO ?= go
 
-.PHONY: test deps check unit bench run
+.PHONY: test deps check unit stress bench run
 
 test: deps check unit
 
 deps:
-	./scripts/test-deps.sh
+	./scripts/timed.sh "OS packages (scripts/test-deps.sh)" ./scripts/test-deps.sh
 
 check:
 	@out="$$(gofmt -l .)"; if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
-	$(GO) vet ./...
+	./scripts/timed.sh "go vet" $(GO) vet ./...
 
 # The end-to-end tests drive real load (grpc-go clients, backends, dig) and
 # check that the machine sustained it, so they run after the other packages
-# rather than beside them on a small machine.
+# rather than beside them on a small machine. Each group prints its time.
 unit:
-	$(GO) test -race -count=1 -timeout 20m $$($(GO) list ./... | grep -v '/e2e')
-	$(GO) test -race -count=1 -timeout 20m ./e2e/...
+	./scripts/timed.sh "packages (all but e2e), -race" $(GO) test -race -count=1 -timeout 20m $$($(GO) list ./... | grep -v '/e2e')
+	./scripts/timed.sh "e2e, -race" $(GO) test -race -count=1 -timeout 20m ./e2e/...
+
+# A flake hunt: the tests N times with -race while one core is kept busy
+# (scripts/stress.sh -h). make stress PKGS=./xds/ N=20 RUN=TestFanout
+N ?= 5
+PKGS ?= ./...
+RUN ?=
+stress:
+	./scripts/stress.sh -n $(N) $(if $(RUN),-run '$(RUN)') $(PKGS)
 
 # Benchmarks behind docs/benchmarks.md (the dnsperf comparison is
 # e2e/bench/dnsperf.sh).

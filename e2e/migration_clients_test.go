@@ -556,9 +556,42 @@ func TestMigrationControlPlaneDown(t *testing.T) {
 
 	f.s.kill()
 	killed := time.Now()
-	time.Sleep(30 * time.Second)
-	if got := l.ok.Load(); got == 0 {
-		t.Fatal("no RPC succeeded while the control plane was down")
+	// The event: every client on xDS has seen the control plane go (its
+	// read of the panic flag, served by the same server, fails).
+	mcWait(t, conns, 15*time.Second, "every xds client counts flag errors after the kill", func(n string, s clientlib.Status) bool {
+		return !isHalf(n) || s.FlagErrors > 0 && s.LastFlagError != nil
+	})
+	// From then until 30 s after the kill, in three slices, every client
+	// keeps reaching the backends through its own channel, as the ledger
+	// backends count it, and no RPC fails.
+	failedAtKill := l.failed.Load()
+	outageEnd := killed.Add(30 * time.Second)
+	for slice := 1; ; slice++ {
+		from := mcCounts(f.backends)
+		end := time.Now().Add(10 * time.Second)
+		if end.After(outageEnd) {
+			end = outageEnd
+		}
+		for time.Now().Before(end) {
+			time.Sleep(100 * time.Millisecond)
+		}
+		to := mcCounts(f.backends)
+		for i := range mcClients {
+			name := fmt.Sprintf("client-%02d", i)
+			ch := 0 // the DNS channel's port
+			if isHalf(name) {
+				ch = 1
+			}
+			if got := to[name][ch] - from[name][ch]; got == 0 {
+				t.Errorf("control plane down, slice %d (to %v after the kill): %s made no RPC through its channel (counts %v -> %v)", slice, end.Sub(killed).Round(time.Second), name, from[name], to[name])
+			}
+		}
+		if !time.Now().Before(outageEnd) {
+			break
+		}
+	}
+	if n := l.failed.Load() - failedAtKill; n != 0 {
+		t.Errorf("%d RPCs failed while the control plane was down, want 0; first errors: %v", n, l.errs)
 	}
 	for name, c := range conns {
 		s := c.Status()

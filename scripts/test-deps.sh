@@ -13,6 +13,7 @@ need=(
   "dnsperf:dnsperf"
   "etcd:etcd-server"
   "chromium:chromium"
+  "dot:graphviz"
 )
 
 missing=()

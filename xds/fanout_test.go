@@ -1,12 +1,19 @@
 package xds
 
 import (
+	"fmt"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/spillway/spillway/internal/testwait"
 )
+
+// fanoutWait bounds every wait of these tests: far above what a push
+// takes on a loaded machine, so reaching it means a push never ran.
+const fanoutWait = 30 * time.Second
 
 // testCore is a stream whose push records its name, after waiting for
 // gate if it has one.
@@ -48,17 +55,23 @@ func TestFanoutOrder(t *testing.T) {
 	a.w.mark("", true, time.Time{}) // again: keeps its place
 	close(gate)
 	for _, x := range []*streamCore{blocker, a, b, c, d} {
-		x.wg.Wait()
+		testwait.Group(t, fanoutWait, "pushes", &x.wg)
 	}
+	mu.Lock()
+	got := append([]string(nil), order...)
+	mu.Unlock()
 	want := []string{"blocker", "b", "d", "c", "a"}
-	if diff := cmp.Diff(want, order); diff != "" {
+	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("push order (-want +got):\n%s", diff)
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.running != 0 || !f.hot.empty() || !f.cold.empty() {
-		t.Errorf("after the pushes: %d workers counted, queues empty %v/%v; want 0 and empty", f.running, f.hot.empty(), f.cold.empty())
-	}
+	// A stream's push is done before the worker that ran it looks for the
+	// next one and stops counting, so the count is waited for, not read.
+	testwait.For(t, fanoutWait, "workers stop once the queues are empty", func() (bool, string) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		seen := fmt.Sprintf("%d workers counted, queues empty %v/%v", f.running, f.hot.empty(), f.cold.empty())
+		return f.running == 0 && f.hot.empty() && f.cold.empty(), seen
+	})
 }
 
 // A worker stuck in a push is replaced: the streams behind it go on.
@@ -72,7 +85,7 @@ func TestFanoutReplacesStuckWorker(t *testing.T) {
 	stuck.w.mark("x", false, time.Time{})
 	next := testCore(f, "next", &mu, &order, nil)
 	next.w.mark("x", false, time.Time{})
-	next.wg.Wait() // returns only if another worker took over
+	testwait.Group(t, fanoutWait, "the push behind a stuck one (another worker takes over)", &next.wg)
 	mu.Lock()
 	defer mu.Unlock()
 	if diff := cmp.Diff([]string{"next"}, order); diff != "" {
