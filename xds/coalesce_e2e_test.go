@@ -104,7 +104,7 @@ func TestCoalescedPushes(t *testing.T) {
 	}{
 		{0, 1},
 		{50 * time.Millisecond, 2},
-		{time.Second, 5},  // 0, 0.1, 0.3, 0.7, 1.5
+		{time.Second, 5}, // 0, 0.1, 0.3, 0.7, 1.5
 		{1500 * time.Millisecond, 5},
 		{3 * time.Second, 7}, // then 2.3, 3.1
 	} {
