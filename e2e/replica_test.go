@@ -577,6 +577,7 @@ func TestReplicas(t *testing.T) {
 			}
 		})
 
+		movesBefore := f.moves.Load()
 		killed := time.Now()
 		c.servers[decider].kill()
 		t.Logf("kill_decider: killed r%d, the expiry decider", decider)
@@ -601,8 +602,10 @@ func TestReplicas(t *testing.T) {
 		if n := dropped.Load(); n != 0 {
 			t.Errorf("survivors' DNS dropped a live endpoint %d times; e.g. %v", n, dropMsg.Load())
 		}
-		if f.moves.Load() == 0 {
-			t.Errorf("no agent moved off the killed replica")
+		// Counted from the kill: agents that moved earlier (a slow stream
+		// on a busy machine moves one too) say nothing of this one.
+		if n := f.moves.Load() - movesBefore; n == 0 {
+			t.Errorf("no agent moved off the killed replica after the kill (%d moves before it)", movesBefore)
 		}
 
 		// Restart: ready means the whole fleet is served.

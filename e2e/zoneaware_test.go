@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -982,6 +983,71 @@ type zaThrottleRun struct {
 	moved     bool
 	firstMove time.Duration
 	movedTo   float64
+	// reportsAtMove is how many LRS reports per client the server had
+	// received after the throttle when that push came; postAfter is when
+	// the post window began, after two reports per client.
+	reportsAtMove float64
+	postAfter     time.Duration
+}
+
+// reportMark is the server's count of per-cluster LRS reports at a time.
+type reportMark struct {
+	at time.Time
+	n  float64
+}
+
+// lrsReports reads spillway_lrs_cluster_reports_total, or -1 when the
+// server does not answer (from a goroutine, where the test cannot stop).
+func (f *zaFixture) lrsReports() float64 {
+	resp, err := f.http.Get("http://" + f.s.httpAddr + "/metrics")
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "spillway_lrs_cluster_reports_total "); ok {
+			if n, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
+				return n
+			}
+		}
+	}
+	return -1
+}
+
+// sampleReports samples lrsReports every 20 ms until stop is called, and
+// returns the marks then.
+func (f *zaFixture) sampleReports() (stop func() []reportMark) {
+	quit, done := make(chan struct{}), make(chan []reportMark, 1)
+	go func() {
+		var marks []reportMark
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			if n := f.lrsReports(); n >= 0 {
+				marks = append(marks, reportMark{time.Now(), n})
+			}
+			select {
+			case <-quit:
+				done <- marks
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return func() []reportMark { close(quit); return <-done }
+}
+
+// reportsBy is the count of the last mark at or before at, less base.
+func reportsBy(marks []reportMark, at time.Time, base float64) float64 {
+	n := 0.0
+	for _, m := range marks {
+		if m.at.After(at) {
+			break
+		}
+		n = m.n - base
+	}
+	return n
 }
 
 // movedAway reports whether a share of the demand s, under pushed weights,
@@ -1005,21 +1071,24 @@ func demandShare(weights []map[string]uint32, zone string) float64 {
 
 // runThrottle runs the throttle scenario once. The load runs from the
 // start; at throttleAt, zone-b's service time is multiplied by zaThrottle;
-// the pre window is the 3 s before, the post window starts two report
-// cycles after the throttle. Both runs follow the same schedule from the
-// start of the load.
+// the pre window is the 3 s before, the post window starts once every
+// client has sent two LRS reports after the throttle (two report cycles,
+// counted, so that a busy machine's late reports do not put a part of
+// the reaction into the window). Both runs follow the same schedule.
 func runThrottle(t *testing.T, zoneAware bool) zaThrottleRun {
 	const (
 		throttled  = "zone-b"
 		throttleAt = 8 * time.Second // after the load starts
 		preWindow  = 3 * time.Second
-		postStart  = 2 * zaCycle // after the throttle
 		postWindow = 4 * time.Second
 	)
+	clients := float64(len(xdsZones)) // one LRS stream each, one cluster
 	tz := zaZone(throttled)
 	f := newZAFixture(t, zoneAware)
 	start := time.Now()
-	stop := f.startLoad(throttleAt + postStart + postWindow + time.Second)
+	// The load outlasts the post window by far: the schedule below waits
+	// for reports, and a stop at the end of the window ends it.
+	stop := f.startLoad(throttleAt + 60*time.Second)
 	defer stop()
 
 	if zoneAware {
@@ -1029,6 +1098,11 @@ func runThrottle(t *testing.T, zoneAware bool) zaThrottleRun {
 	time.Sleep(time.Until(start.Add(throttleAt - preWindow)))
 	r := zaThrottleRun{hostShare: float64(xdsBackendCount[throttled]) / float64(len(f.backends))}
 	r.pre = measure(f.record(t, start.Add(throttleAt), false))
+	base := f.lrsReports()
+	if base < 0 {
+		t.Fatal("spillway_lrs_cluster_reports_total not readable from /metrics")
+	}
+	stopMarks := f.sampleReports()
 	f.throttle(throttled, zaThrottle)
 	at := time.Now()
 	// The weights every client zone had when the throttle began.
@@ -1036,17 +1110,24 @@ func runThrottle(t *testing.T, zoneAware bool) zaThrottleRun {
 	for cz, w := range f.watches {
 		preWeights[cz], _, _ = w.state()
 	}
-	time.Sleep(time.Until(at.Add(postStart)))
-	r.post = measure(f.record(t, at.Add(postStart+postWindow), false))
+	for deadline := at.Add(30 * time.Second); f.lrsReports()-base < 2*clients; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("zone-aware=%t: %.0f LRS reports in 30s after the throttle, want two per client (%.0f)", zoneAware, f.lrsReports()-base, 2*clients)
+		}
+	}
+	postFrom := time.Now()
+	r.postAfter = postFrom.Sub(at)
+	r.post = measure(f.record(t, postFrom.Add(postWindow), false))
 	stop()
+	marks := stopMarks()
 	f.logClients(t)
 
 	r.preShare, _ = r.pre.load(tz)
 	r.postShare, _ = r.post.load(tz)
 	r.postErrors = r.post.rejected[tz]
 	r.otherErrors = r.post.rejected[0] + r.post.rejected[1] + r.post.rejected[2] - r.postErrors
-	t.Logf("zone-aware=%t: %s: share %s before the throttle (%.0f RPCs), %s in the window %v to %v after it (%.0f RPCs); %.0f rejections there (%.0f in the other zones)",
-		zoneAware, throttled, pts(r.preShare), r.pre.total(), pts(r.postShare), postStart, postStart+postWindow, r.post.total(), r.postErrors, r.otherErrors)
+	t.Logf("zone-aware=%t: %s: share %s before the throttle (%.0f RPCs), %s in the window %v to %v after it, from two reports per client on (%.0f RPCs); %.0f rejections there (%.0f in the other zones)",
+		zoneAware, throttled, pts(r.preShare), r.pre.total(), pts(r.postShare), r.postAfter.Round(time.Millisecond), (r.postAfter + postWindow).Round(time.Millisecond), r.post.total(), r.postErrors, r.otherErrors)
 
 	// When did the pushed weights move the traffic away? Replay the
 	// pushes every client zone got after the throttle, in order.
@@ -1072,6 +1153,7 @@ func runThrottle(t *testing.T, zoneAware bool) zaThrottleRun {
 		}
 		if !r.moved && r.movedAway(s) {
 			r.moved, r.firstMove, r.movedTo = true, p.at.Sub(at), s
+			r.reportsAtMove = reportsBy(marks, p.at, base) / clients
 		}
 	}
 	if zoneAware {
@@ -1137,15 +1219,20 @@ func TestZoneAwareThrottle(t *testing.T) {
 	if off.moved {
 		t.Errorf("without zone-aware weights the pushed weights moved zone-b's traffic away (%v after the throttle, to %s of the demand): want host counts throughout", off.firstMove, pts(off.movedTo))
 	}
-	switch limit := 2*zaCycle + zaCycle/2; {
+	// "Within two report cycles" is counted in the reports the server
+	// received after the throttle, not timed: the first one covers part
+	// of the throttle, the second a whole interval of it, and the weights
+	// cycle after it may run after a third report has come in. So the
+	// move must come before any client's fourth.
+	switch {
 	case !on.moved:
 		t.Errorf("with zone-aware weights no push after the throttle moved zone-b's traffic away (below %s of the demand)", pts(min(on.hostShare/2, on.prePushed-0.02)))
-	case on.firstMove > limit:
-		t.Errorf("with zone-aware weights the push that moved zone-b's traffic away came %v after the throttle, want within two report cycles (%v, and %v of slack for the debounce and a busy machine)",
-			on.firstMove.Round(time.Millisecond), 2*zaCycle, limit-2*zaCycle)
+	case on.reportsAtMove > 3:
+		t.Errorf("with zone-aware weights the push that moved zone-b's traffic away came %v after the throttle, after %.2f LRS reports per client, want within two report cycles (at most 3 reports each)",
+			on.firstMove.Round(time.Millisecond), on.reportsAtMove)
 	default:
-		t.Logf("with zone-aware weights the push that moved zone-b's traffic away (to %s of the demand, from %s) came %v after the throttle",
-			pts(on.movedTo), pts(on.prePushed), on.firstMove.Round(time.Millisecond))
+		t.Logf("with zone-aware weights the push that moved zone-b's traffic away (to %s of the demand, from %s) came %v after the throttle, after %.2f LRS reports per client",
+			pts(on.movedTo), pts(on.prePushed), on.firstMove.Round(time.Millisecond), on.reportsAtMove)
 	}
 	if on.postShare >= off.postShare/2 || on.postShare >= on.preShare {
 		t.Errorf("zone-b's share of the RPCs from two report cycles after the throttle = %s with zone-aware weights (%s before the throttle), %s without: want below half of the latter, and below the former",
@@ -1192,11 +1279,13 @@ func zaWindowLoad(slices []zaSlice) (share [3]float64, n float64) {
 // TestZoneAwareNewService is issue 10, point 1, with real grpc-go clients:
 // a service whose backends all register together (every endpoint new, in
 // slow start) and whose heaviest client zone has few of them. From the
-// first weights cycle computed from load reports on, no zone carries more
+// first weights cycle computed from load reports on, no zone gets more
 // than its capacity share (its share of the backends, all alike) + 5
-// points in any 2-second window, measured from the backends' counts; and
-// from three cycles later the measured same-zone share is within 2 points
-// of the optimum Σ min(D, C). Before the fix the heaviest zone earned
+// points in any 2-second window: under the pushed weights, and as the
+// backends counted it, beyond the binomial noise of the window's RPCs;
+// and from three report cycles later (three LRS reports per client,
+// counted) the measured same-zone share is within 2 points of the
+// optimum Σ min(D, C). Before the fix the heaviest zone earned
 // trust first and pulled the load to itself (46% on a quarter of the
 // backends for ~30 s).
 func TestZoneAwareNewService(t *testing.T) {
@@ -1227,7 +1316,13 @@ func runNewService(t *testing.T, counts map[string]int, rates map[string]float64
 	// intervals, and the host-count spill of the first seconds counted as
 	// demand twice: zone-b's client 106 rps for its 80.)
 	f.waitClientCountWeights(t)
-	stop := f.startLoad(30 * time.Second)
+	clients := float64(len(xdsZones)) // one LRS stream each, one cluster
+	base := f.lrsReports()
+	if base < 0 {
+		t.Fatal("spillway_lrs_cluster_reports_total not readable from /metrics")
+	}
+	stopMarks := f.sampleReports()
+	stop := f.startLoad(60 * time.Second)
 	defer stop()
 	start := time.Now()
 	f.waitPlan(t, 15*time.Second)
@@ -1235,18 +1330,38 @@ func runNewService(t *testing.T, counts map[string]int, rates map[string]float64
 	t.Logf("first plan from load reports %v after the load started", first.Sub(start).Round(10*time.Millisecond))
 	// A client's first report of the load covers time before the load
 	// began (its interval started earlier) and understates its demand: a
-	// cycle up to two report intervals after the start can be computed
-	// from such reports (one run: zone-a's client at a fraction of its
-	// 200 rps, so its zone kept 99% local for a cycle). The first cycle
-	// computed from load reports of the load alone is the first from
-	// two intervals after its start.
-	if full := start.Add(2 * zaCycle); first.Before(full) {
-		time.Sleep(time.Until(full))
-		first = full
+	// cycle computed before a second report of each client can rest on
+	// such reports (one run: zone-a's client at a fraction of its 200
+	// rps, so its zone kept 99% local for a cycle). The first cycle
+	// computed from load reports of the load alone comes after two
+	// reports per client (counted, not timed: a busy machine makes them
+	// late).
+	if f.lrsReports()-base < 2*clients {
+		for deadline := time.Now().Add(30 * time.Second); f.lrsReports()-base < 2*clients; time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%.0f LRS reports in 30s after the load started, want two per client", f.lrsReports()-base)
+			}
+		}
+		first = time.Now()
 	}
 	rec := f.record(t, first.Add(settle+measure), true)
 	stop()
+	marks := stopMarks()
 	f.logClients(t)
+	// The same-zone share is judged from three report cycles after the
+	// first plan: three more reports per client.
+	atFirst := reportsBy(marks, first, 0)
+	settleAt := first.Add(settle + measure)
+	for _, m := range marks {
+		if m.at.After(first) && m.n-atFirst >= 3*clients {
+			settleAt = m.at
+			break
+		}
+	}
+	if left := first.Add(settle + measure).Sub(settleAt); left < measure/2 {
+		t.Fatalf("three LRS reports per client took %v after the first plan, leaving %v of the %v recorded to judge: the machine did not sustain the load", settleAt.Sub(first).Round(time.Millisecond), left.Round(time.Millisecond), settle+measure)
+	}
+	t.Logf("three report cycles after the first plan: %v (three reports per client)", settleAt.Sub(first).Round(time.Millisecond))
 	if p := f.plan(t); p != nil {
 		for _, e := range p.explain {
 			t.Logf("plan at the end: %s", e)
@@ -1290,21 +1405,37 @@ func runNewService(t *testing.T, counts map[string]int, rates map[string]float64
 		t.Logf("pushes to %s from the load's start: %v", xdsZones[cz], line)
 	}
 
-	// Every 2-second window, sliding by one sample.
+	// Every 2-second window, sliding by one sample. What the pushed
+	// weights send a zone must stay within zaPoints of its capacity
+	// share; what the backends counted may exceed that by the binomial
+	// noise of the window's RPCs (each picks a locality at random by
+	// weight): zaSigmas standard deviations of the expected share.
+	const zaSigmas = 4
 	per := int(window / zaTick)
 	worst, worstAt, worstZone := math.Inf(-1), time.Duration(0), 0
+	worstPushed, worstPushedAt, worstPushedZone := math.Inf(-1), time.Duration(0), 0
 	for i := 0; i+per <= len(rec); i++ {
-		share, _ := zaWindowLoad(rec[i : i+per])
+		share, n := zaWindowLoad(rec[i : i+per])
+		expect := zaWindowPushed(rec[i : i+per])
 		for uz := range xdsZones {
-			if ex := share[uz] - capShare[uz]; ex > worst {
+			if ex := expect[uz] - capShare[uz]; ex > worstPushed {
+				worstPushed, worstPushedAt, worstPushedZone = ex, rec[i].at.Sub(first), uz
+			}
+			noise := zaSigmas * math.Sqrt(expect[uz]*(1-expect[uz])/max(n, 1))
+			if ex := share[uz] - capShare[uz] - noise; ex > worst {
 				worst, worstAt, worstZone = ex, rec[i].at.Sub(first), uz
 			}
 		}
 	}
-	t.Logf("largest excess of a zone's load over its capacity share in a %v window: %+.1f points (%s, window at %v)", window, 100*worst, xdsZones[worstZone], worstAt.Round(100*time.Millisecond))
+	t.Logf("largest excess of a zone's share over its capacity share in a %v window: under the pushed weights %+.1f points (%s, window at %v); measured, beyond %d binomial sigmas, %+.1f points (%s, window at %v)",
+		window, 100*worstPushed, xdsZones[worstPushedZone], worstPushedAt.Round(100*time.Millisecond), zaSigmas, 100*worst, xdsZones[worstZone], worstAt.Round(100*time.Millisecond))
+	if worstPushed > zaPoints {
+		t.Errorf("the pushed weights sent %s %+.1f points over its capacity share %s in the %v window %v after the first plan from load reports, want at most %.0f",
+			xdsZones[worstPushedZone], 100*worstPushed, pts(capShare[worstPushedZone]), window, worstPushedAt.Round(100*time.Millisecond), 100*zaPoints)
+	}
 	if worst > zaPoints {
-		t.Errorf("%s carried %+.1f points over its capacity share %s in the %v window %v after the first plan from load reports, want at most %.0f",
-			xdsZones[worstZone], 100*worst, pts(capShare[worstZone]), window, worstAt.Round(100*time.Millisecond), 100*zaPoints)
+		t.Errorf("%s carried %+.1f points over its capacity share %s plus %d binomial sigmas in the %v window %v after the first plan from load reports, want at most %.0f",
+			xdsZones[worstZone], 100*worst, pts(capShare[worstZone]), zaSigmas, window, worstAt.Round(100*time.Millisecond), 100*zaPoints)
 	}
 
 	// Same-zone after three cycles, against the optimum of the measured
@@ -1315,7 +1446,7 @@ func runNewService(t *testing.T, counts map[string]int, rates map[string]float64
 	var from [3]float64
 	var local, sum float64
 	for _, s := range rec {
-		if s.at.Before(first.Add(settle)) {
+		if s.at.Before(settleAt) {
 			continue
 		}
 		for cz := range xdsZones {
@@ -1335,10 +1466,35 @@ func runNewService(t *testing.T, counts map[string]int, rates map[string]float64
 		opt += min(from[z]/sum*(1-probeShare), capShare[z])
 	}
 	got := local / sum
-	t.Logf("same zone from %v after the first plan: %s of %.0f RPCs, optimum %s", settle, pts(got), sum, pts(opt))
+	t.Logf("same zone from %v after the first plan: %s of %.0f RPCs, optimum %s", settleAt.Sub(first).Round(time.Millisecond), pts(got), sum, pts(opt))
 	if math.Abs(got-opt) > 0.02 {
 		t.Errorf("same-zone share = %s, optimum %s: more than 2 points apart", pts(got), pts(opt))
 	}
+}
+
+// zaWindowPushed is the share of the RPCs of slices from zoned clients
+// that the weights pushed to each client zone at each slice's start send
+// to each upstream zone.
+func zaWindowPushed(slices []zaSlice) (share [3]float64) {
+	var n float64
+	for _, s := range slices {
+		for cz := range xdsZones {
+			var from float64
+			for uz := range xdsZones {
+				from += float64(s.d.arrived(cz, uz))
+			}
+			for uz, zone := range xdsZones {
+				share[uz] += from * shareOf(s.weights[cz], zone)
+			}
+			n += from
+		}
+	}
+	if n > 0 {
+		for uz := range share {
+			share[uz] /= n
+		}
+	}
+	return share
 }
 
 func fmtShares(s [3]float64) string {

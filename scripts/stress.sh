@@ -3,30 +3,32 @@
 # N times with the race detector while a CPU burner keeps one core busy,
 # then prints how many runs each test passed.
 #
-#   scripts/stress.sh [-n N] [-run REGEX] [-burn CORES] [-timeout D] [PACKAGES...]
+#   scripts/stress.sh [-n N] [-run REGEX] [-burn CORES] [-timeout D] [-keep] [PACKAGES...]
 #
 #   -n N        runs of each test (go test -count=N; default 5)
 #   -run REGEX  only tests matching REGEX (go test -run; default all)
 #   -burn C     cores kept at 100% by busy loops while the tests run (default 1; 0 for none)
 #   -timeout D  go test -timeout (default 60m)
+#   -keep       keep every package's log in stress-logs/, not only failing ones
 #   PACKAGES    go packages (default ./...)
 #
 # Each package runs in its own go test process, one after another, so the
 # burner is the only other load. The output is one line per test that ran:
 # "passed/runs  package  test", failures first, then the log of each
-# failing package under stress-logs/ (kept only when something failed).
+# failing package under stress-logs/ (emptied at the start of each run).
 # The exit code is 1 if any test failed in any run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-n=5 run="" burn=1 timeout=60m
+n=5 run="" burn=1 timeout=60m keep=0
 while [ $# -gt 0 ]; do
   case "$1" in
     -n) n="$2"; shift 2 ;;
     -run) run="$2"; shift 2 ;;
     -burn) burn="$2"; shift 2 ;;
     -timeout) timeout="$2"; shift 2 ;;
-    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    -keep) keep=1; shift ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     -*) echo "stress.sh: unknown flag $1 (see -h)" >&2; exit 2 ;;
     *) break ;;
   esac
@@ -37,6 +39,7 @@ case "$burn" in ''|*[!0-9]*) echo "stress.sh: -burn must be a number of cores, g
 pkgs=$(go list "$@")
 
 logs=$(mktemp -d)
+rm -rf stress-logs
 burners=()
 stop_burners() {
   for pid in "${burners[@]}"; do kill "$pid" 2>/dev/null || true; done
@@ -71,7 +74,7 @@ for pkg in $pkgs; do
   if [ "$status" = FAIL ] && ! grep -q -- '^ *--- FAIL: ' "$log"; then
     echo "0 1 $pkg (package: build error, panic or timeout)" >>"$results"
   fi
-  if [ "$status" = FAIL ]; then
+  if [ "$status" = FAIL ] || [ "$keep" = 1 ]; then
     mkdir -p stress-logs
     cp "$log" stress-logs/
   fi

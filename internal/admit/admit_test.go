@@ -3,6 +3,7 @@ package admit
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"strings"
@@ -16,6 +17,8 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
+
+	"github.com/spillway/spillway/internal/testwait"
 )
 
 func listen(t *testing.T, cfg Config) *Listener {
@@ -40,6 +43,19 @@ func dial(t *testing.T, addr net.Addr) net.Conn {
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
+}
+
+// recv waits for what ch delivers, failing after a bound (a hang, not a
+// speed check); nil when Accept failed.
+func recv(t *testing.T, ch <-chan net.Conn, what string) net.Conn {
+	t.Helper()
+	select {
+	case c := <-ch:
+		return c
+	case <-time.After(20 * time.Second):
+		t.Fatalf("%s: Accept did not return within 20s", what)
+		return nil
+	}
 }
 
 // accepted runs Accept in the background and delivers what it returns.
@@ -77,23 +93,28 @@ func TestValidate(t *testing.T) {
 // The limit holds; a place comes back when a connection closes, when it
 // is settled, or at the timeout.
 func TestPlaces(t *testing.T) {
-	l := listen(t, Config{InSetup: 2, Queue: 8, SetupTimeout: 300 * time.Millisecond})
+	// The setup timeout is long enough that nothing times out before the
+	// last step on a busy machine, which waits for it.
+	const setup = 2 * time.Second
+	l := listen(t, Config{InSetup: 2, Queue: 8, SetupTimeout: setup})
 	for range 4 {
 		dial(t, l.Addr())
 	}
-	first, second := <-accepted(l), <-accepted(l)
+	first, second := recv(t, accepted(l), "first"), recv(t, accepted(l), "second")
 	third := accepted(l)
+	// The accept loop takes the other two and queues them: waited for,
+	// then the third must still be held.
+	testwait.For(t, 20*time.Second, "4 accepted, 2 in setup, 2 waiting", func() (bool, string) {
+		s := l.Stats()
+		return s.InSetup == 2 && s.Waiting == 2 && s.Accepted == 4, fmt.Sprintf("%+v", s)
+	})
 	select {
 	case c := <-third:
 		t.Fatalf("third connection %v handed on with 2 in setup", c.RemoteAddr())
 	case <-time.After(50 * time.Millisecond):
 	}
-	if s := l.Stats(); s.InSetup != 2 || s.Waiting != 2 || s.Accepted != 4 {
-		t.Errorf("stats = %+v, want 2 in setup, 2 waiting, 4 accepted", s)
-	}
 	first.Close()
-	c3 := <-third
-	if c3 == nil {
+	if c3 := recv(t, third, "third, after a place came back"); c3 == nil {
 		t.Fatal("Accept failed after a place came back")
 	}
 	fourth := accepted(l)
@@ -103,7 +124,7 @@ func TestPlaces(t *testing.T) {
 	case <-time.After(50 * time.Millisecond):
 	}
 	l.Settled(second.RemoteAddr())
-	if c := <-fourth; c == nil {
+	if c := recv(t, fourth, "fourth, after Settled"); c == nil {
 		t.Fatal("Accept failed after Settled")
 	}
 	// Settling twice gives back one place, not two.
@@ -114,14 +135,8 @@ func TestPlaces(t *testing.T) {
 	}
 	// Nothing settles the last two: the timeout does.
 	dial(t, l.Addr())
-	fifth := accepted(l)
-	select {
-	case c := <-fifth:
-		if c == nil {
-			t.Fatal("Accept failed")
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("no place came back by the setup timeout")
+	if c := recv(t, accepted(l), "fifth, at the setup timeout"); c == nil {
+		t.Fatal("Accept failed")
 	}
 	if got := l.Stats().TimedOut; got == 0 {
 		t.Errorf("TimedOut = 0 after a timeout")
@@ -131,7 +146,7 @@ func TestPlaces(t *testing.T) {
 func TestQueueFullCloses(t *testing.T) {
 	l := listen(t, Config{InSetup: 1, Queue: 1, SetupTimeout: time.Minute})
 	dial(t, l.Addr())
-	if c := <-accepted(l); c == nil { // starts the accept loop; holds the one place
+	if c := recv(t, accepted(l), "first"); c == nil { // starts the accept loop; holds the one place
 		t.Fatal("Accept failed")
 	}
 	queued := dial(t, l.Addr())
@@ -153,7 +168,7 @@ func TestQueueFullCloses(t *testing.T) {
 func TestCloseEndsAccept(t *testing.T) {
 	l := listen(t, Config{InSetup: 1, Queue: 4, SetupTimeout: time.Minute})
 	dial(t, l.Addr())
-	<-accepted(l)
+	recv(t, accepted(l), "first")
 	waiting := accepted(l)
 	l.Close()
 	select {
@@ -172,7 +187,7 @@ func TestOff(t *testing.T) {
 		dial(t, l.Addr())
 	}
 	for range 3 {
-		if c := <-accepted(l); c == nil {
+		if c := recv(t, accepted(l), "TestOff"); c == nil {
 			t.Fatal("Accept failed")
 		}
 	}

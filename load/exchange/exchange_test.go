@@ -2,6 +2,7 @@ package exchange
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"sync"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/spillway/spillway/internal/testwait"
 	"github.com/spillway/spillway/load"
 )
 
@@ -103,34 +105,36 @@ func TestTwoSendersOneOwner(t *testing.T) {
 		return out
 	}
 	both := []flowSum{{"zone-a", "zone-a", 101, 4}, {"zone-b", "zone-a", 10, 1}}
-	eventually(t, "Merged sums both senders", func() bool { return cmp.Equal(sums(), both) })
-	if diff := cmp.Diff(map[string]map[string]int{"svc": {"zone-a": 4, "zone-b": 1}}, m.ClientCounts()); diff != "" {
-		t.Errorf("ClientCounts (-want +got):\n%s", diff)
-	}
-	cs := m.Contributors("svc", time.Now())
-	if len(cs) != 2 || cs[0].Replica != "ra" || cs[1].Replica != "rb" {
-		t.Fatalf("Contributors = %+v, want ra and rb", cs)
-	}
-	for _, c := range cs {
-		if c.Age < 0 || c.Age > FreshIntervals*testInterval {
-			t.Errorf("Contributor %s age %v, want within [0, %v] (fresh)", c.Replica, c.Age, FreshIntervals*testInterval)
+	wantCounts := map[string]map[string]int{"svc": {"zone-a": 4, "zone-b": 1}}
+	// Sums, client counts and fresh contributors at one instant: a sender
+	// that a busy machine delays for more than FreshIntervals drops out
+	// for a moment and comes back, so all of it is waited for together.
+	testwait.For(t, 20*time.Second, "Merged sums both senders, counts their clients and names both fresh", func() (bool, string) {
+		got, counts, cs := sums(), m.ClientCounts(), m.Contributors("svc", time.Now())
+		seen := fmt.Sprintf("sums %+v, client counts %v, contributors %+v", got, counts, cs)
+		if !cmp.Equal(got, both) || !cmp.Equal(counts, wantCounts) || len(cs) != 2 || cs[0].Replica != "ra" || cs[1].Replica != "rb" {
+			return false, seen
 		}
-	}
+		for _, c := range cs {
+			if c.Age < 0 || c.Age > FreshIntervals*testInterval {
+				return false, seen
+			}
+		}
+		return true, seen
+	})
 	if got := m.Loads("orphan", time.Now()); len(got) != 0 {
 		t.Errorf("Loads(orphan) = %v, want none (no owner)", got)
 	}
 
 	// rb goes silent: within 3 intervals its share expires.
 	stopB()
-	eventually(t, "rb's load expires", func() bool {
-		return cmp.Equal(sums(), []flowSum{{"zone-a", "zone-a", 100, 3}})
+	testwait.For(t, 20*time.Second, "rb's load, clients and contribution expire", func() (bool, string) {
+		got, counts, cs := sums(), m.ClientCounts(), m.Contributors("svc", time.Now())
+		ok := cmp.Equal(got, []flowSum{{"zone-a", "zone-a", 100, 3}}) &&
+			cmp.Equal(counts, map[string]map[string]int{"svc": {"zone-a": 3}}) &&
+			len(cs) == 1 && cs[0].Replica == "ra"
+		return ok, fmt.Sprintf("sums %+v, client counts %v, contributors %+v", got, counts, cs)
 	})
-	if cs := m.Contributors("svc", time.Now()); len(cs) != 1 || cs[0].Replica != "ra" {
-		t.Errorf("Contributors after rb stopped = %+v, want ra only", cs)
-	}
-	if diff := cmp.Diff(map[string]map[string]int{"svc": {"zone-a": 3}}, m.ClientCounts()); diff != "" {
-		t.Errorf("ClientCounts after rb stopped (-want +got):\n%s", diff)
-	}
 	stopA()
 	if got := counter(t, reg, "spillway_mesh_load_unrouted_services_total", ""); got < 1 {
 		t.Errorf("unrouted services = %v, want >= 1 (orphan)", got)

@@ -56,6 +56,9 @@ func TestElection(t *testing.T) {
 		go func() {
 			l, r, err := kv.Campaign(ctx, id)
 			if err != nil {
+				if ctx.Err() == nil {
+					t.Errorf("campaign of %s: %v", id, err)
+				}
 				return
 			}
 			resign <- r
@@ -67,36 +70,51 @@ func TestElection(t *testing.T) {
 	kvA, kvB, kvC := open(t, srv.Endpoint, "/elect/"), open(t, srv.Endpoint, "/elect/"), open(t, srv.Endpoint, "/elect/")
 	defer kvB.Close()
 	defer kvC.Close()
-	elA, err := kvA.Election("election/expiry", time.Second)
+	// The session TTL is what a holder's keep-alive must beat: 3 s, so a
+	// busy machine's stall of a second does not lose a live holder its
+	// lease (which would rightly elect b).
+	const ttl = 3 * time.Second
+	elA, err := kvA.Election("election/expiry", ttl)
 	if err != nil {
 		t.Fatal(err)
 	}
-	elB, _ := kvB.Election("election/expiry", time.Second)
-	elC, _ := kvC.Election("election/expiry", time.Second)
+	elB, _ := kvB.Election("election/expiry", ttl)
+	elC, _ := kvC.Election("election/expiry", ttl)
 
 	wonA, _, lostA := campaign(elA, "a")
-	<-wonA
+	within(t, wonA, "a elected alone")
 	wonB, resignB, _ := campaign(elB, "b")
 	select {
 	case <-wonB:
 		t.Fatal("b won while a holds the election")
-	case <-time.After(3 * time.Second): // a bound, not a speed check: b must not win in it
+	case <-time.After(ttl + time.Second): // a bound, not a speed check: b must not win in it
 	}
 	// a dies without resigning: its session lease ends after its TTL.
 	died := time.Now()
 	kvA.Close()
-	<-<-lostA
+	within(t, <-lostA, "a's lost signal after its client closed")
 	select {
 	case <-wonB:
-		t.Logf("b elected %v after a's client closed (session TTL 1s)", time.Since(died).Round(time.Millisecond))
+		t.Logf("b elected %v after a's client closed (session TTL %v)", time.Since(died).Round(time.Millisecond), ttl)
 	case <-time.After(30 * time.Second):
 		t.Fatal("b not elected 30s after a died")
 	}
 	wonC, _, _ := campaign(elC, "c")
-	(<-resignB)()
+	(<-resignB)() // b won, so its resign is there
 	select {
 	case <-wonC:
 	case <-time.After(30 * time.Second):
 		t.Fatal("c not elected 30s after b resigned")
+	}
+}
+
+// within waits for ch to be closed or to deliver, failing after 30 s (a
+// bound on a hang, not a speed check).
+func within(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s: not within 30s", what)
 	}
 }
