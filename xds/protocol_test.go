@@ -442,10 +442,12 @@ func TestDeltaReconnectInitialVersions(t *testing.T) {
 				// suppressions instead races the server's start: the first
 				// dispatch of Run may reach this stream after its answer,
 				// find nothing new and be suppressed, as it should.)
+				// The count follows the Send on the stream's push loop;
+				// the barrier's answer comes from the same loop after it.
+				c.barrier(lds)
 				if got := srv.metric(t, "spillway_xds_pushes_total", "type", "EDS"); got != pushes+1 {
 					t.Errorf("EDS pushes = %v, want %v (the empty first answer is counted as sent)", got, pushes+1)
 				}
-				c.barrier(lds)
 				return
 			}
 			r2 := c.recvType(eds)

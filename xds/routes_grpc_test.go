@@ -19,6 +19,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/spillway/spillway/internal/testwait"
 	"github.com/spillway/spillway/registry"
 	"github.com/spillway/spillway/security/authz"
 	"github.com/spillway/spillway/xds"
@@ -338,7 +339,16 @@ func (r *routed) moveTagged(t *testing.T, hc healthpb.HealthClient, yaml, from, 
 	if after[to] == 0 || after[from] != 0 {
 		t.Errorf("after the move: %v, want tagged RPCs on %s only", after, to)
 	}
-	if d := r.metric(t, "spillway_xds_pushes_total", map[string]string{"type": "RDS"}) - rdsBefore; d != pushes {
+	// A push is counted just after its Send, which the client may see
+	// first: the count is waited for, then must not be over.
+	rdsPushes := func() float64 {
+		return r.metric(t, "spillway_xds_pushes_total", map[string]string{"type": "RDS"}) - rdsBefore
+	}
+	testwait.For(t, 10*time.Second, "RDS pushes for the change counted", func() (bool, string) {
+		d := rdsPushes()
+		return d >= pushes, fmt.Sprintf("%v of %v", d, pushes)
+	})
+	if d := rdsPushes(); d != pushes {
 		t.Errorf("RDS pushes for the change = %v, want %v", d, pushes)
 	}
 }
