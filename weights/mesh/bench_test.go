@@ -90,7 +90,7 @@ func BenchmarkPublisherCycle(b *testing.B) {
 			kv := durabletest.NewMemKV()
 			pl := newBenchPlanner(services, change)
 			pub, err := NewPublisher(PublisherConfig{
-				ID: "r1", KV: kv, Ownership: benchOwnership{}, Merged: &fakeMerged{fresh: map[string]bool{"r2": true, "r3": true}},
+				ID: "r1", KV: kv, Ownership: benchOwnership{}, Merged: &fakeMerged{fresh: map[string]bool{"r1": true, "r2": true, "r3": true}},
 				Planner: pl, Services: func() []string { return services }, Interval: interval,
 			})
 			if err != nil {

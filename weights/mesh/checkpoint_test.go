@@ -20,7 +20,7 @@ func TestCheckpoints(t *testing.T) {
 	planner := newTestPlanner(t, own.Owns, services)
 	const every = 3
 	pub, err := NewPublisher(PublisherConfig{
-		ID: "A", KV: kv, Ownership: own, Merged: &fakeMerged{}, Planner: planner,
+		ID: "A", KV: kv, Ownership: own, Merged: &fakeMerged{fresh: map[string]bool{"A": true}}, Planner: planner,
 		Services: func() []string { return services }, Shards: testShards, Interval: interval, CheckpointEvery: every,
 	})
 	if err != nil {
@@ -90,7 +90,7 @@ func TestCheckpointUnchangedSkipped(t *testing.T) {
 	pl := newBenchPlanner(services, 0)
 	pl.frozen = true
 	pub, err := NewPublisher(PublisherConfig{
-		ID: "r1", KV: kv, Ownership: benchOwnership{}, Merged: &fakeMerged{fresh: map[string]bool{"r2": true, "r3": true}},
+		ID: "r1", KV: kv, Ownership: benchOwnership{}, Merged: &fakeMerged{fresh: map[string]bool{"r1": true, "r2": true, "r3": true}},
 		Planner: pl, Services: func() []string { return services }, Interval: interval, CheckpointEvery: 2,
 	})
 	if err != nil {

@@ -60,10 +60,14 @@
 // wait ended before the planner ran, the changed plans (an
 // acknowledgement that arrives while the planner computes counts from the
 // next cycle, whose plans include that member's load). The wait for shard s taken at epoch e ends when every
-// other live member acknowledged the hold: a load summary of theirs that
-// arrived after the take lists (s, e) among the shards it routes here
-// (MergedLoad.Acked; every replica sends every recorded owner one summary
-// a round, even with no load). A member that still routes s to the old
+// live member, this replica included, acknowledged the hold: a load
+// summary of theirs that arrived after the take lists (s, e) among the
+// shards it routes here (MergedLoad.Acked; every replica sends every
+// recorded owner one summary a round, even with no load, and delivers its
+// own in process on its sender's tick: until it has, the merged load
+// lacks every client zone this replica serves). When the wait ends, the
+// shard's services import their checkpoint again, so the first published
+// cycle starts from it and not from the cycles computed while waiting. A member that still routes s to the old
 // owner has not: there is no time bound, so no plan computed from
 // partial load is published. Past 2 intervals the owner logs a warning
 // and counts spillway_mesh_publish_waits_total{reason="unacked"} once per

@@ -58,7 +58,8 @@ type owner struct {
 
 func newOwner(t testing.TB, id string, kv durable.KV, services []string, own *fakeOwnership) *owner {
 	t.Helper()
-	o := &owner{own: own, merged: &fakeMerged{}}
+	// The owner's own sender acknowledges its holds, as every member's.
+	o := &owner{own: own, merged: &fakeMerged{fresh: map[string]bool{id: true}}}
 	o.planner = newTestPlanner(t, own.Owns, services)
 	var err error
 	o.pub, err = NewPublisher(PublisherConfig{

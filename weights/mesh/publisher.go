@@ -331,6 +331,17 @@ func (p *Publisher) Cycle(ctx context.Context, now time.Time) {
 		}
 		h.ready = true
 		p.log.Info("shard ready to publish", "shard", s, "epoch", h.epoch, "waited", now.Sub(h.taken))
+		// The cycles that ran while the shard waited computed from partial
+		// load and moved the planner's state away from what was restored:
+		// the first published cycle starts again from the checkpoint, so
+		// its hysteresis compares with the vectors the replicas serve.
+		for _, svc := range byShard[s] {
+			if b, ok := p.states[svc]; ok {
+				if err := p.cfg.Planner.ImportState(svc, b); err != nil {
+					p.log.Warn("state checkpoint rejected at the first publish; service starts fresh", "service", svc, "err", err)
+				}
+			}
+		}
 	}
 
 	p.cfg.Planner.Cycle(now)
@@ -389,14 +400,18 @@ func hash32(s string) uint32 {
 	return h.Sum32()
 }
 
-// unacked returns the other live members that have not acknowledged
-// shard s's hold h: no summary of theirs arrived after the take listing
-// (s, h.epoch). Until they all have, the merged load of s may lack
-// theirs (they still route it to the old owner), so nothing of s is
-// published; a dead member leaves the live list within the member TTL.
+// unacked returns the live members that have not acknowledged shard s's
+// hold h: no summary of theirs arrived after the take listing (s,
+// h.epoch). Until they all have, the merged load of s may lack theirs
+// (they still route it to the old owner), so nothing of s is published;
+// a dead member leaves the live list within the member TTL. This replica
+// is one of them: its own load reaches its merged table only when its
+// sender delivers, on the sender's tick, and a plan computed before that
+// lacks every client zone this replica serves (each would fail open to
+// capacity for a cycle, measured: a 74-point swing at a handover).
 func (p *Publisher) unacked(s int, h *hold) (missing []string) {
 	for _, m := range p.cfg.Ownership.LiveMembers() {
-		if m != p.cfg.ID && !p.cfg.Merged.Acked(m, s, h.epoch, h.taken) {
+		if !p.cfg.Merged.Acked(m, s, h.epoch, h.taken) {
 			missing = append(missing, m)
 		}
 	}
