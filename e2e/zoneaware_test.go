@@ -1367,17 +1367,31 @@ func runNewService(t *testing.T, counts map[string]int, rates map[string]float64
 	// cycle computed before a second report of each client can rest on
 	// such reports (one run: zone-a's client at a fraction of its 200
 	// rps, so its zone kept 99% local for a cycle). The first cycle
-	// computed from load reports of the load alone comes after two
-	// reports per client (counted, not timed: a busy machine makes them
-	// late).
-	if f.lrsReports()-base < 2*clients {
-		for deadline := time.Now().Add(30 * time.Second); f.lrsReports()-base < 2*clients; time.Sleep(20 * time.Millisecond) {
+	// computed from load reports of the load alone runs after the second
+	// report of every client, so by a third (a report interval later; the
+	// weights cycle has the same period) it has run; it counts once its
+	// weights reach every client zone. Counted and waited for, not timed:
+	// a busy machine makes reports and pushes late.
+	if f.lrsReports()-base < 3*clients {
+		for deadline := time.Now().Add(30 * time.Second); f.lrsReports()-base < 3*clients; time.Sleep(20 * time.Millisecond) {
 			if time.Now().After(deadline) {
-				t.Fatalf("%.0f LRS reports in 30s after the load started, want two per client", f.lrsReports()-base)
+				t.Fatalf("%.0f LRS reports in 30s after the load started, want three per client", f.lrsReports()-base)
 			}
 		}
-		first = time.Now()
 	}
+	f.waitFor(t, 15*time.Second, "the weights of the plan from load reports pushed to every client zone", func() bool {
+		p := f.planAPI(t)
+		if p == nil || p.fallback != "none" {
+			return false
+		}
+		for cz, zone := range xdsZones {
+			if cur, _, _ := f.watches[cz].state(); !equalWeights(cur, p.weights[zone]) {
+				return false
+			}
+		}
+		return true
+	})
+	first = time.Now()
 	rec := f.record(t, first.Add(settle+measure), true)
 	stop()
 	marks := stopMarks()

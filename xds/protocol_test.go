@@ -531,3 +531,20 @@ func TestDeltaNACK(t *testing.T) {
 		t.Errorf("endpoints = %d, want 3", got)
 	}
 }
+
+// ClientServices names each connected client service once, from the
+// node.cluster of its streams, and forgets it once they are gone.
+func TestClientServices(t *testing.T) {
+	srv := startRawXDS(t, rawStore(t, map[string]int{"web": 1}), xds.Config{})
+	a, b := newSotwClient(t, srv.conn), newSotwClient(t, srv.conn)
+	for _, c := range []*sotwClient{a, b} {
+		c.subscribe(eds, "web")
+		c.ack(c.recvType(eds))
+	}
+	if diff := cmp.Diff([]string{"tests"}, srv.x.ClientServices()); diff != "" {
+		t.Errorf("ClientServices with two streams of cluster tests (-want +got):\n%s", diff)
+	}
+	a.close()
+	b.close()
+	waitFor(t, "no client service once both streams are closed", func() bool { return len(srv.x.ClientServices()) == 0 })
+}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -622,6 +624,20 @@ type Subscription struct {
 	NodeID, Zone, ClientService string
 	Services                    []string
 	Wildcard                    bool
+}
+
+// ClientServices lists the client services (node.cluster) of the
+// connected streams, each once, sorted; streams without one are left out.
+func (s *Server) ClientServices() []string {
+	s.hub.mu.Lock()
+	seen := make(map[string]bool, len(s.hub.nodes))
+	for _, n := range s.hub.nodes {
+		if n.cluster != "" {
+			seen[n.cluster] = true
+		}
+	}
+	s.hub.mu.Unlock()
+	return slices.Sorted(maps.Keys(seen))
 }
 
 // Subscriptions lists what every connected stream subscribes to.

@@ -238,7 +238,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	migrationAPI, err := migrationapi.New(migrationapi.Config{
-		Panic: migrationCtl, Rollout: migrationCtl, Subscriptions: xdsSrv, Registry: store, Token: token, Authorizer: policy, NoTokenHint: cfg.AuthzFile == "",
+		Panic: migrationCtl, Rollout: migrationCtl, Clients: xdsSrv, Registry: store, Token: token, Authorizer: policy, NoTokenHint: cfg.AuthzFile == "",
 		Logger: log.With("component", "migrationapi"), Registerer: metrics,
 	})
 	if err != nil {

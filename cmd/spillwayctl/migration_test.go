@@ -17,14 +17,13 @@ import (
 	migrationv1 "github.com/spillway/spillway/migration/migrationv1"
 	"github.com/spillway/spillway/registry"
 	"github.com/spillway/spillway/registry/durable"
-	"github.com/spillway/spillway/xds"
 )
 
 const testToken = "ctl-t0ken"
 
-type fakeSubs []xds.Subscription
+type fakeClients []string
 
-func (f fakeSubs) Subscriptions() []xds.Subscription { return f }
+func (f fakeClients) ClientServices() []string { return f }
 
 // migrationStack is the migration API as cmd/spillway wires it, on a
 // loopback gRPC port, with the admin token testToken.
@@ -46,8 +45,7 @@ func startMigrationStack(t *testing.T) *migrationStack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	subs := fakeSubs{{NodeID: "checkout-1", ClientService: "checkout", Services: []string{"payments"}}}
-	a, err := migrationapi.New(migrationapi.Config{Panic: ctrl, Rollout: ctrl, Subscriptions: subs, Registry: store, Token: testToken})
+	a, err := migrationapi.New(migrationapi.Config{Panic: ctrl, Rollout: ctrl, Clients: fakeClients{"checkout"}, Registry: store, Token: testToken})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,7 +23,6 @@ import (
 	"github.com/spillway/spillway/registry/durable"
 	"github.com/spillway/spillway/security/authn"
 	"github.com/spillway/spillway/security/authz"
-	"github.com/spillway/spillway/xds"
 )
 
 // PanicSwitch reads and flips the panic flag. It is called from many
@@ -46,10 +45,11 @@ type RolloutKeeper interface {
 	SetRollout(ctx context.Context, yaml []byte) (_ migration.Rollout, changed bool, _ error)
 }
 
-// SubscriptionLister lists the connected ADS streams; their node.cluster
-// is a known client service. *xds.Server implements it.
-type SubscriptionLister interface {
-	Subscriptions() []xds.Subscription
+// ClientLister lists the client services (node.cluster) of the
+// connected ADS streams, each once; it is called from many goroutines.
+// *xds.Server implements it (the assembly checks).
+type ClientLister interface {
+	ClientServices() []string
 }
 
 // Snapshotter gives the registry's services, also known client services.
@@ -59,10 +59,9 @@ type Snapshotter interface {
 }
 
 var (
-	_ PanicSwitch        = (*migration.Controller)(nil)
-	_ RolloutKeeper      = (*migration.Controller)(nil)
-	_ SubscriptionLister = (*xds.Server)(nil)
-	_ Snapshotter        = (*registry.Store)(nil)
+	_ PanicSwitch   = (*migration.Controller)(nil)
+	_ RolloutKeeper = (*migration.Controller)(nil)
+	_ Snapshotter   = (*registry.Store)(nil)
 )
 
 // Authorizer decides whether the caller (the identity in ctx, see
@@ -80,8 +79,8 @@ type Config struct {
 	Panic PanicSwitch
 	// Rollout is the rollout config; non-nil.
 	Rollout RolloutKeeper
-	// Subscriptions gives the client services connected over xDS, or nil.
-	Subscriptions SubscriptionLister
+	// Clients gives the client services connected over xDS, or nil.
+	Clients ClientLister
 	// Registry gives the services of the registry, or nil.
 	Registry Snapshotter
 	// Authorizer decides who may change the panic flag (action "panic")
@@ -112,7 +111,7 @@ type API struct {
 	// Read-only after New.
 	flag     PanicSwitch
 	rollout  RolloutKeeper
-	subs     SubscriptionLister
+	clients  ClientLister
 	registry Snapshotter
 	auth     authorizer
 	authz    Authorizer // or nil: auth decides
@@ -136,7 +135,7 @@ func New(cfg Config) (*API, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	a := &API{
-		flag: cfg.Panic, rollout: cfg.Rollout, subs: cfg.Subscriptions, registry: cfg.Registry,
+		flag: cfg.Panic, rollout: cfg.Rollout, clients: cfg.Clients, registry: cfg.Registry,
 		auth: newAuthorizer(cfg.Token), authz: cfg.Authorizer, noTokenHint: cfg.NoTokenHint, log: cfg.Logger, changes: newChangesCounter(),
 	}
 	if cfg.Registerer != nil {
@@ -344,10 +343,10 @@ const (
 // of the registry.
 func (a *API) knownServices() map[string][]string {
 	known := map[string][]string{}
-	if a.subs != nil {
-		for _, s := range a.subs.Subscriptions() {
-			if s.ClientService != "" && !slices.Contains(known[s.ClientService], sourceXDS) {
-				known[s.ClientService] = append(known[s.ClientService], sourceXDS)
+	if a.clients != nil {
+		for _, s := range a.clients.ClientServices() {
+			if s != "" && !slices.Contains(known[s], sourceXDS) {
+				known[s] = append(known[s], sourceXDS)
 			}
 		}
 	}

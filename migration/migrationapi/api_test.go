@@ -29,15 +29,16 @@ import (
 	"github.com/spillway/spillway/registry/durable"
 	"github.com/spillway/spillway/resolver"
 	"github.com/spillway/spillway/security/authn"
-	"github.com/spillway/spillway/xds"
 )
 
 const token = "s3cret-t0ken"
 
-// fakeSubs is a hand-written fake of SubscriptionLister.
-type fakeSubs []xds.Subscription
+// fakeClients is a hand-written fake of ClientLister.
+type fakeClients []string
 
-func (f fakeSubs) Subscriptions() []xds.Subscription { return f }
+func (f fakeClients) ClientServices() []string { return f }
+
+var _ ClientLister = fakeClients(nil)
 
 // stack is the migration API as cmd/spillway wires it, on real loopback
 // gRPC and HTTP servers: a registry store, in-memory durable storage and a
@@ -75,13 +76,8 @@ func startStackAuthz(t *testing.T, token string, az Authorizer) *stack {
 		}
 	}
 	s.store.MarkSynced()
-	subs := fakeSubs{
-		{NodeID: "checkout-1", ClientService: "checkout", Services: []string{"payments"}},
-		{NodeID: "checkout-2", ClientService: "checkout", Services: []string{"payments"}},
-		{NodeID: "payments-1", ClientService: "payments", Services: []string{"inventory"}},
-		{NodeID: "anon", Services: []string{"payments"}}, // no node.cluster: not a known client
-	}
-	a, err := New(Config{Panic: s.ctrl, Rollout: s.ctrl, Subscriptions: subs, Registry: s.store, Token: token, Authorizer: az, Registerer: s.metrics})
+	clients := fakeClients{"checkout", "payments"}
+	a, err := New(Config{Panic: s.ctrl, Rollout: s.ctrl, Clients: clients, Registry: s.store, Token: token, Authorizer: az, Registerer: s.metrics})
 	if err != nil {
 		t.Fatal(err)
 	}

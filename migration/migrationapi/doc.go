@@ -16,7 +16,7 @@
 // # Usage
 //
 //	a, err := migrationapi.New(migrationapi.Config{
-//		Panic: ctrl, Rollout: ctrl, Subscriptions: xdsSrv, Registry: store,
+//		Panic: ctrl, Rollout: ctrl, Clients: xdsSrv, Registry: store,
 //		Authorizer: policy, Logger: log, Registerer: metrics,
 //	})
 //	a.RegisterGRPC(grpcSrv)
