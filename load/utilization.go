@@ -14,22 +14,11 @@ import (
 	"github.com/spillway/spillway/registry"
 )
 
-// UtilizationReport is one backend's utilization at one moment, as its
-// utilization reporter (clientlib/utilization, spillwayctl agent) sends
-// it through the registry API.
-type UtilizationReport struct {
-	Service    string
-	EndpointID string
-	// CPU is the share of the backend's CPU quota in use, 0..MaxCPU.
-	CPU float64
-	// InFlight is the RPCs in flight and Limit the in-flight count that
-	// counts as 100%. Limit 0 means the in-flight count is unknown (a VM
-	// agent that runs no Go code); InFlight must then be 0.
-	InFlight, Limit uint32
-	// Interval is the sender's report interval,
-	// MinReportInterval..MaxReportInterval.
-	Interval time.Duration
-}
+// UtilizationReport is one backend's utilization at one moment, as the
+// registry API receives it (registry.UtilizationReport): CPU within
+// 0..MaxCPU, Interval within MinReportInterval..MaxReportInterval
+// (ValidateUtilization).
+type UtilizationReport = registry.UtilizationReport
 
 // EndpointUtilization is the latest report of one endpoint.
 type EndpointUtilization struct {
@@ -69,8 +58,9 @@ const (
 )
 
 // ErrUnknownEndpoint is returned by Record for an endpoint that is not in
-// the registry snapshot.
-var ErrUnknownEndpoint = errors.New("endpoint not in the registry")
+// the registry snapshot; it wraps registry.ErrNotFound, so the registry
+// API answers NotFound without knowing this package.
+var ErrUnknownEndpoint = fmt.Errorf("endpoint not in the registry: %w", registry.ErrNotFound)
 
 // Snapshotter gives the current registry snapshot (a *registry.Store).
 type Snapshotter interface {

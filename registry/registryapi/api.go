@@ -12,7 +12,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/spillway/spillway/load"
 	"github.com/spillway/spillway/registry"
 	"github.com/spillway/spillway/registry/durable"
 	"github.com/spillway/spillway/registry/lease"
@@ -65,7 +64,7 @@ type Config struct {
 	Leases Leases
 	// Utilization stores utilization reports (ReportUtilization and POST
 	// /v1/utilization); nil answers them Unimplemented.
-	Utilization *load.UtilizationTable
+	Utilization UtilizationSink
 	// Authorizer is asked before every call, with the call's service as
 	// the resource (see the package doc); nil allows every call.
 	Authorizer Authorizer
@@ -83,7 +82,7 @@ type API struct {
 	store    *registry.Store
 	leases   Leases
 	lastSeen LastSeener
-	util     *load.UtilizationTable
+	util     UtilizationSink
 	authz    Authorizer // or nil
 	audit    Auditor    // or nil
 	log      *slog.Logger
@@ -144,7 +143,7 @@ func toStatus(err error) error {
 		return status.Error(codes.InvalidArgument, fe.Error())
 	case errors.Is(err, registry.ErrInvalid):
 		return status.Error(codes.InvalidArgument, err.Error())
-	case errors.Is(err, lease.ErrNotFound), errors.Is(err, registry.ErrNotFound), errors.Is(err, load.ErrUnknownEndpoint):
+	case errors.Is(err, lease.ErrNotFound), errors.Is(err, registry.ErrNotFound):
 		return status.Error(codes.NotFound, err.Error())
 	case errors.Is(err, registry.ErrConflict):
 		return status.Error(codes.AlreadyExists, err.Error())

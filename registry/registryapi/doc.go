@@ -18,7 +18,8 @@
 // another source is AlreadyExists / 409. A rejected request changes nothing.
 //
 // Utilization reports (the ReportUtilization client stream, or one report
-// per POST) are stored in Config.Utilization, a load.UtilizationTable, for
+// per POST) are handed to Config.Utilization, a UtilizationSink (the
+// assembly gives it the load table, package load, which keeps them) for
 // the weights planner. A report must name an endpoint the registry holds
 // (else NotFound) and, for a VM endpoint, the lease that holds it (else
 // NotFound: the lease is gone or another holds the endpoint). On the

@@ -11,7 +11,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/spillway/spillway/load"
 	"github.com/spillway/spillway/registry"
 	"github.com/spillway/spillway/registry/lease"
 	pb "github.com/spillway/spillway/registry/registryv1"
@@ -19,6 +18,29 @@ import (
 )
 
 var errNoUtilization = status.Error(codes.Unimplemented, "utilization reports are not enabled on this server")
+
+// UtilizationSink stores utilization reports; *load.UtilizationTable
+// implements it (the assembly hands it in). Both methods are called from
+// many goroutines at once.
+type UtilizationSink interface {
+	// Record validates r and stores it as its endpoint's latest report,
+	// arrived at now, after check (non-nil) accepts the endpoint as the
+	// registry holds it. Nothing is stored when it returns an error: one
+	// wrapping registry.ErrInvalid (a *registry.FieldError naming the
+	// field), registry.ErrNotFound (the endpoint is not in the
+	// registry), or check's.
+	Record(r registry.UtilizationReport, now time.Time, check func(*registry.Endpoint) error) error
+	// Count counts a report the API refused before Record, by result:
+	// UtilizationInvalid or UtilizationWrongLease.
+	Count(result string)
+}
+
+// Results the API counts itself (UtilizationSink.Count), values of the
+// result label of spillway_utilization_reports_total.
+const (
+	UtilizationInvalid    = "invalid"
+	UtilizationWrongLease = "wrong_lease"
+)
 
 // ReportUtilization implements pb.RegistryServer: every report is stored
 // as its endpoint's latest; the first refused report ends the stream with
@@ -48,7 +70,7 @@ func (a *API) ReportUtilization(stream grpc.ClientStreamingServer[pb.Utilization
 // reportUtilization validates and stores one report, if the caller may
 // report for its service and owns the lease it names.
 func (a *API) reportUtilization(ctx context.Context, req *pb.UtilizationReport) error {
-	r := load.UtilizationReport{
+	r := registry.UtilizationReport{
 		Service:    registry.NormalizeService(req.GetService()),
 		EndpointID: req.GetEndpointId(),
 		CPU:        req.GetCpu(),
@@ -57,7 +79,7 @@ func (a *API) reportUtilization(ctx context.Context, req *pb.UtilizationReport) 
 		Interval:   time.Duration(req.GetIntervalMs()) * time.Millisecond,
 	}
 	if id := req.GetLeaseId(); len(id) > 64 {
-		a.util.Count(load.UtilizationInvalid)
+		a.util.Count(UtilizationInvalid)
 		return validLeaseID(id)
 	}
 	if r.Service != "" {
@@ -78,11 +100,11 @@ func (a *API) checkLease(ctx context.Context, service string, e *registry.Endpoi
 		return nil
 	}
 	if leaseID == "" {
-		a.util.Count(load.UtilizationInvalid)
+		a.util.Count(UtilizationInvalid)
 		return fieldErr("lease_id", "is required for VM endpoint %q", e.ID)
 	}
 	if _, holder, ok := a.lastSeen.LastSeen(service, e.ID); !ok || holder != leaseID {
-		a.util.Count(load.UtilizationWrongLease)
+		a.util.Count(UtilizationWrongLease)
 		return fmt.Errorf("lease_id %q does not hold endpoint %q of %q: %w", leaseID, e.ID, service, lease.ErrNotFound)
 	}
 	if _, err := a.leases.CheckOwner(ctx, string(authz.Report), leaseID); errors.Is(err, lease.ErrNotOwner) {
