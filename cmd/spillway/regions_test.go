@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spillway/spillway/registry/durable"
+	"github.com/spillway/spillway/registry/durable/boltstore"
 	"github.com/spillway/spillway/weights/regions"
 	"github.com/spillway/spillway/weights/svcconfig"
 )
@@ -16,7 +16,7 @@ import (
 // the region table and dispatches the service (one push), and so does its
 // removal.
 func TestWatchRegionRules(t *testing.T) {
-	kv, err := durable.OpenBoltKV(t.TempDir(), durable.BoltOptions{})
+	kv, err := boltstore.Open(t.TempDir(), boltstore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

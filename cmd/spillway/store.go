@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spillway/spillway/registry/durable"
+	"github.com/spillway/spillway/registry/durable/boltstore"
 	"github.com/spillway/spillway/registry/durable/etcdstore"
 	"github.com/spillway/spillway/registry/durable/spannerstore"
 )
@@ -166,5 +167,5 @@ func openStorage(ctx context.Context, c StoreConfig, dataDir string, log *slog.L
 		log.Warn("no data dir: VM registrations are kept in memory only and lost on restart")
 		return durable.NewMemory(), nil
 	}
-	return durable.OpenBolt(dataDir)
+	return boltstore.OpenStore(dataDir)
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/spillway/spillway/registry/durable"
+	"github.com/spillway/spillway/registry/durable/boltstore"
 )
 
 // copiedPrefixes are what `spillway store copy` moves: the durable state.
@@ -59,7 +60,7 @@ func openKV(ctx context.Context, field, url string, etcd EtcdFlagConfig) (durabl
 		if dir == "" {
 			return nil, fmt.Errorf("%s %q: no directory", field, url)
 		}
-		kv, err := durable.OpenBoltKV(dir, durable.BoltOptions{})
+		kv, err := boltstore.Open(dir, boltstore.Options{})
 		if err != nil {
 			return nil, fmt.Errorf("%s %q (is a server still running on it?): %w", field, url, err)
 		}

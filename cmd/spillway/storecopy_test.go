@@ -12,6 +12,7 @@ import (
 
 	"github.com/spillway/spillway/registry"
 	"github.com/spillway/spillway/registry/durable"
+	"github.com/spillway/spillway/registry/durable/boltstore"
 	"github.com/spillway/spillway/registry/durable/etcdstore/etcdtest"
 )
 
@@ -22,7 +23,7 @@ import (
 func TestStoreCopy(t *testing.T) {
 	ctx := context.Background()
 	dir := filepath.Join(t.TempDir(), "spillway-data")
-	st, err := durable.OpenBolt(dir)
+	st, err := boltstore.OpenStore(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

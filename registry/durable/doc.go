@@ -3,7 +3,7 @@
 // config, and later issues' state.
 //
 // KV is a small versioned key-value interface (Put, Delete, Get, List,
-// Watch). Three backends implement it: BoltKV in an embedded bbolt file
+// Watch). Three backends implement it: boltstore, an embedded bbolt file
 // (the default, one replica, in --data-dir), etcdstore (etcd v3) and
 // spannerstore (Cloud Spanner). durabletest holds the conformance suite
 // every backend runs. Store adapts any KV to the record storage of package
@@ -29,7 +29,7 @@
 //
 // # Usage
 //
-//	st, err := durable.OpenBolt(dir) // or durable.NewStore(etcdKV)
+//	st, err := boltstore.OpenStore(dir) // or durable.NewStore(etcdKV)
 //	...
 //	defer st.Close()
 //	leases, err := lease.New(lease.Config{Storage: st, ...})
@@ -39,7 +39,7 @@
 //
 // # Concurrency
 //
-// Every implementation is safe for concurrent use. BoltKV.Put returns only
+// Every implementation is safe for concurrent use. boltstore.KV.Put returns only
 // after the write is fsynced; concurrent Puts share one transaction and one
 // fsync (bbolt's Batch), so a burst of registrations does not queue on the
 // disk one by one. A Watch runs one goroutine that ends with its context

@@ -1,4 +1,4 @@
-package durable
+package durable_test
 
 import (
 	"context"
@@ -12,12 +12,15 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/spillway/spillway/registry"
+
+	"github.com/spillway/spillway/registry/durable"
+	"github.com/spillway/spillway/registry/durable/boltstore"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-func rec(i int) Record {
-	return Record{
+func rec(i int) durable.Record {
+	return durable.Record{
 		LeaseID: fmt.Sprintf("lease-%d", i),
 		Service: "web",
 		TTL:     30 * time.Second,
@@ -39,18 +42,18 @@ func rec(i int) Record {
 var addrEq = cmp.Comparer(func(a, b netip.Addr) bool { return a == b })
 
 type storage interface {
-	Put(context.Context, Record) error
+	Put(context.Context, durable.Record) error
 	Delete(context.Context, string) error
-	List(context.Context) ([]Record, error)
+	List(context.Context) ([]durable.Record, error)
 	Close() error
 }
 
 // TestConformance runs one suite over every implementation.
 func TestConformance(t *testing.T) {
 	impls := map[string]func(t *testing.T) storage{
-		"memory": func(*testing.T) storage { return NewMemory() },
+		"memory": func(*testing.T) storage { return durable.NewMemory() },
 		"bolt": func(t *testing.T) storage {
-			b, err := OpenBolt(t.TempDir())
+			b, err := boltstore.OpenStore(t.TempDir())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -76,10 +79,10 @@ func TestConformance(t *testing.T) {
 			if err := s.Put(ctx, r); err != nil {
 				t.Fatal(err)
 			}
-			if err := s.Delete(ctx, Key("web", "e004")); err != nil {
+			if err := s.Delete(ctx, durable.Key("web", "e004")); err != nil {
 				t.Fatal(err)
 			}
-			if err := s.Delete(ctx, Key("web", "missing")); err != nil {
+			if err := s.Delete(ctx, durable.Key("web", "missing")); err != nil {
 				t.Errorf("Delete of a missing key: %v, want nil", err)
 			}
 			got, err := s.List(ctx)
@@ -102,18 +105,18 @@ func TestConformance(t *testing.T) {
 func TestBoltSurvivesReopen(t *testing.T) {
 	dir := t.TempDir()
 	ctx := context.Background()
-	b, err := OpenBolt(dir)
+	b, err := boltstore.OpenStore(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := b.Put(ctx, rec(1)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := OpenBolt(dir); err == nil {
-		t.Error("second OpenBolt on a held data dir succeeded, want an error")
+	if _, err := boltstore.OpenStore(dir); err == nil {
+		t.Error("second boltstore.OpenStore on a held data dir succeeded, want an error")
 	}
 	b.Close()
-	b2, err := OpenBolt(dir)
+	b2, err := boltstore.OpenStore(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +131,7 @@ func TestBoltSurvivesReopen(t *testing.T) {
 }
 
 func BenchmarkBoltPut(b *testing.B) {
-	s, err := OpenBolt(b.TempDir())
+	s, err := boltstore.OpenStore(b.TempDir())
 	if err != nil {
 		b.Fatal(err)
 	}

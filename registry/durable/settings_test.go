@@ -1,4 +1,4 @@
-package durable
+package durable_test
 
 import (
 	"context"
@@ -7,6 +7,9 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/spillway/spillway/registry/durable"
+	"github.com/spillway/spillway/registry/durable/boltstore"
 )
 
 type settingsStorage interface {
@@ -18,9 +21,9 @@ type settingsStorage interface {
 // TestSettingsConformance runs one suite over every implementation.
 func TestSettingsConformance(t *testing.T) {
 	impls := map[string]func(t *testing.T) settingsStorage{
-		"memory": func(*testing.T) settingsStorage { return NewMemory() },
+		"memory": func(*testing.T) settingsStorage { return durable.NewMemory() },
 		"bolt": func(t *testing.T) settingsStorage {
-			b, err := OpenBolt(t.TempDir())
+			b, err := boltstore.OpenStore(t.TempDir())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -80,7 +83,7 @@ func TestSettingsConformance(t *testing.T) {
 func TestSettingsSurviveReopen(t *testing.T) {
 	dir := t.TempDir()
 	ctx := context.Background()
-	b, err := OpenBolt(dir)
+	b, err := boltstore.OpenStore(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +98,7 @@ func TestSettingsSurviveReopen(t *testing.T) {
 	}
 	b.Close()
 
-	b2, err := OpenBolt(dir)
+	b2, err := boltstore.OpenStore(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,16 +25,6 @@ type Store struct {
 // NewStore returns a Store over kv; Close closes kv.
 func NewStore(kv KV) *Store { return &Store{kv: kv} }
 
-// OpenBolt opens the bbolt store in dir (see OpenBoltKV) with the default
-// options.
-func OpenBolt(dir string) (*Store, error) {
-	kv, err := OpenBoltKV(dir, BoltOptions{})
-	if err != nil {
-		return nil, err
-	}
-	return NewStore(kv), nil
-}
-
 // KV returns the store's KV, for watching what other replicas write.
 func (s *Store) KV() KV { return s.kv }
 

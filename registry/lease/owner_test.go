@@ -10,7 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/spillway/spillway/registry"
-	"github.com/spillway/spillway/registry/durable"
+	"github.com/spillway/spillway/registry/durable/boltstore"
 	"github.com/spillway/spillway/security/authn"
 )
 
@@ -101,7 +101,7 @@ func TestLeaseOwner(t *testing.T) {
 func TestLeaseOwnerSurvivesRestore(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	st, err := durable.OpenBolt(dir)
+	st, err := boltstore.OpenStore(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +122,7 @@ func TestLeaseOwnerSurvivesRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	st, err = durable.OpenBolt(dir)
+	st, err = boltstore.OpenStore(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,7 +23,7 @@ import (
 
 	"github.com/spillway/spillway/load"
 	"github.com/spillway/spillway/registry"
-	"github.com/spillway/spillway/registry/durable"
+	"github.com/spillway/spillway/registry/durable/boltstore"
 	"github.com/spillway/spillway/registry/lease"
 	pb "github.com/spillway/spillway/registry/registryv1"
 )
@@ -42,7 +42,7 @@ type harness struct {
 // by a bbolt file in a temp dir.
 func newHarness(t testing.TB) *harness {
 	t.Helper()
-	st, err := durable.OpenBolt(t.TempDir())
+	st, err := boltstore.OpenStore(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

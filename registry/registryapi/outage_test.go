@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/spillway/spillway/registry/durable"
+	"github.com/spillway/spillway/registry/durable/boltstore"
 	pb "github.com/spillway/spillway/registry/registryv1"
 )
 
@@ -43,7 +44,7 @@ func (k *downKV) Delete(ctx context.Context, key string) (int64, error) {
 // naming the store and its error; the endpoint stays served and heartbeats
 // (no store write) still succeed.
 func TestStoreOutage(t *testing.T) {
-	bkv, err := durable.OpenBoltKV(t.TempDir(), durable.BoltOptions{})
+	bkv, err := boltstore.Open(t.TempDir(), boltstore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/spillway/spillway/registry/durable"
+	"github.com/spillway/spillway/registry/durable/boltstore"
 	"github.com/spillway/spillway/registry/durable/etcdstore"
 	"github.com/spillway/spillway/registry/durable/etcdstore/etcdtest"
 )
@@ -137,7 +138,7 @@ func TestServiceFromFile(t *testing.T) {
 }
 
 func openKV(t *testing.T) durable.KV {
-	kv, err := durable.OpenBoltKV(t.TempDir(), durable.BoltOptions{})
+	kv, err := boltstore.Open(t.TempDir(), boltstore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

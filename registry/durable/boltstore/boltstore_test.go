@@ -1,4 +1,4 @@
-package durable_test
+package boltstore_test
 
 import (
 	"context"
@@ -10,11 +10,15 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	bolt "go.etcd.io/bbolt"
+	"go.uber.org/goleak"
 
 	"github.com/spillway/spillway/registry"
 	"github.com/spillway/spillway/registry/durable"
+	"github.com/spillway/spillway/registry/durable/boltstore"
 	"github.com/spillway/spillway/registry/durable/durabletest"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // clock is a settable clock for tombstone expiry.
 type clock struct {
@@ -43,7 +47,7 @@ func TestBoltConformance(t *testing.T) {
 			dir := t.TempDir()
 			c := &clock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 			return func(t *testing.T) durable.KV {
-				kv, err := durable.OpenBoltKV(dir, durable.BoltOptions{Now: c.Now, TombstoneRetention: time.Hour})
+				kv, err := boltstore.Open(dir, boltstore.Options{Now: c.Now, TombstoneRetention: time.Hour})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -58,7 +62,7 @@ func TestBoltConformance(t *testing.T) {
 			c := clocks[kv]
 			mu.Unlock()
 			c.add(2 * time.Hour) // every tombstone so far is past the retention
-			if err := kv.(*durable.BoltKV).CompactTombstones(); err != nil {
+			if err := kv.(*boltstore.KV).CompactTombstones(); err != nil {
 				t.Fatal(err)
 			}
 		},
@@ -106,7 +110,7 @@ func TestBoltLegacyLayout(t *testing.T) {
 	db.Close()
 
 	for round := range 2 { // the second open finds the KV layout only
-		st, err := durable.OpenBolt(dir)
+		st, err := boltstore.OpenStore(dir)
 		if err != nil {
 			t.Fatal(err)
 		}

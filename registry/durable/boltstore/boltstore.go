@@ -1,4 +1,4 @@
-package durable
+package boltstore
 
 import (
 	"bytes"
@@ -12,6 +12,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/spillway/spillway/registry/durable"
 )
 
 // Buckets of the bbolt file. Keys live in kvBucket; revBucket indexes them
@@ -40,11 +42,11 @@ const (
 )
 
 // DefaultTombstoneRetention is how long a delete is kept for watches that
-// replay from an older revision; a watch from before it gets ErrCompacted.
+// replay from an older revision; a watch from before it gets durable.ErrCompacted.
 const DefaultTombstoneRetention = 24 * time.Hour
 
-// BoltOptions are the optional knobs of OpenBoltKV.
-type BoltOptions struct {
+// Options are the optional knobs of Open.
+type Options struct {
 	// TombstoneRetention: how long deletes are kept for watch replay; zero
 	// means DefaultTombstoneRetention.
 	TombstoneRetention time.Duration
@@ -52,11 +54,11 @@ type BoltOptions struct {
 	Now func() time.Time
 }
 
-// BoltKV is the KV in one embedded bbolt file: one process, the default.
+// KV is the KV in one embedded bbolt file: one process, the default.
 // Watch sees the writes of this process only (the file is locked against
 // others).
-type BoltKV struct {
-	// Read-only after OpenBoltKV.
+type KV struct {
+	// Read-only after Open.
 	db        *bolt.DB
 	path      string
 	retention time.Duration
@@ -70,13 +72,13 @@ type BoltKV struct {
 	watchers map[chan struct{}]struct{} // 1-slot kicks, one per watch
 }
 
-var _ KV = (*BoltKV)(nil)
+var _ durable.KV = (*KV)(nil)
 
-// OpenBoltKV opens (creating if needed) registrations.db in dir. A file
+// Open opens (creating if needed) registrations.db in dir. A file
 // written by an older spillway (registrations and settings buckets) is
 // moved into the KV layout once, under "registrations/" and "settings/".
 // It fails if another process holds the file.
-func OpenBoltKV(dir string, opts BoltOptions) (*BoltKV, error) {
+func Open(dir string, opts Options) (*KV, error) {
 	if dir == "" {
 		return nil, errors.New("open store: data dir is empty")
 	}
@@ -91,7 +93,7 @@ func OpenBoltKV(dir string, opts BoltOptions) (*BoltKV, error) {
 	// Let a burst of writes share one commit; Put still returns only after
 	// its commit is on disk.
 	db.MaxBatchDelay = 2 * time.Millisecond
-	b := &BoltKV{
+	b := &KV{
 		db: db, path: path, retention: opts.TombstoneRetention, now: opts.Now,
 		done: make(chan struct{}), watchers: map[chan struct{}]struct{}{},
 	}
@@ -115,7 +117,7 @@ func OpenBoltKV(dir string, opts BoltOptions) (*BoltKV, error) {
 }
 
 // setup creates the buckets and moves a legacy layout into them.
-func (b *BoltKV) setup(tx *bolt.Tx) error {
+func (b *KV) setup(tx *bolt.Tx) error {
 	for _, name := range [][]byte{kvBucket, revBucket, metaBucket} {
 		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 			return err
@@ -124,7 +126,7 @@ func (b *BoltKV) setup(tx *bolt.Tx) error {
 	for _, legacy := range []struct {
 		bucket []byte
 		prefix string
-	}{{legacyRecords, RegistrationsPrefix}, {legacySettings, SettingsPrefix}} {
+	}{{legacyRecords, durable.RegistrationsPrefix}, {legacySettings, durable.SettingsPrefix}} {
 		old := tx.Bucket(legacy.bucket)
 		if old == nil {
 			continue
@@ -152,7 +154,7 @@ func u64(v []byte) int64 {
 func revKey(rev int64) []byte { return binary.BigEndian.AppendUint64(nil, uint64(rev)) }
 
 // write stores key at the next revision, inside tx.
-func (b *BoltKV) write(tx *bolt.Tx, key string, kind byte, value []byte) (int64, error) {
+func (b *KV) write(tx *bolt.Tx, key string, kind byte, value []byte) (int64, error) {
 	meta, kvs, revs := tx.Bucket(metaBucket), tx.Bucket(kvBucket), tx.Bucket(revBucket)
 	rev := u64(meta.Get(metaRev)) + 1
 	if err := meta.Put(metaRev, revKey(rev)); err != nil {
@@ -174,14 +176,14 @@ func (b *BoltKV) write(tx *bolt.Tx, key string, kind byte, value []byte) (int64,
 	return rev, revs.Put(revKey(rev), []byte(key))
 }
 
-func (b *BoltKV) isClosed() bool {
+func (b *KV) isClosed() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.closed
 }
 
 // kick wakes every watch after a commit.
-func (b *BoltKV) kick() {
+func (b *KV) kick() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for w := range b.watchers {
@@ -193,12 +195,12 @@ func (b *BoltKV) kick() {
 }
 
 // Put implements KV.
-func (b *BoltKV) Put(_ context.Context, key string, value []byte) (int64, error) {
-	if err := ValidatePut(key, value); err != nil {
+func (b *KV) Put(_ context.Context, key string, value []byte) (int64, error) {
+	if err := durable.ValidatePut(key, value); err != nil {
 		return 0, fmt.Errorf("put: %w", err)
 	}
 	if b.isClosed() {
-		return 0, fmt.Errorf("put %s: %w", key, ErrClosed)
+		return 0, fmt.Errorf("put %s: %w", key, durable.ErrClosed)
 	}
 	// A copy: Batch may run the function again, after the caller reused
 	// value.
@@ -218,12 +220,12 @@ func (b *BoltKV) Put(_ context.Context, key string, value []byte) (int64, error)
 
 // Delete implements KV. It keeps a tombstone for TombstoneRetention so
 // that a watch replaying from an older revision sees the delete.
-func (b *BoltKV) Delete(_ context.Context, key string) (int64, error) {
-	if err := ValidateKey(key); err != nil {
+func (b *KV) Delete(_ context.Context, key string) (int64, error) {
+	if err := durable.ValidateKey(key); err != nil {
 		return 0, fmt.Errorf("delete: %w", err)
 	}
 	if b.isClosed() {
-		return 0, fmt.Errorf("delete %s: %w", key, ErrClosed)
+		return 0, fmt.Errorf("delete %s: %w", key, durable.ErrClosed)
 	}
 	var rev int64
 	var wrote bool
@@ -249,19 +251,19 @@ func (b *BoltKV) Delete(_ context.Context, key string) (int64, error) {
 }
 
 // Get implements KV.
-func (b *BoltKV) Get(_ context.Context, key string) ([]byte, int64, error) {
-	if err := ValidateKey(key); err != nil {
+func (b *KV) Get(_ context.Context, key string) ([]byte, int64, error) {
+	if err := durable.ValidateKey(key); err != nil {
 		return nil, 0, fmt.Errorf("get: %w", err)
 	}
 	if b.isClosed() {
-		return nil, 0, fmt.Errorf("get %s: %w", key, ErrClosed)
+		return nil, 0, fmt.Errorf("get %s: %w", key, durable.ErrClosed)
 	}
 	var v []byte
 	var rev int64
 	err := b.db.View(func(tx *bolt.Tx) error {
 		e := tx.Bucket(kvBucket).Get([]byte(key))
 		if len(e) < entryHeader || e[8] == kindTombstone {
-			return ErrNotFound
+			return durable.ErrNotFound
 		}
 		rev, v = u64(e[:8]), bytes.Clone(e[entryHeader:])
 		return nil
@@ -273,14 +275,14 @@ func (b *BoltKV) Get(_ context.Context, key string) ([]byte, int64, error) {
 }
 
 // List implements KV.
-func (b *BoltKV) List(_ context.Context, prefix string) ([]KeyValue, int64, error) {
-	if err := ValidatePrefix(prefix); err != nil {
+func (b *KV) List(_ context.Context, prefix string) ([]durable.KeyValue, int64, error) {
+	if err := durable.ValidatePrefix(prefix); err != nil {
 		return nil, 0, fmt.Errorf("list: %w", err)
 	}
 	if b.isClosed() {
-		return nil, 0, fmt.Errorf("list %s: %w", prefix, ErrClosed)
+		return nil, 0, fmt.Errorf("list %s: %w", prefix, durable.ErrClosed)
 	}
-	var out []KeyValue
+	var out []durable.KeyValue
 	var rev int64
 	err := b.db.View(func(tx *bolt.Tx) error {
 		rev = u64(tx.Bucket(metaBucket).Get(metaRev))
@@ -290,7 +292,7 @@ func (b *BoltKV) List(_ context.Context, prefix string) ([]KeyValue, int64, erro
 			if len(e) < entryHeader || e[8] == kindTombstone {
 				continue
 			}
-			out = append(out, KeyValue{Key: string(k), Value: bytes.Clone(e[entryHeader:]), Rev: u64(e[:8])})
+			out = append(out, durable.KeyValue{Key: string(k), Value: bytes.Clone(e[entryHeader:]), Rev: u64(e[:8])})
 		}
 		return nil
 	})
@@ -301,15 +303,15 @@ func (b *BoltKV) List(_ context.Context, prefix string) ([]KeyValue, int64, erro
 }
 
 // changesAfter reads, in revision order, the changes under prefix after
-// rev, and the store's revision they bring the watch to; ErrCompacted when
+// rev, and the store's revision they bring the watch to; durable.ErrCompacted when
 // tombstones after rev were dropped.
-func (b *BoltKV) changesAfter(prefix string, rev int64) ([]WatchEvent, int64, error) {
-	var out []WatchEvent
+func (b *KV) changesAfter(prefix string, rev int64) ([]durable.WatchEvent, int64, error) {
+	var out []durable.WatchEvent
 	var now int64
 	err := b.db.View(func(tx *bolt.Tx) error {
 		now = u64(tx.Bucket(metaBucket).Get(metaRev))
 		if h := u64(tx.Bucket(metaBucket).Get(metaCompacted)); rev < h {
-			return fmt.Errorf("watch %s after revision %d: tombstones up to %d are dropped: %w", prefix, rev, h, ErrCompacted)
+			return fmt.Errorf("watch %s after revision %d: tombstones up to %d are dropped: %w", prefix, rev, h, durable.ErrCompacted)
 		}
 		kvs := tx.Bucket(kvBucket)
 		c := tx.Bucket(revBucket).Cursor()
@@ -321,9 +323,9 @@ func (b *BoltKV) changesAfter(prefix string, rev int64) ([]WatchEvent, int64, er
 			if len(e) < entryHeader {
 				continue
 			}
-			ev := WatchEvent{Type: EventPut, Key: string(k), Rev: u64(r), Value: bytes.Clone(e[entryHeader:])}
+			ev := durable.WatchEvent{Type: durable.EventPut, Key: string(k), Rev: u64(r), Value: bytes.Clone(e[entryHeader:])}
 			if e[8] == kindTombstone {
-				ev.Type, ev.Value = EventDelete, nil
+				ev.Type, ev.Value = durable.EventDelete, nil
 			}
 			out = append(out, ev)
 		}
@@ -333,21 +335,21 @@ func (b *BoltKV) changesAfter(prefix string, rev int64) ([]WatchEvent, int64, er
 }
 
 // Watch implements KV.
-func (b *BoltKV) Watch(ctx context.Context, prefix string, afterRev int64) <-chan WatchEvent {
-	out := make(chan WatchEvent, 1)
-	fail := func(err error) <-chan WatchEvent {
-		out <- WatchEvent{Err: err}
+func (b *KV) Watch(ctx context.Context, prefix string, afterRev int64) <-chan durable.WatchEvent {
+	out := make(chan durable.WatchEvent, 1)
+	fail := func(err error) <-chan durable.WatchEvent {
+		out <- durable.WatchEvent{Err: err}
 		close(out)
 		return out
 	}
-	if err := ValidatePrefix(prefix); err != nil {
+	if err := durable.ValidatePrefix(prefix); err != nil {
 		return fail(fmt.Errorf("watch: %w", err))
 	}
 	kick := make(chan struct{}, 1)
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
-		return fail(fmt.Errorf("watch %s: %w", prefix, ErrClosed))
+		return fail(fmt.Errorf("watch %s: %w", prefix, durable.ErrClosed))
 	}
 	b.watchers[kick] = struct{}{}
 	b.wg.Add(1)
@@ -361,7 +363,7 @@ func (b *BoltKV) Watch(ctx context.Context, prefix string, afterRev int64) <-cha
 			delete(b.watchers, kick)
 			b.mu.Unlock()
 		}()
-		send := func(ev WatchEvent) bool {
+		send := func(ev durable.WatchEvent) bool {
 			select {
 			case out <- ev:
 				return true
@@ -374,7 +376,7 @@ func (b *BoltKV) Watch(ctx context.Context, prefix string, afterRev int64) <-cha
 		for {
 			evs, now, err := b.changesAfter(prefix, last)
 			if err != nil {
-				send(WatchEvent{Err: err})
+				send(durable.WatchEvent{Err: err})
 				return
 			}
 			for _, ev := range evs {
@@ -391,7 +393,7 @@ func (b *BoltKV) Watch(ctx context.Context, prefix string, afterRev int64) <-cha
 				return
 			case <-b.done:
 				select {
-				case out <- WatchEvent{Err: fmt.Errorf("watch %s: %w", prefix, ErrClosed)}:
+				case out <- durable.WatchEvent{Err: fmt.Errorf("watch %s: %w", prefix, durable.ErrClosed)}:
 				default:
 				}
 				return
@@ -402,9 +404,9 @@ func (b *BoltKV) Watch(ctx context.Context, prefix string, afterRev int64) <-cha
 }
 
 // CompactTombstones drops the tombstones older than the retention and
-// moves the compaction horizon past them. OpenBoltKV calls it, then every
+// moves the compaction horizon past them. Open calls it, then every
 // hour.
-func (b *BoltKV) CompactTombstones() error {
+func (b *KV) CompactTombstones() error {
 	cutoff := b.now().Add(-b.retention).UnixNano()
 	return b.db.Update(func(tx *bolt.Tx) error {
 		kvs, revs, meta := tx.Bucket(kvBucket), tx.Bucket(revBucket), tx.Bucket(metaBucket)
@@ -433,7 +435,7 @@ func (b *BoltKV) CompactTombstones() error {
 	})
 }
 
-func (b *BoltKV) gcLoop() {
+func (b *KV) gcLoop() {
 	defer b.wg.Done()
 	t := time.NewTicker(time.Hour)
 	defer t.Stop()
@@ -448,7 +450,7 @@ func (b *BoltKV) gcLoop() {
 }
 
 // Close ends the watches and closes the file.
-func (b *BoltKV) Close() error {
+func (b *KV) Close() error {
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
@@ -459,4 +461,14 @@ func (b *BoltKV) Close() error {
 	b.mu.Unlock()
 	b.wg.Wait()
 	return b.db.Close()
+}
+
+// OpenStore opens the bbolt store in dir with the default options, as a
+// durable.Store: one replica's system store (the default).
+func OpenStore(dir string) (*durable.Store, error) {
+	kv, err := Open(dir, Options{})
+	if err != nil {
+		return nil, err
+	}
+	return durable.NewStore(kv), nil
 }
