@@ -81,3 +81,19 @@ func TestLayering(t *testing.T) {
 		}
 	}
 }
+
+// TestCtlLinksNoStoreDriver: spillwayctl talks to servers over their APIs;
+// it links none of the system store's drivers (bbolt, etcd, Spanner).
+func TestCtlLinksNoStoreDriver(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "../cmd/spillwayctl").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -deps: %v\n%s", err, out)
+	}
+	for dep := range strings.SplitSeq(strings.TrimSpace(string(out)), "\n") {
+		for _, driver := range []string{"go.etcd.io/bbolt", "go.etcd.io/etcd/client", "cloud.google.com/go/spanner", module + "registry/durable/boltstore", module + "registry/durable/etcdstore", module + "registry/durable/spannerstore"} {
+			if dep == driver || strings.HasPrefix(dep, driver+"/") {
+				t.Errorf("spillwayctl links %s", dep)
+			}
+		}
+	}
+}
