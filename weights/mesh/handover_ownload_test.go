@@ -136,15 +136,7 @@ func recordString(rec *PlanRecord) string {
 
 // routeWeights is a record's vectors by client zone.
 func routeWeights(rec *PlanRecord) map[string]map[string]uint32 {
-	out := map[string]map[string]uint32{}
-	for _, rt := range rec.Result.Routes {
-		m := map[string]uint32{}
-		for _, w := range rt.Weights {
-			m[w.Zone] = w.Weight
-		}
-		out[rt.ClientZone] = m
-	}
-	return out
+	return vectors(&weights.Plan{Result: rec.Result})
 }
 
 // TestNewOwnerWaitsForItsOwnLoad: a new owner publishes nothing until its
