@@ -18,14 +18,20 @@ var layerRules = []struct {
 }{
 	// sources -> store -> (resolver, xds): the registry knows nothing of
 	// what serves it or of load.
-	{"registry", []string{"load", "weights", "xds", "resolver", "migration"}},
+	{"registry", []string{"load", "weights", "xds", "resolver", "migration", "replica", "admin"}},
 	// The migration library and API decide who uses xDS; they do not
 	// reach into the xDS server.
-	{"migration", []string{"xds", "weights", "load"}},
+	{"migration", []string{"xds", "weights", "load", "replica", "admin"}},
 	// The weights are computed from load; they are served by xds, not the
 	// other way round.
-	{"load", []string{"xds", "weights"}},
-	{"weights", []string{"xds"}},
+	{"load", []string{"xds", "weights", "replica", "admin"}},
+	{"weights", []string{"xds", "replica", "admin"}},
+	// The replica flow (sync, ownership, load exchange, mesh weights)
+	// feeds the store and the weights; it does not reach into what
+	// serves them.
+	{"replica", []string{"xds", "resolver", "admin"}},
+	// xds serves what it is given; the Admin API and page read xds.
+	{"xds", []string{"admin", "replica"}},
 	// The DNS server reads the store and the weights it is given.
 	{"resolver", []string{"xds", "load"}},
 }
@@ -90,7 +96,7 @@ func TestCtlLinksNoStoreDriver(t *testing.T) {
 		t.Fatalf("go list -deps: %v\n%s", err, out)
 	}
 	for dep := range strings.SplitSeq(strings.TrimSpace(string(out)), "\n") {
-		for _, driver := range []string{"go.etcd.io/bbolt", "go.etcd.io/etcd/client", "cloud.google.com/go/spanner", module + "registry/durable/boltstore", module + "registry/durable/etcdstore", module + "registry/durable/spannerstore"} {
+		for _, driver := range []string{"go.etcd.io/bbolt", "go.etcd.io/etcd/client", "cloud.google.com/go/spanner", module + "registry/systemstore/boltstore", module + "registry/systemstore/etcdstore", module + "registry/systemstore/spannerstore"} {
 			if dep == driver || strings.HasPrefix(dep, driver+"/") {
 				t.Errorf("spillwayctl links %s", dep)
 			}

@@ -604,7 +604,7 @@ func (f *meshFixture) meshLogs(live []int) string {
 }
 
 // publishedPlan is one write of the service's plan record in etcd, as
-// the test decodes it (weights/mesh.PlanRecord).
+// the test decodes it (replica/meshweights.PlanRecord).
 type publishedPlan struct {
 	Owner        string
 	Epoch        int64

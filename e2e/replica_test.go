@@ -20,8 +20,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/spillway/spillway/registry/durable/etcdstore/etcdtest"
 	pb "github.com/spillway/spillway/registry/registryv1"
+	"github.com/spillway/spillway/registry/systemstore/etcdstore/etcdtest"
 )
 
 // Figures of the replica cluster the tests run: leases of 6 s heartbeated

@@ -25,8 +25,8 @@ import (
 
 	"github.com/spillway/spillway/clientlib"
 	"github.com/spillway/spillway/clientlib/clientcreds"
-	"github.com/spillway/spillway/registry/durable/etcdstore/etcdtest"
 	pb "github.com/spillway/spillway/registry/registryv1"
+	"github.com/spillway/spillway/registry/systemstore/etcdstore/etcdtest"
 	"github.com/spillway/spillway/security/tlsconfig"
 	"github.com/spillway/spillway/security/tlsconfig/tlstest"
 )

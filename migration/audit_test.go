@@ -10,7 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/spillway/spillway/registry"
-	"github.com/spillway/spillway/registry/durable"
+	"github.com/spillway/spillway/registry/systemstore"
 	"github.com/spillway/spillway/security/audit"
 	"github.com/spillway/spillway/security/authn"
 )
@@ -36,7 +36,7 @@ func (r *recorder) Record(ctx context.Context, e audit.Entry) {
 // records nothing.
 func TestControllerAudit(t *testing.T) {
 	rec := &recorder{}
-	st := &flakyStorage{Memory: durable.NewMemory()}
+	st := &flakyStorage{Memory: systemstore.NewMemory()}
 	c, err := NewController(ControllerConfig{Store: registry.NewStore(), Storage: st, Audit: rec, Now: func() time.Time { return t0 }})
 	if err != nil {
 		t.Fatal(err)

@@ -19,7 +19,7 @@ import (
 
 // Storage keeps settings across restarts. It is called from many
 // goroutines at once and must be safe for that; PutSetting returns only
-// once the value is durable. *durable.Bolt and *durable.Memory implement
+// once the value is durable. *systemstore.Bolt and *systemstore.Memory implement
 // it.
 type Storage interface {
 	PutSetting(ctx context.Context, key string, value []byte) error

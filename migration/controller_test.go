@@ -11,14 +11,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/spillway/spillway/registry"
-	"github.com/spillway/spillway/registry/durable"
+	"github.com/spillway/spillway/registry/systemstore"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
-// flakyStorage is durable.Memory whose writes fail while fail is set.
+// flakyStorage is systemstore.Memory whose writes fail while fail is set.
 type flakyStorage struct {
-	*durable.Memory
+	*systemstore.Memory
 	fail bool
 }
 
@@ -55,7 +55,7 @@ func TestNewControllerValidates(t *testing.T) {
 		cfg  ControllerConfig
 		want string
 	}{
-		{"no_store", ControllerConfig{Storage: durable.NewMemory()}, "Store"},
+		{"no_store", ControllerConfig{Storage: systemstore.NewMemory()}, "Store"},
 		{"no_storage", ControllerConfig{Store: registry.NewStore()}, "Storage"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -68,7 +68,7 @@ func TestNewControllerValidates(t *testing.T) {
 
 func TestControllerPanic(t *testing.T) {
 	ctx := context.Background()
-	store, st, reg := registry.NewStore(), &flakyStorage{Memory: durable.NewMemory()}, prometheus.NewRegistry()
+	store, st, reg := registry.NewStore(), &flakyStorage{Memory: systemstore.NewMemory()}, prometheus.NewRegistry()
 	c := newController(t, store, st, reg)
 	if got := c.Panic(); got != (PanicState{}) || xdsFlag(store) != "(unset)" {
 		t.Fatalf("fresh: Panic() = %+v, store flag %s; want off and unset", got, xdsFlag(store))
@@ -116,7 +116,7 @@ func TestControllerPanic(t *testing.T) {
 
 func TestControllerRollout(t *testing.T) {
 	ctx := context.Background()
-	st := &flakyStorage{Memory: durable.NewMemory()}
+	st := &flakyStorage{Memory: systemstore.NewMemory()}
 	reg := prometheus.NewRegistry()
 	c := newController(t, registry.NewStore(), st, reg)
 	good := "rules:\n  - name: t3\n    match: {tier: \"3\"}\n    percent: 10\n"
@@ -166,7 +166,7 @@ func TestControllerRollout(t *testing.T) {
 // counting versions.
 func TestControllerRestore(t *testing.T) {
 	ctx := context.Background()
-	st := durable.NewMemory()
+	st := systemstore.NewMemory()
 	c := newController(t, registry.NewStore(), st, nil)
 	if _, _, err := c.SetPanic(ctx, true); err != nil {
 		t.Fatal(err)
@@ -203,7 +203,7 @@ func TestControllerRestoreBadValues(t *testing.T) {
 		{name: "config_no_longer_parses", panicV: `{"panic":false}`, rolV: `{"yaml":"rules:\n  - percent: 500\n","version":7}`, wantVersion: 7},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			st := durable.NewMemory()
+			st := systemstore.NewMemory()
 			st.PutSetting(ctx, SettingPanic, []byte(tc.panicV))
 			st.PutSetting(ctx, SettingRollout, []byte(tc.rolV))
 			c := newController(t, registry.NewStore(), st, nil)

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/spillway/spillway/registry"
-	"github.com/spillway/spillway/registry/durable"
+	"github.com/spillway/spillway/registry/systemstore"
 )
 
 // TestApplyStored: what one replica's controller stores, another's puts in
@@ -15,10 +15,10 @@ import (
 // that leaves the state alone.
 func TestApplyStored(t *testing.T) {
 	ctx := context.Background()
-	shared := durable.NewMemory()
+	shared := systemstore.NewMemory()
 	a := newController(t, registry.NewStore(), shared, nil)
 	storeB := registry.NewStore()
-	b := newController(t, storeB, durable.NewMemory(), nil)
+	b := newController(t, storeB, systemstore.NewMemory(), nil)
 	stored := func(key string) []byte {
 		s, err := shared.Settings(ctx)
 		if err != nil {

@@ -12,10 +12,10 @@ import (
 
 	"github.com/spillway/spillway/load"
 	"github.com/spillway/spillway/registry"
-	"github.com/spillway/spillway/registry/durable"
 	"github.com/spillway/spillway/registry/lease"
 	"github.com/spillway/spillway/registry/registryapi"
 	registryv1 "github.com/spillway/spillway/registry/registryv1"
+	"github.com/spillway/spillway/registry/systemstore"
 )
 
 // startRegistry runs the real registry API (VM leases on memory storage,
@@ -35,7 +35,7 @@ func startRegistryStore(t *testing.T) (*load.UtilizationTable, *registry.Store, 
 func startRegistryFull(t *testing.T) (*load.UtilizationTable, *registry.Store, registryv1.RegistryClient, string) {
 	t.Helper()
 	store := registry.NewStore()
-	lm, err := lease.New(lease.Config{Store: store, Storage: durable.NewMemory()})
+	lm, err := lease.New(lease.Config{Store: store, Storage: systemstore.NewMemory()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spillway/spillway/load/exchange"
-	"github.com/spillway/spillway/registry/replica/ownership"
+	"github.com/spillway/spillway/replica/exchange"
+	"github.com/spillway/spillway/replica/ownership"
 )
 
 func TestParseConfig(t *testing.T) {

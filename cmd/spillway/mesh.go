@@ -16,14 +16,14 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/spillway/spillway/load"
-	"github.com/spillway/spillway/load/exchange"
 	"github.com/spillway/spillway/registry"
-	"github.com/spillway/spillway/registry/durable"
-	"github.com/spillway/spillway/registry/durable/etcdstore"
-	"github.com/spillway/spillway/registry/durable/spannerstore"
-	"github.com/spillway/spillway/registry/replica/ownership"
+	"github.com/spillway/spillway/registry/systemstore"
+	"github.com/spillway/spillway/registry/systemstore/etcdstore"
+	"github.com/spillway/spillway/registry/systemstore/spannerstore"
+	"github.com/spillway/spillway/replica/exchange"
+	"github.com/spillway/spillway/replica/meshweights"
+	"github.com/spillway/spillway/replica/ownership"
 	"github.com/spillway/spillway/weights"
-	"github.com/spillway/spillway/weights/mesh"
 	"github.com/spillway/spillway/weights/zoneaware"
 	"github.com/spillway/spillway/xds"
 )
@@ -84,16 +84,16 @@ type meshWeights struct {
 	merged    *exchange.Merged
 	server    *exchange.Server
 	sender    *exchange.Sender
-	publisher *mesh.Publisher
-	sub       *mesh.Subscriber
-	sel       *mesh.Selector
+	publisher *meshweights.Publisher
+	sub       *meshweights.Subscriber
+	sel       *meshweights.Selector
 }
 
 // meshInputs are what newMeshWeights needs of the rest of the server.
 type meshInputs struct {
 	cfg       MeshConfig
 	store     *registry.Store
-	kv        durable.KV
+	kv        systemstore.KV
 	id        string
 	grpcAddr  string
 	ttl       time.Duration // the election TTL
@@ -132,17 +132,17 @@ func newMeshWeights(in meshInputs) (*meshWeights, error) {
 	// A published plan must outlive an owner's handover (its election
 	// expires, the next owner takes the shard and heartbeats within a
 	// cycle), or every replica falls back to its own view at each one.
-	stale := time.Duration(cmp.Or(in.cfg.StaleCycles, mesh.DefaultStaleCycles)) * in.interval
+	stale := time.Duration(cmp.Or(in.cfg.StaleCycles, meshweights.DefaultStaleCycles)) * in.interval
 	if handover := in.ttl + 2*in.interval; stale <= handover {
 		return nil, fmt.Errorf("--mesh-stale-cycles (store.replica.mesh.stale_cycles): %d cycles of --weights-interval %v = %v, want more than an owner handover (--election-ttl %v + 2 cycles = %v)",
-			cmp.Or(in.cfg.StaleCycles, mesh.DefaultStaleCycles), in.interval, stale, in.ttl, handover)
+			cmp.Or(in.cfg.StaleCycles, meshweights.DefaultStaleCycles), in.interval, stale, in.ttl, handover)
 	}
-	var elect func(name string) (durable.Elector, error)
+	var elect func(name string) (systemstore.Elector, error)
 	switch kv := in.kv.(type) {
 	case *etcdstore.KV:
-		elect = func(name string) (durable.Elector, error) { return kv.Election(name, in.ttl) }
+		elect = func(name string) (systemstore.Elector, error) { return kv.Election(name, in.ttl) }
 	case *spannerstore.KV:
-		elect = func(name string) (durable.Elector, error) { return kv.Election(name, in.ttl) }
+		elect = func(name string) (systemstore.Elector, error) { return kv.Election(name, in.ttl) }
 	default:
 		return nil, fmt.Errorf("--mesh-load: store %T has no election; run with --mesh-load=false", in.kv)
 	}
@@ -176,7 +176,7 @@ func newMeshWeights(in meshInputs) (*meshWeights, error) {
 	if err != nil {
 		return nil, err
 	}
-	m.publisher, err = mesh.NewPublisher(mesh.PublisherConfig{
+	m.publisher, err = meshweights.NewPublisher(meshweights.PublisherConfig{
 		ID: in.id, KV: in.kv, Ownership: meshOwnership{m.owners}, Merged: meshMerged{m.merged}, Planner: owner,
 		Services: services, Shards: m.owners.Shards(), Interval: in.interval,
 		Logger: in.log, Registerer: in.metrics,
@@ -184,8 +184,8 @@ func newMeshWeights(in meshInputs) (*meshWeights, error) {
 	if err != nil {
 		return nil, err
 	}
-	var selector atomic.Pointer[mesh.Selector] // set before Run starts the subscriber
-	m.sub, err = mesh.NewSubscriber(mesh.SubscriberConfig{
+	var selector atomic.Pointer[meshweights.Selector] // set before Run starts the subscriber
+	m.sub, err = meshweights.NewSubscriber(meshweights.SubscriberConfig{
 		KV: in.kv, Shard: m.owners.Shard,
 		OnUpdate: func() {
 			if s := selector.Load(); s != nil {
@@ -197,7 +197,7 @@ func newMeshWeights(in meshInputs) (*meshWeights, error) {
 	if err != nil {
 		return nil, err
 	}
-	m.sel, err = mesh.NewSelector(mesh.SelectorConfig{
+	m.sel, err = meshweights.NewSelector(meshweights.SelectorConfig{
 		Subscriber: m.sub, Local: in.local, Services: services, Interval: in.interval,
 		StaleCycles: in.cfg.StaleCycles, StoreUp: in.storeUp, OnChange: in.xds.Dispatch,
 		Logger: in.log, Registerer: in.metrics,
@@ -217,7 +217,7 @@ func newMeshWeights(in meshInputs) (*meshWeights, error) {
 		},
 		// Every recorded owner hears each round which shards this replica
 		// routes to it: a new owner publishes once every live replica
-		// has acknowledged its hold (mesh.Publisher).
+		// has acknowledged its hold (meshweights.Publisher).
 		Owners: func() []exchange.ShardOwner {
 			var out []exchange.ShardOwner
 			for s, r := range m.owners.Records() {
@@ -252,7 +252,7 @@ type anyZone struct{}
 
 func (anyZone) Has(string) bool { return true }
 
-// meshOwnership adapts ownership.Owners to mesh.Ownership.
+// meshOwnership adapts ownership.Owners to meshweights.Ownership.
 type meshOwnership struct{ o *ownership.Owners }
 
 func (a meshOwnership) Owns(service string) bool      { return a.o.Owns(service) }
@@ -265,7 +265,7 @@ func (a meshOwnership) LiveMembers() (ids []string) {
 	return ids
 }
 
-// meshMerged adapts exchange.Merged to mesh.MergedLoad.
+// meshMerged adapts exchange.Merged to meshweights.MergedLoad.
 type meshMerged struct{ m *exchange.Merged }
 
 func (a meshMerged) Acked(replica string, shard int, epoch int64, since time.Time) bool {

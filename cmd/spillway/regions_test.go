@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spillway/spillway/registry/durable/boltstore"
+	"github.com/spillway/spillway/registry/systemstore/boltstore"
 	"github.com/spillway/spillway/weights/regions"
 	"github.com/spillway/spillway/weights/svcconfig"
 )

@@ -11,11 +11,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/spillway/spillway/migration"
-	"github.com/spillway/spillway/registry/durable"
-	"github.com/spillway/spillway/registry/durable/etcdstore"
-	"github.com/spillway/spillway/registry/durable/spannerstore"
 	"github.com/spillway/spillway/registry/lease"
-	"github.com/spillway/spillway/registry/replica"
+	"github.com/spillway/spillway/registry/systemstore"
+	"github.com/spillway/spillway/registry/systemstore/etcdstore"
+	"github.com/spillway/spillway/registry/systemstore/spannerstore"
+	"github.com/spillway/spillway/replica/registrysync"
 )
 
 // ReplicaConfig tunes replication over a shared store (etcd, Spanner);
@@ -52,7 +52,7 @@ func (c ReplicaConfig) validate() error {
 // replicaGate is the lease manager's Decider until the Replica exists:
 // nothing expires before the replica has synced and been elected.
 type replicaGate struct {
-	r atomic.Pointer[replica.Replica]
+	r atomic.Pointer[registrysync.Replica]
 }
 
 func (g *replicaGate) MayExpire() bool {
@@ -65,16 +65,16 @@ func (g *replicaGate) MayExpire() bool {
 type replication struct {
 	gate  *replicaGate
 	grace time.Duration
-	kv    durable.KV
+	kv    systemstore.KV
 	name  string
 	cfg   ReplicaConfig
-	rep   *replica.Replica
+	rep   *registrysync.Replica
 }
 
 // newReplication returns the replication of st when it is a shared store,
 // else nil. Call before lease.New: the lease manager takes its gate.
 func newReplication(c StoreConfig, st storage) *replication {
-	ds, ok := st.(*durable.Store)
+	ds, ok := st.(*systemstore.Store)
 	if !ok {
 		return nil
 	}
@@ -83,7 +83,7 @@ func newReplication(c StoreConfig, st storage) *replication {
 		return nil
 	}
 	r := &replication{gate: &replicaGate{}, kv: ds.KV(), name: c.URL, cfg: c.Replica}
-	r.grace = replica.GraceFor(c.Replica.LastSeenFlush, 0)
+	r.grace = registrysync.GraceFor(c.Replica.LastSeenFlush, 0)
 	return r
 }
 
@@ -108,9 +108,9 @@ func (r *replication) id() string {
 
 // start builds the Replica over the lease manager and the migration
 // controller and loads the store (Init); the caller runs Run.
-func (r *replication) start(leases *lease.Manager, maxTTL time.Duration, ctl *migration.Controller, reg prometheus.Registerer, log *slog.Logger) (*replica.Replica, error) {
+func (r *replication) start(leases *lease.Manager, maxTTL time.Duration, ctl *migration.Controller, reg prometheus.Registerer, log *slog.Logger) (*registrysync.Replica, error) {
 	id := r.id()
-	var el durable.Elector
+	var el systemstore.Elector
 	switch kv := r.kv.(type) {
 	case *etcdstore.KV:
 		e, err := kv.Election("election/expiry", r.cfg.ElectionTTL)
@@ -127,7 +127,7 @@ func (r *replication) start(leases *lease.Manager, maxTTL time.Duration, ctl *mi
 	default:
 		log.Warn("this store has no expiry election: run a single replica on it", "store", r.name)
 	}
-	rep, err := replica.New(replica.Config{
+	rep, err := registrysync.New(registrysync.Config{
 		KV: r.kv, Name: r.name, Leases: leases, Settings: ctl, Elector: el, ID: id,
 		Flush: r.cfg.LastSeenFlush, MaxTTL: maxTTL, Logger: log, Registerer: reg,
 	})

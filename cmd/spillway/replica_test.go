@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spillway/spillway/registry/durable/etcdstore/etcdtest"
 	"github.com/spillway/spillway/registry/lease"
+	"github.com/spillway/spillway/registry/systemstore/etcdstore/etcdtest"
 )
 
 func TestReplicaFlags(t *testing.T) {

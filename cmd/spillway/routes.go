@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/spillway/spillway/registry"
-	"github.com/spillway/spillway/registry/durable"
+	"github.com/spillway/spillway/registry/systemstore"
 	"github.com/spillway/spillway/xds"
 	"github.com/spillway/spillway/xds/routing"
 )
@@ -46,8 +46,8 @@ func registryTargets(store *registry.Store) routing.Targets {
 // startRoutes loads the stored route rules; the KV is the shared one
 // (etcd, Spanner) or the local bbolt file, none in memory-only mode.
 func startRoutes(ctx context.Context, st storage, store *registry.Store, xdsSrv *atomic.Pointer[xds.Server], az routing.Authorizer, rec routing.Recorder, reg prometheus.Registerer, log *slog.Logger) (*routes, error) {
-	var kv durable.KV
-	if ds, ok := st.(*durable.Store); ok {
+	var kv systemstore.KV
+	if ds, ok := st.(*systemstore.Store); ok {
 		kv = ds.KV()
 	}
 	rs, err := routing.NewStore(routing.StoreConfig{KV: kv, Targets: registryTargets(store), Check: xds.CheckRules,

@@ -19,16 +19,18 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
 
+	"github.com/spillway/spillway/admin"
+	"github.com/spillway/spillway/admin/ui"
 	"github.com/spillway/spillway/load"
 	"github.com/spillway/spillway/migration"
 	"github.com/spillway/spillway/migration/migrationapi"
 	"github.com/spillway/spillway/registry"
-	"github.com/spillway/spillway/registry/durable"
-	"github.com/spillway/spillway/registry/durable/etcdstore"
 	"github.com/spillway/spillway/registry/lease"
 	"github.com/spillway/spillway/registry/registryapi"
-	"github.com/spillway/spillway/registry/replica"
 	"github.com/spillway/spillway/registry/static"
+	"github.com/spillway/spillway/registry/systemstore"
+	"github.com/spillway/spillway/registry/systemstore/etcdstore"
+	"github.com/spillway/spillway/replica/registrysync"
 	"github.com/spillway/spillway/resolver"
 	"github.com/spillway/spillway/security/audit"
 	"github.com/spillway/spillway/weights"
@@ -36,8 +38,6 @@ import (
 	"github.com/spillway/spillway/weights/svcconfig"
 	"github.com/spillway/spillway/weights/zoneaware"
 	"github.com/spillway/spillway/xds"
-	"github.com/spillway/spillway/xds/admin"
-	"github.com/spillway/spillway/xds/admin/ui"
 )
 
 // storage is what the server needs of durable registrations.
@@ -188,7 +188,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 		chosen, onLocal = planner, xdsSrv.Dispatch
 	}
-	var rep *replica.Replica // set before anything runs
+	var rep *registrysync.Replica // set before anything runs
 	var meshW *meshWeights
 	if repl != nil && zoneAware != nil && cfg.Store.Replica.Mesh.Load {
 		meshW, err = newMeshWeights(meshInputs{
@@ -462,7 +462,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 // Spanner) or the bbolt file, in memory in memory-only mode.
 func newAuditLog(st storage, repl *replication, reg prometheus.Registerer, log *slog.Logger) (*audit.Log, error) {
 	c := audit.Config{Logger: log, Registerer: reg}
-	if ds, ok := st.(*durable.Store); ok {
+	if ds, ok := st.(*systemstore.Store); ok {
 		c.KV = ds.KV()
 	}
 	if repl != nil {

@@ -10,10 +10,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/spillway/spillway/registry/durable"
-	"github.com/spillway/spillway/registry/durable/boltstore"
-	"github.com/spillway/spillway/registry/durable/etcdstore"
-	"github.com/spillway/spillway/registry/durable/spannerstore"
+	"github.com/spillway/spillway/registry/systemstore"
+	"github.com/spillway/spillway/registry/systemstore/boltstore"
+	"github.com/spillway/spillway/registry/systemstore/etcdstore"
+	"github.com/spillway/spillway/registry/systemstore/spannerstore"
 )
 
 // StoreConfig says where durable state lives (docs/replication.md).
@@ -81,7 +81,7 @@ func parseStoreURL(s string) (storeSpec, error) {
 			spec.Endpoints = append(spec.Endpoints, net.JoinHostPort(host, port))
 		}
 		if path = strings.TrimSuffix(path, "/"); path != "" {
-			if err := durable.ValidateKey(path); err != nil {
+			if err := systemstore.ValidateKey(path); err != nil {
 				return storeSpec{}, fmt.Errorf("--store (store.url): prefix %q: %w", path, err)
 			}
 			spec.Prefix = "/" + path + "/"
@@ -154,18 +154,18 @@ func openStorage(ctx context.Context, c StoreConfig, dataDir string, log *slog.L
 			return nil, fmt.Errorf("--store: %w", err)
 		}
 		log.Info("durable state in etcd", "endpoints", eps, "prefix", spec.Prefix)
-		return durable.NewStore(kv), nil
+		return systemstore.NewStore(kv), nil
 	case "spanner":
 		kv, err := spannerstore.Open(ctx, spannerstore.Config{Database: spec.Database, PollInterval: c.SpannerPoll, Logger: log})
 		if err != nil {
 			return nil, fmt.Errorf("--store: %w", err)
 		}
 		log.Info("durable state in spanner", "database", spec.Database)
-		return durable.NewStore(kv), nil
+		return systemstore.NewStore(kv), nil
 	}
 	if dataDir == "" {
 		log.Warn("no data dir: VM registrations are kept in memory only and lost on restart")
-		return durable.NewMemory(), nil
+		return systemstore.NewMemory(), nil
 	}
 	return boltstore.OpenStore(dataDir)
 }

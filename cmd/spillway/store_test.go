@@ -10,8 +10,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/spillway/spillway/registry/durable"
-	"github.com/spillway/spillway/registry/durable/etcdstore/etcdtest"
+	"github.com/spillway/spillway/registry/systemstore"
+	"github.com/spillway/spillway/registry/systemstore/etcdstore/etcdtest"
 )
 
 func TestParseStoreURL(t *testing.T) {
@@ -80,7 +80,7 @@ func FuzzParseStoreURL(f *testing.F) {
 				t.Fatalf("parseStoreURL(%q) = %+v: no endpoints or a bad prefix", s, spec)
 			}
 			if p := strings.Trim(spec.Prefix, "/"); p != "" {
-				if err := durable.ValidateKey(p); err != nil {
+				if err := systemstore.ValidateKey(p); err != nil {
 					t.Fatalf("parseStoreURL(%q) prefix %q: %v", s, spec.Prefix, err)
 				}
 			}

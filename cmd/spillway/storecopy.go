@@ -10,14 +10,14 @@ import (
 	"log/slog"
 	"strings"
 
-	"github.com/spillway/spillway/registry/durable"
-	"github.com/spillway/spillway/registry/durable/boltstore"
+	"github.com/spillway/spillway/registry/systemstore"
+	"github.com/spillway/spillway/registry/systemstore/boltstore"
 )
 
 // copiedPrefixes are what `spillway store copy` moves: the durable state.
 // Last-seen stamps and elections are live state of running replicas and
 // are not copied.
-var copiedPrefixes = []string{durable.RegistrationsPrefix, durable.SettingsPrefix}
+var copiedPrefixes = []string{systemstore.RegistrationsPrefix, systemstore.SettingsPrefix}
 
 // storeMain runs `spillway store <command>`; it returns the exit code.
 func storeMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -47,12 +47,12 @@ func storeMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintf(stderr, "spillway store copy: %v\n", err)
 		return 1
 	}
-	fmt.Fprintf(stdout, "copied %d registrations and %d settings from %s to %s\n", n[durable.RegistrationsPrefix], n[durable.SettingsPrefix], *from, *to)
+	fmt.Fprintf(stdout, "copied %d registrations and %d settings from %s to %s\n", n[systemstore.RegistrationsPrefix], n[systemstore.SettingsPrefix], *from, *to)
 	return 0
 }
 
 // openKV opens one side of a copy; field names the flag in errors.
-func openKV(ctx context.Context, field, url string, etcd EtcdFlagConfig) (durable.KV, error) {
+func openKV(ctx context.Context, field, url string, etcd EtcdFlagConfig) (systemstore.KV, error) {
 	if dir, ok := strings.CutPrefix(url, "bbolt://"); ok || strings.HasPrefix(url, "bolt://") {
 		if !ok {
 			dir = strings.TrimPrefix(url, "bolt://")
@@ -80,7 +80,7 @@ func openKV(ctx context.Context, field, url string, etcd EtcdFlagConfig) (durabl
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", field, err)
 	}
-	ds, ok := st.(*durable.Store)
+	ds, ok := st.(*systemstore.Store)
 	if !ok {
 		return nil, fmt.Errorf("%s %q: not a shared store", field, url)
 	}

@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/spillway/spillway/registry"
-	"github.com/spillway/spillway/registry/durable"
-	"github.com/spillway/spillway/registry/durable/boltstore"
-	"github.com/spillway/spillway/registry/durable/etcdstore/etcdtest"
+	"github.com/spillway/spillway/registry/systemstore"
+	"github.com/spillway/spillway/registry/systemstore/boltstore"
+	"github.com/spillway/spillway/registry/systemstore/etcdstore/etcdtest"
 )
 
 // TestStoreCopy: a single-replica bbolt data dir moves onto etcd with
@@ -29,7 +29,7 @@ func TestStoreCopy(t *testing.T) {
 	}
 	for i := range 50 {
 		e := registry.Endpoint{ID: "e" + string(rune('a'+i%26)) + string(rune('a'+i/26)), Address: netip.AddrFrom4([4]byte{10, 0, 0, byte(i)}), Ports: []registry.Port{{Name: "grpc", Number: 8080}}}
-		if err := st.Put(ctx, durable.Record{LeaseID: "l", Service: "payments", TTL: 30 * time.Second, Endpoint: e}); err != nil {
+		if err := st.Put(ctx, systemstore.Record{LeaseID: "l", Service: "payments", TTL: 30 * time.Second, Endpoint: e}); err != nil {
 			t.Fatal(err)
 		}
 	}

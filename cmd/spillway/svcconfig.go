@@ -11,7 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/spillway/spillway/registry/durable"
+	"github.com/spillway/spillway/registry/systemstore"
 	"github.com/spillway/spillway/weights/regions"
 	"github.com/spillway/spillway/weights/svcconfig"
 )
@@ -54,8 +54,8 @@ type serviceConfig struct {
 // regionsOf, non-nil, lists a service's regions with healthy endpoints,
 // for the warnings of PUT.
 func startServiceConfig(ctx context.Context, c ServiceConfigConfig, st storage, token string, rec svcconfig.Recorder, regionsOf func(string) []string, reg prometheus.Registerer, log *slog.Logger) (*serviceConfig, error) {
-	var kv durable.KV
-	if ds, ok := st.(*durable.Store); ok {
+	var kv systemstore.KV
+	if ds, ok := st.(*systemstore.Store); ok {
 		kv = ds.KV()
 	}
 	store, err := svcconfig.NewStore(svcconfig.StoreConfig{KV: kv, Tombstone: c.Tombstone, Logger: log, Audit: rec, Regions: regionsOf})

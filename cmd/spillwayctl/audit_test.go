@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spillway/spillway/registry/durable/durabletest"
+	"github.com/spillway/spillway/registry/systemstore/systemstoretest"
 	"github.com/spillway/spillway/security/audit"
 	"github.com/spillway/spillway/security/authn"
 	"github.com/spillway/spillway/security/authz"
@@ -46,7 +46,7 @@ func TestAuditCommand(t *testing.T) {
 	viewerZone = func() *time.Location { return zone }
 
 	now := time.Now().UTC().Truncate(time.Second)
-	l, err := audit.New(audit.Config{KV: durabletest.NewMemKV(), Replica: "r1"})
+	l, err := audit.New(audit.Config{KV: systemstoretest.NewMemKV(), Replica: "r1"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,11 +11,11 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/testing/protocmp"
 
+	"github.com/spillway/spillway/admin"
+	adminv1 "github.com/spillway/spillway/admin/adminv1"
 	"github.com/spillway/spillway/load"
-	"github.com/spillway/spillway/load/exchange"
 	"github.com/spillway/spillway/registry"
-	"github.com/spillway/spillway/xds/admin"
-	adminv1 "github.com/spillway/spillway/xds/admin/adminv1"
+	"github.com/spillway/spillway/replica/exchange"
 )
 
 // fakeMesh is a hand-written fake of admin.MeshLoad: this replica owns

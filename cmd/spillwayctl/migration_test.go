@@ -16,7 +16,7 @@ import (
 	"github.com/spillway/spillway/migration/migrationapi"
 	migrationv1 "github.com/spillway/spillway/migration/migrationv1"
 	"github.com/spillway/spillway/registry"
-	"github.com/spillway/spillway/registry/durable"
+	"github.com/spillway/spillway/registry/systemstore"
 )
 
 const testToken = "ctl-t0ken"
@@ -41,7 +41,7 @@ func startMigrationStack(t *testing.T) *migrationStack {
 			t.Fatal(err)
 		}
 	}
-	ctrl, err := migration.NewController(migration.ControllerConfig{Store: store, Storage: durable.NewMemory()})
+	ctrl, err := migration.NewController(migration.ControllerConfig{Store: store, Storage: systemstore.NewMemory()})
 	if err != nil {
 		t.Fatal(err)
 	}

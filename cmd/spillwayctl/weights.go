@@ -11,7 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	adminv1 "github.com/spillway/spillway/xds/admin/adminv1"
+	adminv1 "github.com/spillway/spillway/admin/adminv1"
 )
 
 // noZone shows the route of clients without a zone.

@@ -13,12 +13,12 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/spillway/spillway/admin"
+	adminv1 "github.com/spillway/spillway/admin/adminv1"
 	"github.com/spillway/spillway/load"
 	"github.com/spillway/spillway/weights"
 	"github.com/spillway/spillway/weights/zoneaware"
 	"github.com/spillway/spillway/xds"
-	"github.com/spillway/spillway/xds/admin"
-	adminv1 "github.com/spillway/spillway/xds/admin/adminv1"
 )
 
 // fakePlans is a hand-written fake of the admin API's sources: the given

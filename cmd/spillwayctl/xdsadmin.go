@@ -10,7 +10,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	adminv1 "github.com/spillway/spillway/xds/admin/adminv1"
+	adminv1 "github.com/spillway/spillway/admin/adminv1"
 )
 
 // unknownClient shows a client service that its node did not name

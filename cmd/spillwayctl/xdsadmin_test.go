@@ -26,11 +26,11 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/spillway/spillway/admin"
+	adminv1 "github.com/spillway/spillway/admin/adminv1"
 	"github.com/spillway/spillway/registry"
 	"github.com/spillway/spillway/weights"
 	"github.com/spillway/spillway/xds"
-	"github.com/spillway/spillway/xds/admin"
-	adminv1 "github.com/spillway/spillway/xds/admin/adminv1"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/ with the current output")

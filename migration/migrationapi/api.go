@@ -20,7 +20,7 @@ import (
 	"github.com/spillway/spillway/migration"
 	pb "github.com/spillway/spillway/migration/migrationv1"
 	"github.com/spillway/spillway/registry"
-	"github.com/spillway/spillway/registry/durable"
+	"github.com/spillway/spillway/registry/systemstore"
 	"github.com/spillway/spillway/security/authn"
 	"github.com/spillway/spillway/security/authz"
 )
@@ -209,7 +209,7 @@ var errBadRequest = errors.New("bad request")
 // toStatus maps domain errors to gRPC codes at the edge.
 func toStatus(err error) error {
 	switch {
-	case errors.Is(err, durable.ErrUnavailable): // before DeadlineExceeded: a store timeout is the store's
+	case errors.Is(err, systemstore.ErrUnavailable): // before DeadlineExceeded: a store timeout is the store's
 		return status.Error(codes.Unavailable, err.Error())
 	case errors.Is(err, errDenied):
 		return status.Error(codes.PermissionDenied, err.Error())

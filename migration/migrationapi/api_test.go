@@ -26,7 +26,7 @@ import (
 	"github.com/spillway/spillway/migration"
 	pb "github.com/spillway/spillway/migration/migrationv1"
 	"github.com/spillway/spillway/registry"
-	"github.com/spillway/spillway/registry/durable"
+	"github.com/spillway/spillway/registry/systemstore"
 	"github.com/spillway/spillway/resolver"
 	"github.com/spillway/spillway/security/authn"
 )
@@ -63,7 +63,7 @@ func startStackAuthz(t *testing.T, token string, az Authorizer) *stack {
 	t.Helper()
 	s := &stack{store: registry.NewStore(), metrics: prometheus.NewRegistry()}
 	var err error
-	s.ctrl, err = migration.NewController(migration.ControllerConfig{Store: s.store, Storage: durable.NewMemory(), Registerer: s.metrics})
+	s.ctrl, err = migration.NewController(migration.ControllerConfig{Store: s.store, Storage: systemstore.NewMemory(), Registerer: s.metrics})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -557,7 +557,7 @@ func TestValidateRollout(t *testing.T) {
 }
 
 func TestNewValidates(t *testing.T) {
-	ctrl, err := migration.NewController(migration.ControllerConfig{Store: registry.NewStore(), Storage: durable.NewMemory()})
+	ctrl, err := migration.NewController(migration.ControllerConfig{Store: registry.NewStore(), Storage: systemstore.NewMemory()})
 	if err != nil {
 		t.Fatal(err)
 	}

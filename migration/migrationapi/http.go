@@ -13,7 +13,7 @@ import (
 
 	"github.com/spillway/spillway/internal/httpjson"
 	"github.com/spillway/spillway/migration"
-	"github.com/spillway/spillway/registry/durable"
+	"github.com/spillway/spillway/registry/systemstore"
 	"github.com/spillway/spillway/security/authz"
 )
 
@@ -132,7 +132,7 @@ func rolloutJSON(r migration.Rollout) RolloutJSON {
 // fail maps a domain error to an HTTP status at the edge.
 func (a *API) fail(w http.ResponseWriter, err error) {
 	switch {
-	case errors.Is(err, durable.ErrUnavailable):
+	case errors.Is(err, systemstore.ErrUnavailable):
 		httpjson.WriteError(w, http.StatusServiceUnavailable, "", err.Error())
 	case errors.Is(err, errDenied), errors.Is(err, errNoToken):
 		httpjson.WriteError(w, http.StatusForbidden, "", err.Error())

@@ -10,14 +10,14 @@
 //
 // Register and Deregister write the durable Storage before they return, so a
 // crash right after an acknowledged registration loses nothing; if Storage
-// fails, nothing changes and the error (durable.ErrUnavailable) is
+// fails, nothing changes and the error (systemstore.ErrUnavailable) is
 // returned. Heartbeat writes nothing: it moves an in-memory deadline.
 //
 // # Owners
 //
 // A lease belongs to the identity that registered it (authn.FromContext
 // of Register's ctx): its Name is kept in the durable record
-// (durable.Record.Owner), so a restart (Restore) and every other replica
+// (systemstore.Record.Owner), so a restart (Restore) and every other replica
 // (Adopt) know it. CheckOwner tells the API edge whether a caller may
 // heartbeat, deregister or report under a lease (an *OwnerError wrapping
 // ErrNotOwner if not); Register refuses to replace a live lease of

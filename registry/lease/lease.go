@@ -15,7 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/spillway/spillway/registry"
-	"github.com/spillway/spillway/registry/durable"
+	"github.com/spillway/spillway/registry/systemstore"
 	"github.com/spillway/spillway/security/authn"
 )
 
@@ -53,20 +53,20 @@ func (e *OwnerError) Unwrap() error { return ErrNotOwner }
 // Storage keeps registrations durable. Put and Delete must not return before
 // the change survives a crash.
 type Storage interface {
-	Put(ctx context.Context, r durable.Record) error
+	Put(ctx context.Context, r systemstore.Record) error
 	Delete(ctx context.Context, key string) error
-	List(ctx context.Context) ([]durable.Record, error)
+	List(ctx context.Context) ([]systemstore.Record, error)
 }
 
 // revStorage is a Storage that returns the revision of a Put
-// (*durable.Store), so that a registration can be ordered against the
+// (*systemstore.Store), so that a registration can be ordered against the
 // watch events of other replicas.
 type revStorage interface {
-	PutRev(ctx context.Context, r durable.Record) (int64, error)
+	PutRev(ctx context.Context, r systemstore.Record) (int64, error)
 }
 
 // leaseDeleter is a Storage that removes a record only while it holds a
-// given lease (*durable.Store): an expiry removes each lease once and
+// given lease (*systemstore.Store): an expiry removes each lease once and
 // never a newer registration made on another replica.
 type leaseDeleter interface {
 	DeleteLease(ctx context.Context, key, leaseID string) (bool, error)
@@ -230,7 +230,7 @@ type Manager struct {
 	// mu guards leases and byKey; Heartbeat takes it for reading only.
 	mu     sync.RWMutex
 	leases map[string]*lease // by lease id
-	byKey  map[string]*lease // by durable.Key(service, endpoint id)
+	byKey  map[string]*lease // by systemstore.Key(service, endpoint id)
 
 	paused atomic.Bool
 }
@@ -306,7 +306,7 @@ func (m *Manager) Register(ctx context.Context, service string, e *registry.Endp
 	if err := e.Validate("endpoint"); err != nil {
 		return Lease{}, err
 	}
-	key := durable.Key(service, e.ID)
+	key := systemstore.Key(service, e.ID)
 	kl := m.keyLock(key)
 	kl.Lock()
 	defer kl.Unlock()
@@ -333,7 +333,7 @@ func (m *Manager) Register(ctx context.Context, service string, e *registry.Endp
 	l := &lease{id: newLeaseID(), key: key, service: service, epID: e.ID, ttl: ttl, owner: caller.Name}
 	l.renew(now)
 	l.localSeen.Store(now.UnixNano())
-	rec := durable.Record{LeaseID: l.id, Service: service, TTL: ttl, Endpoint: *e, Owner: caller.Name}
+	rec := systemstore.Record{LeaseID: l.id, Service: service, TTL: ttl, Endpoint: *e, Owner: caller.Name}
 	if rs, ok := m.cfg.Storage.(revStorage); ok {
 		l.rev, err = rs.PutRev(ctx, rec)
 	} else {
@@ -436,7 +436,7 @@ var errSuperseded = errors.New("record superseded")
 // remove ends lease l: storage first, so that a crash in between brings the
 // endpoint back for one TTL rather than losing a deregistration's record
 // while the endpoint is still served. A storage failure removes nothing:
-// the endpoint stays served and the error (durable.ErrUnavailable) is
+// the endpoint stays served and the error (systemstore.ErrUnavailable) is
 // returned.
 func (m *Manager) remove(ctx context.Context, l *lease, why string) (uint64, error) {
 	kl := m.keyLock(l.key)
@@ -451,7 +451,7 @@ func (m *Manager) remove(ctx context.Context, l *lease, why string) (uint64, err
 	if ld, ok := m.cfg.Storage.(leaseDeleter); ok && why == "expire" {
 		deleted, err := ld.DeleteLease(ctx, l.key, l.id)
 		switch {
-		case errors.Is(err, durable.ErrNotFound):
+		case errors.Is(err, systemstore.ErrNotFound):
 			// Gone from the store (removed elsewhere, its event not yet
 			// here): stop serving it, but it is not this expiry's.
 			m.dropLocked(l)
@@ -521,7 +521,7 @@ func (m *Manager) Restore(ctx context.Context) (int, error) {
 			m.log.Error("skipped invalid registration", "key", r.Key(), "err", err)
 			continue
 		}
-		l := &lease{id: r.LeaseID, key: durable.Key(r.Service, e.ID), service: r.Service, epID: e.ID, ttl: r.TTL, owner: r.Owner}
+		l := &lease{id: r.LeaseID, key: systemstore.Key(r.Service, e.ID), service: r.Service, epID: e.ID, ttl: r.TTL, owner: r.Owner}
 		l.deadline.Store(now.Add(r.TTL).UnixNano())
 		l.lastSeen.Store(e.LastSeen.UnixNano())
 		ops = append(ops, registry.Upsert(r.Service, &e))
@@ -544,7 +544,7 @@ func (m *Manager) Restore(ctx context.Context) (int, error) {
 // heartbeated, and the lease id.
 func (m *Manager) LastSeen(service, id string) (time.Time, string, bool) {
 	m.mu.RLock()
-	l := m.byKey[durable.Key(service, id)]
+	l := m.byKey[systemstore.Key(service, id)]
 	m.mu.RUnlock()
 	if l == nil {
 		return time.Time{}, "", false
@@ -623,7 +623,7 @@ func (m *Manager) expire(ctx context.Context, now time.Time) {
 			return // lost the election or the store meanwhile
 		}
 		if _, err := m.remove(ctx, l, "expire"); err != nil {
-			if errors.Is(err, durable.ErrUnavailable) {
+			if errors.Is(err, systemstore.ErrUnavailable) {
 				// Cannot record the expiry: expire nothing until the store is back.
 				m.log.Error("expire lease: store unavailable, expiry paused", "lease", l.id, "err", err)
 				return

@@ -15,21 +15,21 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/spillway/spillway/registry"
-	"github.com/spillway/spillway/registry/durable"
+	"github.com/spillway/spillway/registry/systemstore"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 type fixture struct {
 	store   *registry.Store
-	storage *durable.Memory
+	storage *systemstore.Memory
 	m       *Manager
 	reg     *prometheus.Registry
 }
 
 func newFixture(t *testing.T, cfg Config) *fixture {
 	t.Helper()
-	f := &fixture{store: registry.NewStore(), storage: durable.NewMemory(), reg: prometheus.NewRegistry()}
+	f := &fixture{store: registry.NewStore(), storage: systemstore.NewMemory(), reg: prometheus.NewRegistry()}
 	cfg.Store, cfg.Storage, cfg.Registerer = f.store, f.storage, f.reg
 	m, err := New(cfg)
 	if err != nil {
@@ -318,7 +318,7 @@ func TestRestoreGrace(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
-	s, st := registry.NewStore(), durable.NewMemory()
+	s, st := registry.NewStore(), systemstore.NewMemory()
 	tests := []struct {
 		name string
 		cfg  Config

@@ -10,7 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/spillway/spillway/registry"
-	"github.com/spillway/spillway/registry/durable/boltstore"
+	"github.com/spillway/spillway/registry/systemstore/boltstore"
 	"github.com/spillway/spillway/security/authn"
 )
 

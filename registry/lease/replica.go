@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/spillway/spillway/registry"
-	"github.com/spillway/spillway/registry/durable"
+	"github.com/spillway/spillway/registry/systemstore"
 )
 
 // What package replica calls to keep this manager in step with the shared
@@ -19,7 +19,7 @@ import (
 // at rev or later. A lease new here gets one TTL from now (or from seen,
 // when that is later) to be heartbeated, as after Restore. It writes
 // nothing to Storage.
-func (m *Manager) Adopt(rec durable.Record, rev int64, seen time.Time) error {
+func (m *Manager) Adopt(rec systemstore.Record, rev int64, seen time.Time) error {
 	e := rec.Endpoint
 	e.Source = registry.SourceVM
 	e.Normalize()
@@ -32,7 +32,7 @@ func (m *Manager) Adopt(rec durable.Record, rev int64, seen time.Time) error {
 	if rec.LeaseID == "" || rec.TTL <= 0 {
 		return fmt.Errorf("adopt %s: lease_id %q, ttl %v: %w", rec.Key(), rec.LeaseID, rec.TTL, registry.ErrInvalid)
 	}
-	key := durable.Key(rec.Service, e.ID)
+	key := systemstore.Key(rec.Service, e.ID)
 	kl := m.keyLock(key)
 	kl.Lock()
 	defer kl.Unlock()

@@ -9,13 +9,13 @@ import (
 	"time"
 
 	"github.com/spillway/spillway/registry"
-	"github.com/spillway/spillway/registry/durable"
+	"github.com/spillway/spillway/registry/systemstore"
 )
 
-func record(lid string, i int, ttl time.Duration) durable.Record {
+func record(lid string, i int, ttl time.Duration) systemstore.Record {
 	e := vmEndpoint(i)
 	e.ID = registry.DefaultEndpointID(e.Address, 8080)
-	return durable.Record{LeaseID: lid, Service: "vm", TTL: ttl, Endpoint: *e}
+	return systemstore.Record{LeaseID: lid, Service: "vm", TTL: ttl, Endpoint: *e}
 }
 
 // TestAdoptDrop: watch events apply in revision order whatever the
@@ -41,7 +41,7 @@ func TestAdoptDrop(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, Config{})
-			key := durable.Key("vm", registry.DefaultEndpointID(vmEndpoint(1).Address, 8080))
+			key := systemstore.Key("vm", registry.DefaultEndpointID(vmEndpoint(1).Address, 8080))
 			for i, s := range tc.steps {
 				var err error
 				if s.op == "adopt" {
@@ -132,22 +132,22 @@ func (d *switchDecider) MayExpire() bool { return d.Load() }
 
 // failingStorage fails every write while down.
 type failingStorage struct {
-	*durable.Memory
+	*systemstore.Memory
 	down atomic.Bool
 }
 
 var errStore = errors.New("etcd http://127.0.0.1:2379: context deadline exceeded")
 
-func (s *failingStorage) Put(ctx context.Context, r durable.Record) error {
+func (s *failingStorage) Put(ctx context.Context, r systemstore.Record) error {
 	if s.down.Load() {
-		return errors.Join(durable.ErrUnavailable, errStore)
+		return errors.Join(systemstore.ErrUnavailable, errStore)
 	}
 	return s.Memory.Put(ctx, r)
 }
 
 func (s *failingStorage) Delete(ctx context.Context, key string) error {
 	if s.down.Load() {
-		return errors.Join(durable.ErrUnavailable, errStore)
+		return errors.Join(systemstore.ErrUnavailable, errStore)
 	}
 	return s.Memory.Delete(ctx, key)
 }
@@ -156,7 +156,7 @@ func (s *failingStorage) Delete(ctx context.Context, key string) error {
 // cannot be stored removes nothing; a registration is refused.
 func TestStorageDownRemovesNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		st := &failingStorage{Memory: durable.NewMemory()}
+		st := &failingStorage{Memory: systemstore.NewMemory()}
 		store := registry.NewStore()
 		m, err := New(Config{Store: store, Storage: st, Tick: 100 * time.Millisecond, MinTTL: time.Second, GuardShare: 1})
 		if err != nil {
@@ -168,10 +168,10 @@ func TestStorageDownRemovesNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 		st.down.Store(true)
-		if _, err := m.Register(ctx, "vm", vmEndpoint(2), time.Second); !errors.Is(err, durable.ErrUnavailable) {
+		if _, err := m.Register(ctx, "vm", vmEndpoint(2), time.Second); !errors.Is(err, systemstore.ErrUnavailable) {
 			t.Errorf("Register with the store down = %v, want ErrUnavailable", err)
 		}
-		if _, err := m.Deregister(ctx, l.ID); !errors.Is(err, durable.ErrUnavailable) {
+		if _, err := m.Deregister(ctx, l.ID); !errors.Is(err, systemstore.ErrUnavailable) {
 			t.Errorf("Deregister with the store down = %v, want ErrUnavailable", err)
 		}
 		rctx, cancel := context.WithCancel(ctx)

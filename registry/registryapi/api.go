@@ -13,9 +13,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/spillway/spillway/registry"
-	"github.com/spillway/spillway/registry/durable"
 	"github.com/spillway/spillway/registry/lease"
 	pb "github.com/spillway/spillway/registry/registryv1"
+	"github.com/spillway/spillway/registry/systemstore"
 	"github.com/spillway/spillway/security/authn"
 	"github.com/spillway/spillway/security/authz"
 )
@@ -137,7 +137,7 @@ func toStatus(err error) error {
 	switch {
 	case errors.Is(err, errDenied), errors.Is(err, lease.ErrNotOwner):
 		return status.Error(codes.PermissionDenied, err.Error())
-	case errors.Is(err, durable.ErrUnavailable): // before DeadlineExceeded: a store timeout is the store's
+	case errors.Is(err, systemstore.ErrUnavailable): // before DeadlineExceeded: a store timeout is the store's
 		return status.Error(codes.Unavailable, err.Error())
 	case errors.As(err, &fe):
 		return status.Error(codes.InvalidArgument, fe.Error())

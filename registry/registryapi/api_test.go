@@ -23,9 +23,9 @@ import (
 
 	"github.com/spillway/spillway/load"
 	"github.com/spillway/spillway/registry"
-	"github.com/spillway/spillway/registry/durable/boltstore"
 	"github.com/spillway/spillway/registry/lease"
 	pb "github.com/spillway/spillway/registry/registryv1"
+	"github.com/spillway/spillway/registry/systemstore/boltstore"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

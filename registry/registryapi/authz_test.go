@@ -23,9 +23,9 @@ import (
 
 	"github.com/spillway/spillway/load"
 	"github.com/spillway/spillway/registry"
-	"github.com/spillway/spillway/registry/durable"
 	"github.com/spillway/spillway/registry/lease"
 	pb "github.com/spillway/spillway/registry/registryv1"
+	"github.com/spillway/spillway/registry/systemstore"
 	"github.com/spillway/spillway/security/authn"
 	"github.com/spillway/spillway/security/authz"
 )
@@ -67,7 +67,7 @@ func (s identityStream) Context() context.Context { return s.ctx }
 func newAuthzHarness(t *testing.T, az Authorizer) *harness {
 	t.Helper()
 	store := registry.NewStore()
-	lm, err := lease.New(lease.Config{Store: store, Storage: durable.NewMemory()})
+	lm, err := lease.New(lease.Config{Store: store, Storage: systemstore.NewMemory()})
 	if err != nil {
 		t.Fatal(err)
 	}

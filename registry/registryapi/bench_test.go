@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/spillway/spillway/registry"
-	"github.com/spillway/spillway/registry/durable"
 	pb "github.com/spillway/spillway/registry/registryv1"
+	"github.com/spillway/spillway/registry/systemstore"
 )
 
 // BenchmarkHeartbeat measures heartbeats per second through the real gRPC
@@ -21,7 +21,7 @@ func BenchmarkHeartbeat(b *testing.B) {
 			b.Run(fmt.Sprintf("%s/clients=%dxGOMAXPROCS", mode, par), func(b *testing.B) {
 				// Heartbeats never touch storage; memory storage keeps the
 				// 1,000 registrations of the setup fast.
-				h := newHarnessWith(b, durable.NewMemory())
+				h := newHarnessWith(b, systemstore.NewMemory())
 				ctx := context.Background()
 				const leases = 1000
 				ids := make([]string, leases)
@@ -83,7 +83,7 @@ func BenchmarkHeartbeat(b *testing.B) {
 func BenchmarkUtilization(b *testing.B) {
 	for _, streams := range []int{1, 4} {
 		b.Run(fmt.Sprintf("endpoints=10000/streams=%dxGOMAXPROCS", streams), func(b *testing.B) {
-			h := newHarnessWith(b, durable.NewMemory())
+			h := newHarnessWith(b, systemstore.NewMemory())
 			const services, perService = 10, 1000
 			for s := range services {
 				ops := make([]registry.Op, perService)

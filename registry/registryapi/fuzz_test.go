@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/spillway/spillway/registry/durable"
+	"github.com/spillway/spillway/registry/systemstore"
 )
 
 // FuzzHTTPRegister posts arbitrary bodies to /v1/register: the server never
@@ -24,7 +24,7 @@ func FuzzHTTPRegister(f *testing.F) {
 	} {
 		f.Add(seed)
 	}
-	h := newHarnessWith(f, durable.NewMemory())
+	h := newHarnessWith(f, systemstore.NewMemory())
 	handler := h.http.Config.Handler
 	f.Fuzz(func(t *testing.T, body string) {
 		before := h.store.Snapshot()

@@ -11,15 +11,15 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/spillway/spillway/registry/durable"
-	"github.com/spillway/spillway/registry/durable/boltstore"
 	pb "github.com/spillway/spillway/registry/registryv1"
+	"github.com/spillway/spillway/registry/systemstore"
+	"github.com/spillway/spillway/registry/systemstore/boltstore"
 )
 
 // downKV is a KV whose writes and reads fail, naming the store, while down
 // is set (an etcd cluster out of reach).
 type downKV struct {
-	durable.KV
+	systemstore.KV
 	down atomic.Bool
 }
 
@@ -49,7 +49,7 @@ func TestStoreOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	kv := &downKV{KV: bkv}
-	st := durable.NewStore(kv)
+	st := systemstore.NewStore(kv)
 	t.Cleanup(func() { st.Close() })
 	h := newHarnessWith(t, st)
 	ctx := context.Background()

@@ -16,9 +16,9 @@ import (
 
 	"github.com/spillway/spillway/load"
 	"github.com/spillway/spillway/registry"
-	"github.com/spillway/spillway/registry/durable"
 	"github.com/spillway/spillway/registry/lease"
 	"github.com/spillway/spillway/registry/registryapi"
+	"github.com/spillway/spillway/registry/systemstore"
 	"github.com/spillway/spillway/security/authz"
 )
 
@@ -58,7 +58,7 @@ func StartOn(t testing.TB, lis net.Listener) *Server {
 	store := registry.NewStore()
 	lm, err := lease.New(lease.Config{
 		Store:   store,
-		Storage: durable.NewMemory(),
+		Storage: systemstore.NewMemory(),
 		Tick:    50 * time.Millisecond,
 		MinTTL:  100 * time.Millisecond,
 	})

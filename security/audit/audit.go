@@ -20,7 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/peer"
 
-	"github.com/spillway/spillway/registry/durable"
+	"github.com/spillway/spillway/registry/systemstore"
 	"github.com/spillway/spillway/security/authn"
 	"github.com/spillway/spillway/security/authz"
 )
@@ -106,7 +106,7 @@ var _ Recorder = (*Log)(nil)
 type Config struct {
 	// KV keeps the entries, shared by every replica; nil keeps them in a
 	// memory ring of Keep entries (this process only).
-	KV durable.KV
+	KV systemstore.KV
 	// Replica names this process in the keys and entries; "" picks a
 	// random name.
 	Replica string
@@ -136,7 +136,7 @@ type Config struct {
 // Log records entries as slog lines and in the KV, and lists them.
 type Log struct {
 	// Read-only after New.
-	kv           durable.KV
+	kv           systemstore.KV
 	replica      string // as configured, in entries
 	keyName      string // replica with only key characters, in keys
 	keep         int
@@ -412,7 +412,7 @@ func (l *Log) List(ctx context.Context, since time.Time, limit int) ([]Entry, er
 	}
 	kvs, _, err := l.kv.List(ctx, l.listPrefix(since))
 	if err != nil {
-		return nil, fmt.Errorf("audit: list %s: %w: %w", KeyPrefix, durable.ErrUnavailable, err)
+		return nil, fmt.Errorf("audit: list %s: %w: %w", KeyPrefix, systemstore.ErrUnavailable, err)
 	}
 	for i := len(kvs) - 1; i >= 0 && len(out) < limit; i-- {
 		if t, ok := timeOfKey(kvs[i].Key); ok && t.Before(since) {

@@ -18,10 +18,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc/peer"
 
-	"github.com/spillway/spillway/registry/durable"
-	"github.com/spillway/spillway/registry/durable/durabletest"
-	"github.com/spillway/spillway/registry/durable/etcdstore"
-	"github.com/spillway/spillway/registry/durable/etcdstore/etcdtest"
+	"github.com/spillway/spillway/registry/systemstore"
+	"github.com/spillway/spillway/registry/systemstore/etcdstore"
+	"github.com/spillway/spillway/registry/systemstore/etcdstore/etcdtest"
+	"github.com/spillway/spillway/registry/systemstore/systemstoretest"
 	"github.com/spillway/spillway/security/authn"
 )
 
@@ -59,10 +59,10 @@ func adminCtx() context.Context {
 func TestRecordList(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		kv   func() durable.KV
+		kv   func() systemstore.KV
 	}{
-		{"memoryRing", func() durable.KV { return nil }},
-		{"memKV", func() durable.KV { return durabletest.NewMemKV() }},
+		{"memoryRing", func() systemstore.KV { return nil }},
+		{"memKV", func() systemstore.KV { return systemstoretest.NewMemKV() }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := &clock{t: t0}
@@ -116,7 +116,7 @@ func TestPeerFromGRPC(t *testing.T) {
 
 // twoReplicas records on two Logs over one store and checks that each
 // lists the other's entries too, in time order.
-func twoReplicas(t *testing.T, kvA, kvB durable.KV) {
+func twoReplicas(t *testing.T, kvA, kvB systemstore.KV) {
 	t.Helper()
 	clk := &clock{t: t0}
 	a := newLog(t, Config{KV: kvA, Replica: "replica-a", Now: clk.Now})
@@ -151,14 +151,14 @@ func twoReplicas(t *testing.T, kvA, kvB durable.KV) {
 }
 
 func TestTwoReplicasMemKV(t *testing.T) {
-	kv := durabletest.NewMemKV()
+	kv := systemstoretest.NewMemKV()
 	twoReplicas(t, kv, kv)
 }
 
 // TestTwoReplicasEtcd runs two Logs over two clients of one real etcd.
 func TestTwoReplicasEtcd(t *testing.T) {
 	srv := etcdtest.Start(t)
-	open := func() durable.KV {
+	open := func() systemstore.KV {
 		kv, err := etcdstore.Open(context.Background(), etcdstore.Config{Endpoints: []string{srv.Endpoint}, Prefix: "/spillway/"})
 		if err != nil {
 			t.Fatal(err)
@@ -172,7 +172,7 @@ func TestTwoReplicasEtcd(t *testing.T) {
 // TestTrim keeps the newest Keep entries and drops those over MaxAge,
 // whichever replica trims, and trimming twice deletes nothing more.
 func TestTrim(t *testing.T) {
-	kv := durabletest.NewMemKV()
+	kv := systemstoretest.NewMemKV()
 	clk := &clock{t: t0}
 	a := newLog(t, Config{KV: kv, Replica: "a", Keep: 5, MaxAge: time.Hour, Now: clk.Now})
 	b := newLog(t, Config{KV: kv, Replica: "b", Keep: 5, MaxAge: time.Hour, Now: clk.Now})
@@ -223,7 +223,7 @@ func TestTrimRing(t *testing.T) {
 // TestRunTrims: Run trims at the start and every TrimEvery (fake time).
 func TestRunTrims(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		kv := durabletest.NewMemKV()
+		kv := systemstoretest.NewMemKV()
 		l := newLog(t, Config{KV: kv, Replica: "a", MaxAge: time.Hour, TrimEvery: time.Minute})
 		l.Record(context.Background(), Entry{Action: "panic", New: "old"})
 		ctx, cancel := context.WithCancel(context.Background())
@@ -245,7 +245,7 @@ func TestRunTrims(t *testing.T) {
 // TestBoundedFields: long values are cut to their bound, on a rune
 // boundary, with the original length named.
 func TestBoundedFields(t *testing.T) {
-	kv := durabletest.NewMemKV()
+	kv := systemstoretest.NewMemKV()
 	l := newLog(t, Config{KV: kv, Replica: "a"})
 	long := strings.Repeat("é", 10_000) // 20,000 bytes
 	l.Record(context.Background(), Entry{Identity: long, Action: long, Resource: long, Reason: long, Old: long, New: long})
@@ -275,7 +275,7 @@ func TestBoundedFields(t *testing.T) {
 // TestStoreFailure: an unreachable store does not fail Record; the entry
 // is logged and the failure counted.
 func TestStoreFailure(t *testing.T) {
-	kv := durabletest.NewMemKV()
+	kv := systemstoretest.NewMemKV()
 	var buf bytes.Buffer
 	l := newLog(t, Config{KV: kv, Replica: "a", Logger: slog.New(slog.NewJSONHandler(&buf, nil))})
 	kv.Down.Store(true)
@@ -301,7 +301,7 @@ func TestStoreFailure(t *testing.T) {
 // TestDeniedLevelAndRate: a denial logs at Warn; past the burst, denials
 // are logged but not stored, and counted.
 func TestDeniedLevelAndRate(t *testing.T) {
-	kv := durabletest.NewMemKV()
+	kv := systemstoretest.NewMemKV()
 	clk := &clock{t: t0}
 	var buf bytes.Buffer
 	l := newLog(t, Config{KV: kv, Replica: "a", DeniedRate: 1, DeniedBurst: 2, Now: clk.Now, Logger: slog.New(slog.NewTextHandler(&buf, nil))})
@@ -374,7 +374,7 @@ func TestListPrefix(t *testing.T) {
 		if got != tc.want {
 			t.Errorf("listPrefix(%v) = %q, want %q", tc.since, got, tc.want)
 		}
-		if err := durable.ValidatePrefix(got); err != nil {
+		if err := systemstore.ValidatePrefix(got); err != nil {
 			t.Errorf("listPrefix(%v) = %q: %v", tc.since, got, err)
 		}
 	}

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/spillway/spillway/internal/httpjson"
-	"github.com/spillway/spillway/registry/durable"
+	"github.com/spillway/spillway/registry/systemstore"
 	"github.com/spillway/spillway/security/authz"
 )
 
@@ -59,7 +59,7 @@ func (l *Log) Handler(auth Authorizer) http.Handler {
 		}
 		entries, err := l.List(ctx, since, limit)
 		switch {
-		case errors.Is(err, durable.ErrUnavailable):
+		case errors.Is(err, systemstore.ErrUnavailable):
 			httpjson.WriteError(w, http.StatusServiceUnavailable, "", err.Error())
 			return
 		case err != nil:

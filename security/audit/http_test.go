@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spillway/spillway/registry/durable/durabletest"
+	"github.com/spillway/spillway/registry/systemstore/systemstoretest"
 	"github.com/spillway/spillway/security/authn"
 	"github.com/spillway/spillway/security/authz"
 )
@@ -39,7 +39,7 @@ func withIdentity(h http.Handler) http.Handler {
 }
 
 func TestHandler(t *testing.T) {
-	kv := durabletest.NewMemKV()
+	kv := systemstoretest.NewMemKV()
 	clk := &clock{t: t0}
 	l := newLog(t, Config{KV: kv, Replica: "a", Now: clk.Now})
 	for i := range 1500 {
@@ -111,7 +111,7 @@ func TestHandler(t *testing.T) {
 
 // TestHandlerStoreDown: an unreachable store is 503.
 func TestHandlerStoreDown(t *testing.T) {
-	kv := durabletest.NewMemKV()
+	kv := systemstoretest.NewMemKV()
 	l := newLog(t, Config{KV: kv, Replica: "a"})
 	kv.Down.Store(true)
 	rec := httptest.NewRecorder()

@@ -9,8 +9,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/spillway/spillway/registry/durable"
 	"github.com/spillway/spillway/registry/names"
+	"github.com/spillway/spillway/registry/systemstore"
 	"github.com/spillway/spillway/security/audit"
 	"github.com/spillway/spillway/security/authz"
 )
@@ -80,7 +80,7 @@ type entry struct {
 type StoreConfig struct {
 	// KV holds the records, shared by every replica; nil keeps them in
 	// memory only (no data dir).
-	KV durable.KV
+	KV systemstore.KV
 	// Tombstone is how long a deleted config keeps applying; zero means
 	// DefaultTombstone.
 	Tombstone time.Duration
@@ -100,7 +100,7 @@ type StoreConfig struct {
 // with the KV. Get is lock-free; writes go to the KV and then the view.
 type Store struct {
 	// Read-only after New.
-	kv        durable.KV
+	kv        systemstore.KV
 	tombstone time.Duration
 	now       func() time.Time
 	log       *slog.Logger
@@ -108,7 +108,7 @@ type Store struct {
 	regions   func(service string) []string // or nil
 
 	// recs holds every service's config, replicated through kv.
-	recs *durable.Records[record, entry]
+	recs *systemstore.Records[record, entry]
 }
 
 // NewStore validates cfg and returns an empty Store; call Init to load.
@@ -126,7 +126,7 @@ func NewStore(cfg StoreConfig) (*Store, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Store{kv: cfg.KV, tombstone: cfg.Tombstone, now: cfg.Now, log: cfg.Logger, audit: cfg.Audit, regions: cfg.Regions}
-	recs, err := durable.NewRecords(durable.RecordsConfig[record, entry]{
+	recs, err := systemstore.NewRecords(systemstore.RecordsConfig[record, entry]{
 		KV: cfg.KV, Prefix: KeyPrefix, Name: "svcconfig", Logger: cfg.Logger,
 		Decode: s.decode,
 	})
@@ -319,7 +319,7 @@ func (s *Store) Sweep(ctx context.Context) error {
 		}
 		if s.kv != nil {
 			v, rev, err := s.kv.Get(ctx, KeyPrefix+service)
-			if errors.Is(err, durable.ErrNotFound) {
+			if errors.Is(err, systemstore.ErrNotFound) {
 				s.recs.Forget(service)
 				continue
 			}

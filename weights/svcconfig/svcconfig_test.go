@@ -16,10 +16,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/spillway/spillway/registry/durable"
-	"github.com/spillway/spillway/registry/durable/boltstore"
-	"github.com/spillway/spillway/registry/durable/etcdstore"
-	"github.com/spillway/spillway/registry/durable/etcdstore/etcdtest"
+	"github.com/spillway/spillway/registry/systemstore"
+	"github.com/spillway/spillway/registry/systemstore/boltstore"
+	"github.com/spillway/spillway/registry/systemstore/etcdstore"
+	"github.com/spillway/spillway/registry/systemstore/etcdstore/etcdtest"
 )
 
 func TestParse(t *testing.T) {
@@ -137,7 +137,7 @@ func TestServiceFromFile(t *testing.T) {
 	}
 }
 
-func openKV(t *testing.T) durable.KV {
+func openKV(t *testing.T) systemstore.KV {
 	kv, err := boltstore.Open(t.TempDir(), boltstore.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -267,7 +267,7 @@ func TestTwoStores(t *testing.T) {
 	})
 }
 
-func openEtcd(t *testing.T, endpoint string) durable.KV {
+func openEtcd(t *testing.T, endpoint string) systemstore.KV {
 	kv, err := etcdstore.Open(context.Background(), etcdstore.Config{Endpoints: []string{endpoint}, Prefix: "/svcconfig-test/", RequestTimeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -276,7 +276,7 @@ func openEtcd(t *testing.T, endpoint string) durable.KV {
 	return kv
 }
 
-func twoStores(t *testing.T, kvA, kvB durable.KV) {
+func twoStores(t *testing.T, kvA, kvB systemstore.KV) {
 	a, _ := NewStore(StoreConfig{KV: kvA})
 	b, _ := NewStore(StoreConfig{KV: kvB})
 	ctx, cancel := context.WithCancel(context.Background())

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/spillway/spillway/internal/httpjson"
-	"github.com/spillway/spillway/registry/durable"
+	"github.com/spillway/spillway/registry/systemstore"
 	"github.com/spillway/spillway/security/authn"
 	"github.com/spillway/spillway/security/authz"
 )
@@ -248,7 +248,7 @@ func fail(w http.ResponseWriter, err error) {
 		httpjson.WriteError(w, http.StatusBadRequest, "service", err.Error())
 	case errors.Is(err, ErrNotFound):
 		httpjson.WriteError(w, http.StatusNotFound, "", err.Error())
-	case errors.Is(err, durable.ErrUnavailable):
+	case errors.Is(err, systemstore.ErrUnavailable):
 		httpjson.WriteError(w, http.StatusServiceUnavailable, "", err.Error())
 	default:
 		httpjson.WriteError(w, http.StatusInternalServerError, "", err.Error())

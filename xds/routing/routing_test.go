@@ -16,8 +16,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
-	"github.com/spillway/spillway/registry/durable"
-	"github.com/spillway/spillway/registry/durable/durabletest"
+	"github.com/spillway/spillway/registry/systemstore"
+	"github.com/spillway/spillway/registry/systemstore/systemstoretest"
 	"github.com/spillway/spillway/security/audit"
 	"github.com/spillway/spillway/security/authz"
 )
@@ -194,7 +194,7 @@ func (r *recorder) Record(_ context.Context, e audit.Entry) {
 	r.entries = append(r.entries, e)
 }
 
-func newTestStore(t *testing.T, kv durable.KV) (*Store, *fakeTargets, *recorder) {
+func newTestStore(t *testing.T, kv systemstore.KV) (*Store, *fakeTargets, *recorder) {
 	t.Helper()
 	ft := &fakeTargets{healthy: map[string]int{"payments": 2, "payments-synthetic": 1, "payments-canary": 1, "empty": 0}}
 	rec := &recorder{}
@@ -213,7 +213,7 @@ func newTestStore(t *testing.T, kv durable.KV) (*Store, *fakeTargets, *recorder)
 // a positive total are refused naming the field, and the stored rules,
 // their revision and the store's version stay as they were.
 func TestSetRefusedChangesNothing(t *testing.T) {
-	kv := durabletest.NewMemKV()
+	kv := systemstoretest.NewMemKV()
 	s, _, rec := newTestStore(t, kv)
 	ctx := context.Background()
 	if _, err := s.Set(ctx, "payments", []byte(example)); err != nil {
@@ -274,7 +274,7 @@ func TestSetRefusedChangesNothing(t *testing.T) {
 // Delete through its watch; a target deregistered later is reported
 // broken and by the metric; a target back is not.
 func TestBrokenAndReplicas(t *testing.T) {
-	kv := durabletest.NewMemKV()
+	kv := systemstoretest.NewMemKV()
 	a, _, _ := newTestStore(t, kv)
 	b, ft, _ := newTestStore(t, kv)
 	ctx, cancel := context.WithCancel(context.Background())

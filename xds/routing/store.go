@@ -7,8 +7,8 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/spillway/spillway/registry/durable"
 	"github.com/spillway/spillway/registry/names"
+	"github.com/spillway/spillway/registry/systemstore"
 	"github.com/spillway/spillway/security/audit"
 	"github.com/spillway/spillway/security/authz"
 )
@@ -83,7 +83,7 @@ type entry struct {
 type StoreConfig struct {
 	// KV holds the records, shared by every replica; nil keeps them in
 	// memory only.
-	KV durable.KV
+	KV systemstore.KV
 	// Targets is asked at Set whether targets exist and have healthy
 	// endpoints, and by Broken; nil means every target exists, healthy.
 	Targets Targets
@@ -114,7 +114,7 @@ type Store struct {
 	audit   Recorder
 
 	// recs holds every service's rules, replicated through the KV.
-	recs *durable.Records[record, entry]
+	recs *systemstore.Records[record, entry]
 }
 
 // NewStore returns an empty Store; call Init to load.
@@ -129,7 +129,7 @@ func NewStore(cfg StoreConfig) (*Store, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Store{targets: cfg.Targets, check: cfg.Check, clients: cfg.Clients, now: cfg.Now, log: cfg.Logger, audit: cfg.Audit}
-	recs, err := durable.NewRecords(durable.RecordsConfig[record, entry]{
+	recs, err := systemstore.NewRecords(systemstore.RecordsConfig[record, entry]{
 		KV: cfg.KV, Prefix: KeyPrefix, Name: "routes", Logger: cfg.Logger,
 		// Stored rules were valid when set; targets may have gone since,
 		// which the server handles (Broken), so only the parse is redone.

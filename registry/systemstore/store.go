@@ -1,0 +1,173 @@
+package systemstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Key prefixes of what Store keeps in its KV.
+const (
+	RegistrationsPrefix = "registrations/"
+	SettingsPrefix      = "settings/"
+)
+
+// Store keeps registrations (package lease's Storage) and settings
+// (package migration's Storage) in any KV: a record under
+// "registrations/<service>/<endpoint id>" as JSON, a setting under
+// "settings/<key>" as it is given.
+type Store struct {
+	kv KV
+}
+
+// NewStore returns a Store over kv; Close closes kv.
+func NewStore(kv KV) *Store { return &Store{kv: kv} }
+
+// KV returns the store's KV, for watching what other replicas write.
+func (s *Store) KV() KV { return s.kv }
+
+// ErrUnavailable wraps every failure of the KV under a Store other than
+// bad input (ErrInvalid): the store could not be reached or did not
+// answer. The wrapped error names the store ("etcd http://h:2379: put
+// ..."). API edges map it to gRPC UNAVAILABLE and HTTP 503.
+var ErrUnavailable = errors.New("store unavailable")
+
+// unavailable wraps a KV error of what with ErrUnavailable, unless it is
+// bad input.
+func unavailable(what string, err error) error {
+	if errors.Is(err, ErrInvalid) {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return fmt.Errorf("%s: %w: %w", what, ErrUnavailable, err)
+}
+
+// Put stores r durably, replacing the record with the same key.
+func (s *Store) Put(ctx context.Context, r Record) error {
+	_, err := s.PutRev(ctx, r)
+	return err
+}
+
+// PutRev is Put that returns the revision of the write, so that a replica
+// can order its own write against the watch events of other replicas.
+func (s *Store) PutRev(ctx context.Context, r Record) (int64, error) {
+	v, err := json.Marshal(r)
+	if err != nil {
+		return 0, fmt.Errorf("put %s: %w", r.Key(), err)
+	}
+	rev, err := s.kv.Put(ctx, RegistrationsPrefix+r.Key(), v)
+	if err != nil {
+		return 0, unavailable("put registration", err)
+	}
+	return rev, nil
+}
+
+// Delete removes the record with key; a missing key is not an error.
+func (s *Store) Delete(ctx context.Context, key string) error {
+	if _, err := s.kv.Delete(ctx, RegistrationsPrefix+key); err != nil {
+		return unavailable("delete registration", err)
+	}
+	return nil
+}
+
+// CondDeleter is a KV that deletes a key only while it is at a revision
+// (etcd: a transaction comparing the mod revision). etcdstore implements
+// it.
+type CondDeleter interface {
+	// DeleteIf deletes key if its last write is at rev, and reports
+	// whether it did.
+	DeleteIf(ctx context.Context, key string, rev int64) (deleted bool, err error)
+}
+
+// DeleteLease removes the record with key only while it still holds lease
+// leaseID, and reports whether it removed it: a lease expires once, and an
+// expiry never removes a newer registration of the same endpoint made on
+// another replica. A record that is not there at all is an error wrapping
+// ErrNotFound (someone else removed it). On a KV that is a CondDeleter the check and the delete
+// are one transaction; otherwise (bbolt: one process, whose caller holds
+// the key's lock) a read then a delete.
+func (s *Store) DeleteLease(ctx context.Context, key, leaseID string) (bool, error) {
+	k := RegistrationsPrefix + key
+	v, rev, err := s.kv.Get(ctx, k)
+	if errors.Is(err, ErrNotFound) {
+		return false, fmt.Errorf("delete registration %s: %w", key, ErrNotFound)
+	}
+	if err != nil {
+		return false, unavailable("delete registration", err)
+	}
+	if r, err := DecodeRecord(v); err == nil && r.LeaseID != leaseID {
+		return false, nil
+	}
+	if cd, ok := s.kv.(CondDeleter); ok {
+		ok, err := cd.DeleteIf(ctx, k, rev)
+		if err != nil {
+			return false, unavailable("delete registration", err)
+		}
+		return ok, nil
+	}
+	if _, err := s.kv.Delete(ctx, k); err != nil {
+		return false, unavailable("delete registration", err)
+	}
+	return true, nil
+}
+
+// List returns every record, sorted by key. A record that does not decode
+// is skipped and reported in the joined error, so one bad record does not
+// hide the others.
+func (s *Store) List(ctx context.Context) ([]Record, error) {
+	kvs, _, err := s.kv.List(ctx, RegistrationsPrefix)
+	if err != nil {
+		return nil, unavailable("list registrations", err)
+	}
+	var out []Record
+	var errs []error
+	for _, kv := range kvs {
+		r, err := DecodeRecord(kv.Value)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("record %q: %w", strings.TrimPrefix(kv.Key, RegistrationsPrefix), err))
+			continue
+		}
+		out = append(out, r)
+	}
+	return out, errors.Join(errs...)
+}
+
+// DecodeRecord decodes a value stored under RegistrationsPrefix.
+func DecodeRecord(v []byte) (Record, error) {
+	var r Record
+	err := json.Unmarshal(v, &r)
+	return r, err
+}
+
+// PutSetting stores value under key durably, replacing the previous value.
+// The key must not be empty.
+func (s *Store) PutSetting(ctx context.Context, key string, value []byte) error {
+	if key == "" {
+		return fmt.Errorf("put setting: key is empty")
+	}
+	if _, err := s.kv.Put(ctx, SettingsPrefix+key, value); err != nil {
+		return unavailable("put setting", err)
+	}
+	return nil
+}
+
+// Settings returns every stored setting; none is an empty map.
+func (s *Store) Settings(ctx context.Context) (map[string][]byte, error) {
+	kvs, _, err := s.kv.List(ctx, SettingsPrefix)
+	if err != nil {
+		return nil, unavailable("read settings", err)
+	}
+	out := make(map[string][]byte, len(kvs))
+	for _, kv := range kvs {
+		v := kv.Value
+		if v == nil {
+			v = []byte{}
+		}
+		out[strings.TrimPrefix(kv.Key, SettingsPrefix)] = v
+	}
+	return out, nil
+}
+
+// Close closes the KV.
+func (s *Store) Close() error { return s.kv.Close() }

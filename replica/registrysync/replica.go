@@ -1,0 +1,647 @@
+package registrysync
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"maps"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/spillway/spillway/registry/lease"
+	"github.com/spillway/spillway/registry/systemstore"
+)
+
+// Key prefixes a Replica uses besides systemstore's.
+const (
+	LastSeenPrefix = "lastseen/"
+	probeKey       = "election/probe"
+)
+
+// Defaults for Config's zero values.
+const (
+	DefaultFlush  = 10 * time.Second // the default TTL / 3
+	DefaultShards = 32
+	DefaultProbe  = time.Second
+	// retry is the pause after a failed List or Campaign.
+	retry = time.Second
+)
+
+// Leases is the lease manager a Replica feeds; *lease.Manager.
+type Leases interface {
+	Adopt(rec systemstore.Record, rev int64, seen time.Time) error
+	Drop(key string, rev int64) error
+	Keys() map[string]int64
+	Seen(id string, t time.Time)
+	LocalStamps(fn func(lease.Stamp))
+}
+
+// Settings takes the settings other replicas store; *migration.Controller.
+type Settings interface {
+	ApplyStored(key string, value []byte) error
+}
+
+var _ Leases = (*lease.Manager)(nil)
+
+// Config configures a Replica.
+type Config struct {
+	// KV is the shared store; non-nil.
+	KV systemstore.KV
+	// Name names the store in status and logs ("etcd://h:2379/spillway").
+	Name string
+	// Leases is fed the registrations and stamps; non-nil.
+	Leases Leases
+	// Settings is fed the stored settings; nil ignores them.
+	Settings Settings
+	// Elector elects the expiry decider; nil means this replica always
+	// decides (only right when it is alone on the store).
+	Elector systemstore.Elector
+	// ID names this replica in the store and the election: letters,
+	// digits and -_.:=@+; non-empty.
+	ID string
+	// Flush is how often last-seen stamps are written; zero means 10 s.
+	Flush time.Duration
+	// Shards is how many values this replica's stamps are spread over;
+	// zero means 32.
+	Shards int
+	// Probe is how often the store is checked; zero means 1 s.
+	Probe time.Duration
+	// MaxTTL is the longest lease TTL (lease.Config.MaxTTL); a stamp value
+	// whose newest stamp is older than MaxTTL plus Grace belongs to a
+	// replica that is gone, and the decider deletes it. Zero means 1 h.
+	MaxTTL time.Duration
+	// Logger; nil discards.
+	Logger *slog.Logger
+	// Registerer receives the metrics; nil registers nothing.
+	Registerer prometheus.Registerer
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Replica keeps this process in step with the shared store.
+type Replica struct {
+	// Read-only after New.
+	cfg     Config
+	log     *slog.Logger
+	now     func() time.Time
+	grace   time.Duration
+	metrics *metrics
+
+	up        atomic.Bool
+	upSince   atomic.Int64 // unix nanos of the last down→up, or of start
+	leader    atomic.Bool
+	leadSince atomic.Int64
+	freshAt   atomic.Int64  // unix nanos of the last List of every replica's stamps
+	upNotify  chan struct{} // 1-slot: the store came back, flush now
+
+	// mu guards lastErr, regRev, resync and newest.
+	mu      sync.Mutex
+	newest  map[string]int64 // other replicas' stamp keys → their newest stamp
+	lastErr error
+	regRev  int64         // revision the registrations are synced to
+	resync  chan struct{} // closed when the store comes back: watches list again
+
+	// Flusher only.
+	written map[int]map[string]int64 // shard → lease id → stamp last written
+
+	// startRev is each prefix's revision listed by Init; read-only after
+	// Init.
+	startRev map[string]int64
+}
+
+// New validates cfg and returns a Replica.
+func New(cfg Config) (*Replica, error) {
+	switch {
+	case cfg.KV == nil:
+		return nil, errors.New("replica config: KV is nil")
+	case cfg.Leases == nil:
+		return nil, errors.New("replica config: Leases is nil")
+	case cfg.Flush < 0:
+		return nil, fmt.Errorf("replica config: Flush %v is negative", cfg.Flush)
+	case cfg.Shards < 0:
+		return nil, fmt.Errorf("replica config: Shards %d is negative", cfg.Shards)
+	case cfg.Probe < 0:
+		return nil, fmt.Errorf("replica config: Probe %v is negative", cfg.Probe)
+	case cfg.MaxTTL < 0:
+		return nil, fmt.Errorf("replica config: MaxTTL %v is negative", cfg.MaxTTL)
+	}
+	if err := systemstore.ValidateKey(LastSeenPrefix + cfg.ID); err != nil || cfg.ID == "" || strings.Contains(cfg.ID, "/") {
+		return nil, fmt.Errorf("replica config: ID %q: want letters, digits and -_.:=@+", cfg.ID)
+	}
+	if cfg.Flush == 0 {
+		cfg.Flush = DefaultFlush
+	}
+	if cfg.Shards == 0 {
+		cfg.Shards = DefaultShards
+	}
+	if cfg.Probe == 0 {
+		cfg.Probe = DefaultProbe
+	}
+	if cfg.MaxTTL == 0 {
+		cfg.MaxTTL = lease.DefaultMaxTTL
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	r := &Replica{
+		cfg: cfg, log: cfg.Logger, now: cfg.Now,
+		grace:    GraceFor(cfg.Flush, cfg.Probe),
+		upNotify: make(chan struct{}, 1),
+		resync:   make(chan struct{}),
+		newest:   map[string]int64{},
+		written:  map[int]map[string]int64{},
+	}
+	r.metrics = newMetrics(r)
+	if cfg.Registerer != nil {
+		if err := r.metrics.register(cfg.Registerer); err != nil {
+			return nil, fmt.Errorf("replica metrics: %w", err)
+		}
+	}
+	return r, nil
+}
+
+// GraceFor is the Grace of a Replica with flush and probe (zero: their
+// defaults).
+func GraceFor(flush, probe time.Duration) time.Duration {
+	if flush == 0 {
+		flush = DefaultFlush
+	}
+	if probe == 0 {
+		probe = DefaultProbe
+	}
+	return flush + 2*probe
+}
+
+// Grace is how late another replica's last-seen stamp may be: Flush plus
+// two probes. Give it to lease.Config.ExpiryGrace.
+func (r *Replica) Grace() time.Duration { return r.grace }
+
+// MayExpire implements lease.Decider: this replica holds the election,
+// the store answers, and it has listed every replica's last-seen stamps
+// at least Grace after both became true (so that what other replicas
+// could not flush while it was not deciding, or while the store was out,
+// has arrived).
+func (r *Replica) MayExpire() bool {
+	if !r.up.Load() || !r.leader.Load() {
+		return false
+	}
+	return r.freshAt.Load() >= r.holdUntil()
+}
+
+// holdUntil is when the stamps are complete enough to decide expiry.
+func (r *Replica) holdUntil() int64 {
+	return max(r.upSince.Load(), r.leadSince.Load()) + int64(r.grace)
+}
+
+// refreshStamps lists the stamps once the hold has passed, if this
+// replica decides and has not listed them since.
+func (r *Replica) refreshStamps(ctx context.Context) {
+	if !r.up.Load() || !r.leader.Load() {
+		return
+	}
+	hold := r.holdUntil()
+	if r.freshAt.Load() >= hold || r.now().UnixNano() < hold {
+		return
+	}
+	now := r.now().UnixNano()
+	if _, err := r.syncStamps(ctx); err != nil {
+		r.log.Warn("list last-seen stamps before deciding expiry", "err", err)
+		return
+	}
+	r.freshAt.Store(now)
+	r.log.Info("expiry decider has every replica's last-seen stamps; expiring", "replica", r.cfg.ID)
+}
+
+// Status is what /readyz shows of the store.
+type Status struct {
+	Name    string
+	Up      bool
+	Decider bool  // this replica holds the expiry election
+	Rev     int64 // registrations synced to this revision
+	Err     error // the last store error, or nil
+}
+
+func (s Status) String() string {
+	state := "up"
+	if !s.Up {
+		state = "unreachable"
+		if s.Err != nil {
+			state += ": " + s.Err.Error()
+		}
+	}
+	role := "another replica decides expiry"
+	if s.Decider {
+		role = "this replica decides expiry"
+	}
+	return fmt.Sprintf("store %s: %s; synced to revision %d; %s", s.Name, state, s.Rev, role)
+}
+
+// Status returns the store's state as this replica sees it.
+func (r *Replica) Status() Status {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return Status{Name: r.cfg.Name, Up: r.up.Load(), Decider: r.leader.Load(), Rev: r.regRev, Err: r.lastErr}
+}
+
+func (r *Replica) setUp(err error) {
+	r.mu.Lock()
+	r.lastErr = err
+	r.mu.Unlock()
+	if err == nil {
+		if !r.up.Swap(true) {
+			r.upSince.Store(r.now().UnixNano())
+			r.log.Info("store reachable", "store", r.cfg.Name)
+			select {
+			case r.upNotify <- struct{}{}:
+			default:
+			}
+			r.mu.Lock()
+			close(r.resync)
+			r.resync = make(chan struct{})
+			r.mu.Unlock()
+		}
+		return
+	}
+	if r.up.Swap(false) {
+		r.log.Error("store unreachable: serving from memory, expiring nothing, refusing writes", "store", r.cfg.Name, "err", err)
+	}
+}
+
+// Init loads the settings, the last-seen stamps and the registrations, so
+// that the replica serves the whole fleet before it reports ready.
+func (r *Replica) Init(ctx context.Context) error {
+	r.startRev = map[string]int64{}
+	for _, p := range []struct {
+		prefix string
+		list   func(context.Context) (int64, error)
+	}{
+		{systemstore.SettingsPrefix, r.syncSettings},
+		{systemstore.RegistrationsPrefix, r.syncRegistrations},
+		{LastSeenPrefix, r.syncStamps}, // after the leases they stamp
+	} {
+		rev, err := p.list(ctx)
+		if err != nil {
+			return err
+		}
+		r.startRev[p.prefix] = rev
+	}
+	r.setUp(nil)
+	return nil
+}
+
+// Run syncs, flushes, probes and campaigns until ctx ends; it returns nil
+// then.
+func (r *Replica) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	wg.Go(func() { r.watchLoop(ctx, systemstore.RegistrationsPrefix, r.syncRegistrations, r.applyRegistration) })
+	wg.Go(func() { r.watchLoop(ctx, systemstore.SettingsPrefix, r.syncSettings, r.applySetting) })
+	wg.Go(func() { r.watchLoop(ctx, LastSeenPrefix, r.syncStamps, r.applyStamp) })
+	wg.Go(func() { r.probeLoop(ctx) })
+	wg.Go(func() { r.flushLoop(ctx) })
+	wg.Go(func() { r.electLoop(ctx) })
+	wg.Wait()
+	return nil
+}
+
+// watchLoop lists prefix (after the first time) and watches it from the
+// listed revision; a failed watch is followed by a new List.
+func (r *Replica) watchLoop(ctx context.Context, prefix string, list func(context.Context) (int64, error), apply func(systemstore.WatchEvent)) {
+	rev, ok := r.startRev[prefix]
+	if !ok {
+		rev = -1
+	}
+	for ctx.Err() == nil {
+		if rev < 0 {
+			var err error
+			if rev, err = list(ctx); err != nil {
+				rev = -1
+				r.log.Warn("list failed; retrying", "prefix", prefix, "err", err)
+				sleep(ctx, retry)
+				continue
+			}
+			r.metrics.resyncs.Inc()
+		}
+		r.mu.Lock()
+		resync := r.resync
+		r.mu.Unlock()
+		wctx, cancel := context.WithCancel(ctx)
+		go func() {
+			select {
+			case <-resync: // the store came back: do not trust a watch that lived through the outage
+				cancel()
+			case <-wctx.Done():
+			}
+		}()
+		for ev := range r.cfg.KV.Watch(wctx, prefix, rev) {
+			if ev.Err != nil {
+				if ctx.Err() == nil {
+					r.log.Warn("watch failed; listing again", "prefix", prefix, "rev", rev, "err", ev.Err)
+				}
+				break
+			}
+			apply(ev)
+			rev = ev.Rev
+		}
+		cancel()
+		rev = -1
+		sleep(ctx, retry/10)
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// setRegRev records the revision registrations are synced to.
+func (r *Replica) setRegRev(rev int64) {
+	r.mu.Lock()
+	if rev > r.regRev {
+		r.regRev = rev
+	}
+	r.mu.Unlock()
+}
+
+// syncRegistrations lists every registration, adopts each, and drops the
+// leases held here that the store no longer has.
+func (r *Replica) syncRegistrations(ctx context.Context) (int64, error) {
+	kvs, rev, err := r.cfg.KV.List(ctx, systemstore.RegistrationsPrefix)
+	if err != nil {
+		return 0, fmt.Errorf("sync registrations from %s: %w", r.cfg.Name, err)
+	}
+	held := r.cfg.Leases.Keys()
+	for _, kv := range kvs {
+		key := strings.TrimPrefix(kv.Key, systemstore.RegistrationsPrefix)
+		delete(held, key)
+		r.adopt(key, kv.Value, kv.Rev)
+	}
+	for key := range held {
+		if err := r.cfg.Leases.Drop(key, rev); err != nil {
+			r.log.Error("drop registration", "key", key, "err", err)
+		}
+	}
+	r.setRegRev(rev)
+	r.log.Info("synced registrations", "store", r.cfg.Name, "count", len(kvs), "rev", rev)
+	return rev, nil
+}
+
+func (r *Replica) adopt(key string, value []byte, rev int64) {
+	rec, err := systemstore.DecodeRecord(value)
+	if err != nil {
+		r.log.Error("skipped undecodable registration", "key", key, "err", err)
+		return
+	}
+	if err := r.cfg.Leases.Adopt(rec, rev, time.Time{}); err != nil {
+		r.log.Error("skipped registration", "key", key, "err", err)
+	}
+}
+
+func (r *Replica) applyRegistration(ev systemstore.WatchEvent) {
+	key := strings.TrimPrefix(ev.Key, systemstore.RegistrationsPrefix)
+	switch ev.Type {
+	case systemstore.EventPut:
+		r.adopt(key, ev.Value, ev.Rev)
+	case systemstore.EventDelete:
+		if err := r.cfg.Leases.Drop(key, ev.Rev); err != nil {
+			r.log.Error("drop registration", "key", key, "err", err)
+		}
+	}
+	r.setRegRev(ev.Rev)
+}
+
+func (r *Replica) syncSettings(ctx context.Context) (int64, error) {
+	kvs, rev, err := r.cfg.KV.List(ctx, systemstore.SettingsPrefix)
+	if err != nil {
+		return 0, fmt.Errorf("sync settings from %s: %w", r.cfg.Name, err)
+	}
+	for _, kv := range kvs {
+		r.applySetting(systemstore.WatchEvent{Type: systemstore.EventPut, Key: kv.Key, Value: kv.Value, Rev: kv.Rev})
+	}
+	return rev, nil
+}
+
+func (r *Replica) applySetting(ev systemstore.WatchEvent) {
+	if r.cfg.Settings == nil || ev.Type != systemstore.EventPut {
+		return
+	}
+	key := strings.TrimPrefix(ev.Key, systemstore.SettingsPrefix)
+	if err := r.cfg.Settings.ApplyStored(key, ev.Value); err != nil {
+		r.log.Error("stored setting not applied", "key", key, "err", err)
+	}
+}
+
+// stamps is the stored form of one last-seen shard.
+type stamps struct {
+	Stamps map[string]int64 `json:"stamps"` // lease id → unix nanoseconds
+}
+
+func (r *Replica) ownPrefix() string { return LastSeenPrefix + r.cfg.ID + "/" }
+
+func (r *Replica) syncStamps(ctx context.Context) (int64, error) {
+	kvs, rev, err := r.cfg.KV.List(ctx, LastSeenPrefix)
+	if err != nil {
+		return 0, fmt.Errorf("sync last-seen stamps from %s: %w", r.cfg.Name, err)
+	}
+	for _, kv := range kvs {
+		r.applyStamp(systemstore.WatchEvent{Type: systemstore.EventPut, Key: kv.Key, Value: kv.Value, Rev: kv.Rev})
+	}
+	return rev, nil
+}
+
+func (r *Replica) applyStamp(ev systemstore.WatchEvent) {
+	if strings.HasPrefix(ev.Key, r.ownPrefix()) {
+		return
+	}
+	if ev.Type == systemstore.EventDelete {
+		r.mu.Lock()
+		delete(r.newest, ev.Key)
+		r.mu.Unlock()
+		return
+	}
+	var s stamps
+	if err := json.Unmarshal(ev.Value, &s); err != nil {
+		r.log.Error("skipped undecodable last-seen stamps", "key", ev.Key, "err", err)
+		return
+	}
+	var newest int64
+	for id, ns := range s.Stamps {
+		r.cfg.Leases.Seen(id, time.Unix(0, ns))
+		newest = max(newest, ns)
+	}
+	r.mu.Lock()
+	r.newest[ev.Key] = newest
+	r.mu.Unlock()
+	r.metrics.stampsRead.Add(float64(len(s.Stamps)))
+}
+
+// dropGone deletes, on the decider, the stamp values of replicas that are
+// gone: none of their stamps is younger than MaxTTL plus Grace, so they
+// keep no lease alive. (A Deployment's pods get new names, hence new ids,
+// at every restart.)
+func (r *Replica) dropGone(ctx context.Context) {
+	if !r.MayExpire() {
+		return
+	}
+	horizon := r.now().UnixNano() - int64(r.cfg.MaxTTL+r.grace)
+	r.mu.Lock()
+	var gone []string
+	for k, ns := range r.newest {
+		if ns < horizon {
+			gone = append(gone, k)
+		}
+	}
+	r.mu.Unlock()
+	for _, k := range gone {
+		if _, err := r.cfg.KV.Delete(ctx, k); err != nil {
+			r.log.Warn("delete a gone replica's last-seen stamps", "key", k, "err", err)
+			return
+		}
+		r.mu.Lock()
+		delete(r.newest, k)
+		r.mu.Unlock()
+		r.log.Info("deleted a gone replica's last-seen stamps", "key", k)
+	}
+}
+
+func (r *Replica) shard(id string) int {
+	h := fnv.New32a()
+	h.Write([]byte(id))
+	return int(h.Sum32() % uint32(r.cfg.Shards))
+}
+
+func (r *Replica) flushLoop(ctx context.Context) {
+	t := time.NewTicker(r.cfg.Flush)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-r.upNotify:
+		}
+		if err := r.Flush(ctx); err != nil && ctx.Err() == nil {
+			r.log.Warn("last-seen flush failed", "store", r.cfg.Name, "err", err)
+		}
+		r.dropGone(ctx)
+	}
+}
+
+// Flush writes the shards whose stamps moved since the last flush: one
+// store write per changed shard, whatever the number of heartbeats. Stamps
+// older than their lease's TTL plus Grace are left out (the lease is not
+// heartbeated here any more). Run calls it every Flush; it is exported for
+// tests and benchmarks and must not run concurrently with itself.
+func (r *Replica) Flush(ctx context.Context) error {
+	now := r.now().UnixNano()
+	next := map[int]map[string]int64{}
+	r.cfg.Leases.LocalStamps(func(s lease.Stamp) {
+		ns := s.Seen.UnixNano()
+		if now-ns > int64(s.TTL+r.grace) {
+			return
+		}
+		sh := r.shard(s.LeaseID)
+		if next[sh] == nil {
+			next[sh] = map[string]int64{}
+		}
+		next[sh][s.LeaseID] = ns
+	})
+	var errs []error
+	for sh := 0; sh < r.cfg.Shards; sh++ {
+		cur, old := next[sh], r.written[sh]
+		if maps.Equal(cur, old) {
+			continue
+		}
+		key := fmt.Sprintf("%s%03d", r.ownPrefix(), sh)
+		var err error
+		if len(cur) == 0 {
+			_, err = r.cfg.KV.Delete(ctx, key)
+		} else {
+			var b []byte
+			b, err = json.Marshal(stamps{Stamps: cur})
+			if err == nil {
+				_, err = r.cfg.KV.Put(ctx, key, b)
+			}
+		}
+		if err != nil {
+			errs = append(errs, err)
+			if !errors.Is(err, systemstore.ErrInvalid) {
+				break // the store is down: the next flush retries
+			}
+			continue
+		}
+		r.written[sh] = cur
+		r.metrics.writes.Inc()
+		r.metrics.stampsWritten.Add(float64(len(cur)))
+	}
+	return errors.Join(errs...)
+}
+
+func (r *Replica) probeLoop(ctx context.Context) {
+	t := time.NewTicker(r.cfg.Probe)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		pctx, cancel := context.WithTimeout(ctx, r.cfg.Probe)
+		_, _, err := r.cfg.KV.Get(pctx, probeKey)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		if errors.Is(err, systemstore.ErrNotFound) {
+			err = nil
+		}
+		r.setUp(err)
+		r.refreshStamps(ctx)
+	}
+}
+
+func (r *Replica) electLoop(ctx context.Context) {
+	if r.cfg.Elector == nil {
+		r.leadSince.Store(r.now().UnixNano())
+		r.leader.Store(true)
+		<-ctx.Done()
+		r.leader.Store(false)
+		return
+	}
+	for ctx.Err() == nil {
+		lost, resign, err := r.cfg.Elector.Campaign(ctx, r.cfg.ID)
+		if err != nil {
+			if ctx.Err() == nil {
+				r.log.Warn("expiry election: campaign failed; retrying", "err", err)
+				sleep(ctx, retry)
+			}
+			continue
+		}
+		r.leadSince.Store(r.now().UnixNano())
+		r.leader.Store(true)
+		r.metrics.elected.Inc()
+		r.log.Info("elected expiry decider", "replica", r.cfg.ID, "expires_after", r.grace)
+		select {
+		case <-lost:
+		case <-ctx.Done():
+		}
+		r.leader.Store(false)
+		resign()
+		if ctx.Err() == nil {
+			r.log.Warn("lost the expiry election", "replica", r.cfg.ID)
+		}
+	}
+}
