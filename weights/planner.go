@@ -95,6 +95,9 @@ type Planner struct {
 
 	plans atomic.Pointer[map[string]*Plan]
 
+	// listeners are Subscribe's; appended before Run, read-only after.
+	listeners []func(services []string, now time.Time)
+
 	// mu guards the per-service states and the scratch input; a cycle,
 	// ExportState and ImportState hold it.
 	mu     sync.Mutex
@@ -180,12 +183,27 @@ func (p *Planner) Run(ctx context.Context) {
 }
 
 // Cycle computes the weights of every service it owns and publishes them;
-// OnChange is told the services whose plan changed.
+// OnChange, then every Subscribe listener, is told the services whose plan
+// changed.
 func (p *Planner) Cycle(now time.Time) {
 	changed := p.cycle(now)
-	if len(changed) > 0 && p.cfg.OnChange != nil {
+	if len(changed) == 0 {
+		return
+	}
+	if p.cfg.OnChange != nil {
 		p.cfg.OnChange(changed, now)
 	}
+	for _, fn := range p.listeners {
+		fn(changed, now)
+	}
+}
+
+// Subscribe adds fn to those told, after each cycle, the services whose
+// plan changed: it is how a stage built after the planner from its plans
+// (the mesh selector) hears of them. Call it before Run; fn must not call
+// back into the planner's cycle.
+func (p *Planner) Subscribe(fn func(services []string, now time.Time)) {
+	p.listeners = append(p.listeners, fn)
 }
 
 func (p *Planner) cycle(now time.Time) []string {

@@ -47,6 +47,10 @@ type Config struct {
 	// LRSInterval is the load reporting interval asked of clients; zero
 	// means 10 s.
 	LRSInterval time.Duration
+	// Loads is the load table LRS reports are kept in; the assembly
+	// builds it and hands it to the planner too (load.NewTable(
+	// xds.LoadIdle)). Nil makes one for this server.
+	Loads *load.Table
 	// Plans gives zone-aware, load-aware locality weights (a
 	// *weights.Planner, whose inputs this Server provides: Loads,
 	// ClientCounts, Has, Dispatch); nil leaves Weights in charge. A service
@@ -201,6 +205,10 @@ type Server struct {
 // table flow) with no stream and no report is kept.
 const labelIdle = 5 * time.Minute
 
+// LoadIdle is how long the load table keeps a flow with no report: give
+// it to load.NewTable for Config.Loads.
+const LoadIdle = labelIdle
+
 // New validates cfg and returns a Server. Register it on a grpc.Server made
 // with grpc.ForceServerCodecV2(Codec()), and Run it.
 func New(cfg Config) (*Server, error) {
@@ -213,8 +221,11 @@ func New(cfg Config) (*Server, error) {
 		log:   cfg.Logger,
 		cache: cache{entries: map[string]*entry{}},
 		hub:   hub{by: map[string]map[*watcher]struct{}{}, wild: map[*watcher]struct{}{}, nodes: map[*watcher]nodeInfo{}},
-		loads: load.NewTable(labelIdle),
+		loads: cfg.Loads,
 		fan:   newFanout(),
+	}
+	if s.loads == nil {
+		s.loads = load.NewTable(LoadIdle)
 	}
 	s.metrics = newMetrics(s)
 	s.zones = newLabelSet(cfg.MaxZones, labelIdle, s.metrics.freeZone)

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -18,8 +17,6 @@ import (
 	"github.com/spillway/spillway/load"
 	"github.com/spillway/spillway/registry"
 	"github.com/spillway/spillway/registry/systemstore"
-	"github.com/spillway/spillway/registry/systemstore/etcdstore"
-	"github.com/spillway/spillway/registry/systemstore/spannerstore"
 	"github.com/spillway/spillway/replica/exchange"
 	"github.com/spillway/spillway/replica/meshweights"
 	"github.com/spillway/spillway/replica/ownership"
@@ -94,6 +91,8 @@ type meshInputs struct {
 	cfg       MeshConfig
 	store     *registry.Store
 	kv        systemstore.KV
+	storeName string
+	elect     func(name string, ttl time.Duration) (systemstore.Elector, error)
 	id        string
 	grpcAddr  string
 	ttl       time.Duration // the election TTL
@@ -137,15 +136,10 @@ func newMeshWeights(in meshInputs) (*meshWeights, error) {
 		return nil, fmt.Errorf("--mesh-stale-cycles (store.replica.mesh.stale_cycles): %d cycles of --weights-interval %v = %v, want more than an owner handover (--election-ttl %v + 2 cycles = %v)",
 			cmp.Or(in.cfg.StaleCycles, meshweights.DefaultStaleCycles), in.interval, stale, in.ttl, handover)
 	}
-	var elect func(name string) (systemstore.Elector, error)
-	switch kv := in.kv.(type) {
-	case *etcdstore.KV:
-		elect = func(name string) (systemstore.Elector, error) { return kv.Election(name, in.ttl) }
-	case *spannerstore.KV:
-		elect = func(name string) (systemstore.Elector, error) { return kv.Election(name, in.ttl) }
-	default:
-		return nil, fmt.Errorf("--mesh-load: store %T has no election; run with --mesh-load=false", in.kv)
+	if in.elect == nil {
+		return nil, fmt.Errorf("--mesh-load: store %s has no election; run with --mesh-load=false", in.storeName)
 	}
+	elect := func(name string) (systemstore.Elector, error) { return in.elect(name, in.ttl) }
 	m := &meshWeights{}
 	m.owners, err = ownership.New(ownership.Config{
 		KV: in.kv, ID: in.id, GRPCAddr: addr, Shards: in.cfg.Shards, TTL: in.ttl, Elect: elect,
@@ -184,16 +178,7 @@ func newMeshWeights(in meshInputs) (*meshWeights, error) {
 	if err != nil {
 		return nil, err
 	}
-	var selector atomic.Pointer[meshweights.Selector] // set before Run starts the subscriber
-	m.sub, err = meshweights.NewSubscriber(meshweights.SubscriberConfig{
-		KV: in.kv, Shard: m.owners.Shard,
-		OnUpdate: func() {
-			if s := selector.Load(); s != nil {
-				s.Trigger()
-			}
-		},
-		Logger: in.log, Registerer: in.metrics,
-	})
+	m.sub, err = meshweights.NewSubscriber(meshweights.SubscriberConfig{KV: in.kv, Shard: m.owners.Shard, Logger: in.log, Registerer: in.metrics})
 	if err != nil {
 		return nil, err
 	}
@@ -205,7 +190,7 @@ func newMeshWeights(in meshInputs) (*meshWeights, error) {
 	if err != nil {
 		return nil, err
 	}
-	selector.Store(m.sel)
+	in.local.Subscribe(m.sel.LocalChanged) // a service served from its local plan changes with it
 	m.sender = &exchange.Sender{
 		ID: in.id, Interval: in.report,
 		Local: func(now time.Time) []load.ServiceSummary {

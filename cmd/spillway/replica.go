@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"os"
 	"regexp"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -13,8 +12,6 @@ import (
 	"github.com/spillway/spillway/migration"
 	"github.com/spillway/spillway/registry/lease"
 	"github.com/spillway/spillway/registry/systemstore"
-	"github.com/spillway/spillway/registry/systemstore/etcdstore"
-	"github.com/spillway/spillway/registry/systemstore/spannerstore"
 	"github.com/spillway/spillway/replica/registrysync"
 )
 
@@ -49,91 +46,46 @@ func (c ReplicaConfig) validate() error {
 	return c.Mesh.validate()
 }
 
-// replicaGate is the lease manager's Decider until the Replica exists:
-// nothing expires before the replica has synced and been elected.
-type replicaGate struct {
-	r atomic.Pointer[registrysync.Replica]
-}
-
-func (g *replicaGate) MayExpire() bool {
-	r := g.r.Load()
-	return r != nil && r.MayExpire()
-}
-
-// replication is the replica part of run: nil for bbolt or memory (one
-// replica: the lease manager decides expiry alone, as it always did).
-type replication struct {
-	gate  *replicaGate
-	grace time.Duration
-	kv    systemstore.KV
-	name  string
-	cfg   ReplicaConfig
-	rep   *registrysync.Replica
-}
-
-// newReplication returns the replication of st when it is a shared store,
-// else nil. Call before lease.New: the lease manager takes its gate.
-func newReplication(c StoreConfig, st storage) *replication {
-	ds, ok := st.(*systemstore.Store)
-	if !ok {
-		return nil
-	}
-	spec, err := parseStoreURL(c.URL)
-	if err != nil || spec.Kind == "bolt" {
-		return nil
-	}
-	r := &replication{gate: &replicaGate{}, kv: ds.KV(), name: c.URL, cfg: c.Replica}
-	r.grace = registrysync.GraceFor(c.Replica.LastSeenFlush, 0)
-	return r
-}
-
-// leaseConfig sets the expiry gate of a replicated lease manager.
-func (r *replication) leaseConfig(lc *lease.Config) {
-	if r == nil {
-		return
-	}
-	lc.Decider = r.gate
-	lc.ExpiryGrace = r.grace
-}
-
-// id is this replica's name in the store: --replica-id, else
+// replicaID is this replica's name in the store: --replica-id, else
 // <host name>-<pid>.
-func (r *replication) id() string {
-	if r.cfg.ID != "" {
-		return r.cfg.ID
+func replicaID(c ReplicaConfig) string {
+	if c.ID != "" {
+		return c.ID
 	}
 	host, _ := os.Hostname()
 	return replicaIDChars.ReplaceAllString(fmt.Sprintf("%s-%d", host, os.Getpid()), "_")
 }
 
-// start builds the Replica over the lease manager and the migration
-// controller and loads the store (Init); the caller runs Run.
-func (r *replication) start(leases *lease.Manager, maxTTL time.Duration, ctl *migration.Controller, reg prometheus.Registerer, log *slog.Logger) (*registrysync.Replica, error) {
-	id := r.id()
+// newReplica is this replica's registry sync on a shared store (etcd,
+// Spanner), nil on bbolt or in memory, where one replica decides expiry
+// alone as it always did. It is the lease manager's expiry decider
+// (decideExpiry) and is fed the lease manager in Init.
+func newReplica(c StoreConfig, sys *systemStore, ctl *migration.Controller, maxTTL time.Duration, reg prometheus.Registerer, log *slog.Logger) (*registrysync.Replica, error) {
+	if !sys.shared {
+		return nil, nil
+	}
 	var el systemstore.Elector
-	switch kv := r.kv.(type) {
-	case *etcdstore.KV:
-		e, err := kv.Election("election/expiry", r.cfg.ElectionTTL)
+	if sys.elect != nil {
+		e, err := sys.elect("election/expiry", c.Replica.ElectionTTL)
 		if err != nil {
 			return nil, fmt.Errorf("--store: %w", err)
 		}
 		el = e
-	case *spannerstore.KV:
-		e, err := kv.Election("election/expiry", r.cfg.ElectionTTL)
-		if err != nil {
-			return nil, fmt.Errorf("--store: %w", err)
-		}
-		el = e
-	default:
-		log.Warn("this store has no expiry election: run a single replica on it", "store", r.name)
+	} else {
+		log.Warn("this store has no expiry election: run a single replica on it", "store", sys.name)
 	}
-	rep, err := registrysync.New(registrysync.Config{
-		KV: r.kv, Name: r.name, Leases: leases, Settings: ctl, Elector: el, ID: id,
-		Flush: r.cfg.LastSeenFlush, MaxTTL: maxTTL, Logger: log, Registerer: reg,
+	return registrysync.New(registrysync.Config{
+		KV: sys.kv, Name: sys.name, Settings: ctl, Elector: el, ID: replicaID(c.Replica),
+		Flush: c.Replica.LastSeenFlush, MaxTTL: maxTTL, Logger: log, Registerer: reg,
 	})
-	if err != nil {
-		return nil, err
+}
+
+// decideExpiry makes rep the expiry decider of a replicated lease
+// manager; nothing when rep is nil.
+func decideExpiry(lc *lease.Config, rep *registrysync.Replica) {
+	if rep == nil {
+		return
 	}
-	r.rep = rep
-	return rep, nil
+	lc.Decider = rep
+	lc.ExpiryGrace = rep.Grace()
 }

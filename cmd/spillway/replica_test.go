@@ -9,7 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spillway/spillway/migration"
+	"github.com/spillway/spillway/registry"
 	"github.com/spillway/spillway/registry/lease"
+	"github.com/spillway/spillway/registry/systemstore"
 	"github.com/spillway/spillway/registry/systemstore/etcdstore/etcdtest"
 )
 
@@ -57,41 +60,45 @@ func TestReplicaFlags(t *testing.T) {
 }
 
 // TestReplicationOnlyOnSharedStores: bbolt (the default) and memory run
-// as today, with no replication and no expiry gate; etcd gets both.
+// as today, with no replication and no expiry decider; etcd gets both.
 func TestReplicationOnlyOnSharedStores(t *testing.T) {
 	ctx, log := context.Background(), slog.New(slog.DiscardHandler)
+	ctl, err := migration.NewController(migration.ControllerConfig{Store: registry.NewStore(), Storage: systemstore.NewMemory()})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, dir := range []string{filepath.Join(t.TempDir(), "data"), ""} {
-		st, err := openStorage(ctx, StoreConfig{}, dir, log)
+		sys, err := openStorage(ctx, StoreConfig{}, dir, log)
 		if err != nil {
 			t.Fatal(err)
 		}
-		r := newReplication(StoreConfig{}, st)
+		rep, err := newReplica(StoreConfig{}, sys, ctl, time.Hour, nil, log)
 		var lc lease.Config
-		r.leaseConfig(&lc)
-		if r != nil || lc.Decider != nil || lc.ExpiryGrace != 0 {
-			t.Errorf("data dir %q: replication %v, decider %v, grace %v; want none", dir, r, lc.Decider, lc.ExpiryGrace)
+		decideExpiry(&lc, rep)
+		if err != nil || rep != nil || lc.Decider != nil || lc.ExpiryGrace != 0 {
+			t.Errorf("data dir %q: replica %v (%v), decider %v, grace %v; want none", dir, rep, err, lc.Decider, lc.ExpiryGrace)
 		}
-		st.Close()
+		sys.Close()
 	}
 
 	srv := etcdtest.Start(t)
 	c := StoreConfig{URL: "etcd://" + strings.TrimPrefix(srv.Endpoint, "http://") + "/repl", Replica: ReplicaConfig{LastSeenFlush: 2 * time.Second}}
-	st, err := openStorage(ctx, c, "", log)
+	sys, err := openStorage(ctx, c, "", log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
-	r := newReplication(c, st)
-	if r == nil {
-		t.Fatal("no replication on etcd")
+	defer sys.Close()
+	rep, err := newReplica(c, sys, ctl, time.Hour, nil, log)
+	if err != nil || rep == nil {
+		t.Fatalf("etcd: replica %v, %v; want one", rep, err)
 	}
 	var lc lease.Config
-	r.leaseConfig(&lc)
+	decideExpiry(&lc, rep)
 	if lc.Decider == nil || lc.ExpiryGrace != 4*time.Second {
-		t.Errorf("etcd: decider %v, grace %v; want a gate and 4s (flush 2s + 2 probes)", lc.Decider, lc.ExpiryGrace)
+		t.Errorf("etcd: decider %v, grace %v; want the replica and 4s (flush 2s + 2 probes)", lc.Decider, lc.ExpiryGrace)
 	}
 	if lc.Decider.MayExpire() {
-		t.Errorf("the gate allows expiry before the replica has synced")
+		t.Errorf("the replica allows expiry before it has synced")
 	}
 }
 

@@ -7,12 +7,10 @@ import (
 	"net/http"
 	"slices"
 	"sync"
-	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/spillway/spillway/registry"
-	"github.com/spillway/spillway/registry/systemstore"
 	"github.com/spillway/spillway/xds"
 	"github.com/spillway/spillway/xds/routing"
 )
@@ -43,15 +41,10 @@ func registryTargets(store *registry.Store) routing.Targets {
 	})
 }
 
-// startRoutes loads the stored route rules; the KV is the shared one
-// (etcd, Spanner) or the local bbolt file, none in memory-only mode.
-func startRoutes(ctx context.Context, st storage, store *registry.Store, xdsSrv *atomic.Pointer[xds.Server], az routing.Authorizer, rec routing.Recorder, reg prometheus.Registerer, log *slog.Logger) (*routes, error) {
-	var kv systemstore.KV
-	if ds, ok := st.(*systemstore.Store); ok {
-		kv = ds.KV()
-	}
-	rs, err := routing.NewStore(routing.StoreConfig{KV: kv, Targets: registryTargets(store), Check: xds.CheckRules,
-		Clients: func(service string) []routing.Client { return subscribedClients(xdsSrv.Load(), service) }, Logger: log, Audit: rec})
+// startRoutes loads the stored route rules; the KV is the system store's
+// (shared between replicas on etcd and Spanner), nil in memory-only mode.
+func startRoutes(ctx context.Context, sys *systemStore, store *registry.Store, az routing.Authorizer, rec routing.Recorder, reg prometheus.Registerer, log *slog.Logger) (*routes, error) {
+	rs, err := routing.NewStore(routing.StoreConfig{KV: sys.kv, Targets: registryTargets(store), Check: xds.CheckRules, Logger: log, Audit: rec})
 	if err != nil {
 		return nil, err
 	}
@@ -62,14 +55,14 @@ func startRoutes(ctx context.Context, st storage, store *registry.Store, xdsSrv 
 	return &routes{store: rs, authz: az, log: log}, nil
 }
 
-// subscribedClients counts the xDS streams subscribed to service by
-// client service (node.cluster), for the dry run; none before x is set.
-func subscribedClients(x *xds.Server, service string) []routing.Client {
-	if x == nil {
-		return nil
-	}
+// routeClients lists, for the routes' dry run, the clients of the xDS
+// server subscribed to a service, by client service (node.cluster).
+type routeClients struct{ x *xds.Server }
+
+// RouteClients implements routing.ClientLister.
+func (c routeClients) RouteClients(service string) []routing.Client {
 	counts := map[string]int{}
-	for _, sub := range x.Subscriptions() {
+	for _, sub := range c.x.Subscriptions() {
 		if sub.Wildcard || slices.Contains(sub.Services, service) {
 			counts[sub.ClientService]++
 		}
@@ -81,8 +74,10 @@ func subscribedClients(x *xds.Server, service string) []routing.Client {
 	return out
 }
 
-func (r *routes) mount(mux *http.ServeMux) {
-	h := r.store.Handler(r.authz, func(msg string, args ...any) { r.log.Info(msg, args...) })
+// mount serves the route rules' HTTP API on mux; the dry run lists
+// clients' subscriptions.
+func (r *routes) mount(mux *http.ServeMux, clients routing.ClientLister) {
+	h := r.store.HandlerWith(routing.HandlerConfig{Authorizer: r.authz, Clients: clients, Log: func(msg string, args ...any) { r.log.Info(msg, args...) }})
 	for _, p := range routing.Paths {
 		mux.Handle(p, h)
 	}

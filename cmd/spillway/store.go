@@ -117,55 +117,102 @@ func (c StoreConfig) validate() error {
 	return nil
 }
 
+// systemStore is the opened system store (--store, --data-dir): what
+// must survive a restart, and on etcd and Spanner what replicas share.
+// openStorage fills every field from the driver it opened, so no caller
+// needs to know which driver that was.
+type systemStore struct {
+	// storage keeps the registrations, the panic flag and the rollout
+	// config.
+	storage
+	// kv is the key-value store under storage, which also keeps the
+	// audit log, the route rules and the per-service config; nil in
+	// memory-only mode (no --data-dir), where those stay in memory.
+	kv systemstore.KV
+	// name is --store as given, for status and logs.
+	name string
+	// shared is true on etcd and Spanner: replicas share the store.
+	shared bool
+	// elect opens a named election with a session TTL (zero: the
+	// driver's default); nil where the store has none.
+	elect func(name string, ttl time.Duration) (systemstore.Elector, error)
+}
+
 // openStorage opens the store --store names: bbolt in dataDir by default
-// (memory when dataDir is ""), etcd or Spanner.
-func openStorage(ctx context.Context, c StoreConfig, dataDir string, log *slog.Logger) (storage, error) {
+// (in memory when dataDir is ""), else etcd or Spanner.
+func openStorage(ctx context.Context, c StoreConfig, dataDir string, log *slog.Logger) (*systemStore, error) {
 	spec, err := parseStoreURL(c.URL)
 	if err != nil {
 		return nil, err
 	}
 	switch spec.Kind {
 	case "etcd":
-		tlsCfg, err := etcdstore.LoadTLS(c.Etcd.CA, c.Etcd.Cert, c.Etcd.Key)
+		kv, err := openEtcd(ctx, c.Etcd, spec, log)
 		if err != nil {
 			return nil, err
 		}
-		var password string
-		if c.Etcd.PasswordFile != "" {
-			b, err := os.ReadFile(c.Etcd.PasswordFile)
-			if err != nil {
-				return nil, fmt.Errorf("--etcd-password-file: %w", err)
-			}
-			password = strings.TrimSpace(string(b))
-		}
-		scheme := "http://"
-		if tlsCfg != nil {
-			scheme = "https://"
-		}
-		var eps []string
-		for _, e := range spec.Endpoints {
-			eps = append(eps, scheme+e)
-		}
-		kv, err := etcdstore.Open(ctx, etcdstore.Config{
-			Endpoints: eps, Prefix: spec.Prefix, TLS: tlsCfg,
-			Username: c.Etcd.Username, Password: password, DialTimeout: c.Etcd.DialTimeout, Logger: log,
-		})
-		if err != nil {
-			return nil, fmt.Errorf("--store: %w", err)
-		}
-		log.Info("durable state in etcd", "endpoints", eps, "prefix", spec.Prefix)
-		return systemstore.NewStore(kv), nil
+		return &systemStore{storage: systemstore.NewStore(kv), kv: kv, name: c.URL, shared: true, elect: electorOf(kv.Election)}, nil
 	case "spanner":
 		kv, err := spannerstore.Open(ctx, spannerstore.Config{Database: spec.Database, PollInterval: c.SpannerPoll, Logger: log})
 		if err != nil {
 			return nil, fmt.Errorf("--store: %w", err)
 		}
 		log.Info("durable state in spanner", "database", spec.Database)
-		return systemstore.NewStore(kv), nil
+		return &systemStore{storage: systemstore.NewStore(kv), kv: kv, name: c.URL, shared: true, elect: electorOf(kv.Election)}, nil
 	}
 	if dataDir == "" {
 		log.Warn("no data dir: VM registrations are kept in memory only and lost on restart")
-		return systemstore.NewMemory(), nil
+		return &systemStore{storage: systemstore.NewMemory()}, nil
 	}
-	return boltstore.OpenStore(dataDir)
+	st, err := boltstore.OpenStore(dataDir)
+	if err != nil {
+		return nil, err
+	}
+	return &systemStore{storage: st, kv: st.KV(), name: c.URL}, nil
+}
+
+// electorOf adapts a driver's Election method to systemStore.elect (an
+// error gives a nil Elector, never a typed nil).
+func electorOf[E systemstore.Elector](open func(string, time.Duration) (E, error)) func(string, time.Duration) (systemstore.Elector, error) {
+	return func(name string, ttl time.Duration) (systemstore.Elector, error) {
+		e, err := open(name, ttl)
+		if err != nil {
+			return nil, err
+		}
+		return e, nil
+	}
+}
+
+// openEtcd connects to the etcd cluster spec names, with c's TLS and
+// credentials.
+func openEtcd(ctx context.Context, c EtcdFlagConfig, spec storeSpec, log *slog.Logger) (*etcdstore.KV, error) {
+	tlsCfg, err := etcdstore.LoadTLS(c.CA, c.Cert, c.Key)
+	if err != nil {
+		return nil, err
+	}
+	var password string
+	if c.PasswordFile != "" {
+		b, err := os.ReadFile(c.PasswordFile)
+		if err != nil {
+			return nil, fmt.Errorf("--etcd-password-file: %w", err)
+		}
+		password = strings.TrimSpace(string(b))
+	}
+	scheme := "http://"
+	if tlsCfg != nil {
+		scheme = "https://"
+	}
+	var eps []string
+	for _, e := range spec.Endpoints {
+		eps = append(eps, scheme+e)
+	}
+	kv, err := etcdstore.Open(ctx, etcdstore.Config{
+		Endpoints: eps, Prefix: spec.Prefix, TLS: tlsCfg,
+		Username: c.Username, Password: password, DialTimeout: c.DialTimeout, Logger: log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("--store: %w", err)
+	}
+	log.Info("durable state in etcd", "endpoints", eps, "prefix", spec.Prefix)
+	return kv, nil
 }

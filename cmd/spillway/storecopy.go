@@ -80,11 +80,10 @@ func openKV(ctx context.Context, field, url string, etcd EtcdFlagConfig) (system
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", field, err)
 	}
-	ds, ok := st.(*systemstore.Store)
-	if !ok {
+	if st.kv == nil {
 		return nil, fmt.Errorf("%s %q: not a shared store", field, url)
 	}
-	return ds.KV(), nil
+	return st.kv, nil
 }
 
 // storeCopy copies every registration and setting of from into to, and

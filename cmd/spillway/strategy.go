@@ -52,13 +52,12 @@ func strategyOf(c svcconfig.Config) weights.Strategy {
 	return s
 }
 
-// strategies reads the service config store; nil (not started yet, or
-// no store) gives the defaults. A service with a config also gets its own
+// strategies reads the service config store; nil (no store) gives the
+// defaults. A service with a config also gets its own
 // zone-aware knobs (probe share, headroom, slow start) over base, the
 // server's zone-aware config; one without keeps base.
-func strategies(get func() *svcconfig.Store, base zoneaware.Config) weights.StrategySource {
+func strategies(st *svcconfig.Store, base zoneaware.Config) weights.StrategySource {
 	return weights.StrategyFunc(func(service string) weights.Strategy {
-		st := get()
 		if st == nil {
 			return weights.Strategy{ZoneAware: true}
 		}

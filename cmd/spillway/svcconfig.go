@@ -11,7 +11,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/spillway/spillway/registry/systemstore"
 	"github.com/spillway/spillway/weights/regions"
 	"github.com/spillway/spillway/weights/svcconfig"
 )
@@ -53,19 +52,15 @@ type serviceConfig struct {
 // none in memory-only mode.
 // regionsOf, non-nil, lists a service's regions with healthy endpoints,
 // for the warnings of PUT.
-func startServiceConfig(ctx context.Context, c ServiceConfigConfig, st storage, token string, rec svcconfig.Recorder, regionsOf func(string) []string, reg prometheus.Registerer, log *slog.Logger) (*serviceConfig, error) {
-	var kv systemstore.KV
-	if ds, ok := st.(*systemstore.Store); ok {
-		kv = ds.KV()
-	}
-	store, err := svcconfig.NewStore(svcconfig.StoreConfig{KV: kv, Tombstone: c.Tombstone, Logger: log, Audit: rec, Regions: regionsOf})
+func startServiceConfig(ctx context.Context, c ServiceConfigConfig, sys *systemStore, token string, az svcconfig.Authorizer, rec svcconfig.Recorder, regionsOf func(string) []string, reg prometheus.Registerer, log *slog.Logger) (*serviceConfig, error) {
+	store, err := svcconfig.NewStore(svcconfig.StoreConfig{KV: sys.kv, Tombstone: c.Tombstone, Logger: log, Audit: rec, Regions: regionsOf})
 	if err != nil {
 		return nil, err
 	}
 	if _, err := store.Init(ctx); err != nil {
 		return nil, err
 	}
-	sc := &serviceConfig{store: store, token: token, log: log}
+	sc := &serviceConfig{store: store, token: token, authz: az, log: log}
 	if c.Dir != "" {
 		if sc.dir, err = svcconfig.NewDir(svcconfig.DirConfig{Path: c.Dir, Store: store, Logger: log}); err != nil {
 			return nil, fmt.Errorf("--service-config-dir: %w", err)

@@ -9,10 +9,8 @@
 //
 // On every replica, over the shared systemstore.KV:
 //
-//	var sel *meshweights.Selector
-//	sub, _ := meshweights.NewSubscriber(meshweights.SubscriberConfig{KV: kv, Shard: own.Shard,
-//		OnUpdate: func() { sel.Trigger() }})
-//	sel, _ = meshweights.NewSelector(meshweights.SelectorConfig{Subscriber: sub, Local: localPlanner,
+//	sub, _ := meshweights.NewSubscriber(meshweights.SubscriberConfig{KV: kv, Shard: own.Shard})
+//	sel, _ := meshweights.NewSelector(meshweights.SelectorConfig{Subscriber: sub, Local: localPlanner,
 //		Services: services, Interval: interval, StoreUp: func() bool { return rep.Status().Up }, OnChange: xdsServer.Dispatch})
 //	pub, _ := meshweights.NewPublisher(meshweights.PublisherConfig{ID: id, KV: kv, Ownership: own,
 //		Merged: merged, Planner: ownerPlanner, Services: services, Interval: interval})
@@ -21,9 +19,10 @@
 // xds, resolver and admin read sel.Plan(service). StoreUp should be the
 // replica's store probe (replica/registrysync's Status().Up): an etcd watch
 // does not fail while the store is down, so the Subscriber alone notices
-// only failed Lists. The local planner's OnChange goes to
-// sel.LocalChanged (not to xds directly), so a service served from its
-// local plan is pushed when that plan changes. Before the
+// only failed Lists. The Subscriber's updates trigger the Selector it was
+// built into. The local planner's changes go to sel.LocalChanged
+// (localPlanner.Subscribe(sel.LocalChanged), not to xds directly), so a
+// service served from its local plan is pushed when that plan changes. Before the
 // ownership layer resigns a shard, it calls pub.Release(ctx, shard).
 //
 // # Store keys

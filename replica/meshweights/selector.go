@@ -147,6 +147,7 @@ func NewSelector(cfg SelectorConfig) (*Selector, error) {
 			}
 		}
 	}
+	cfg.Subscriber.selector = s // the plans it receives trigger a refresh
 	return s, nil
 }
 
@@ -163,8 +164,8 @@ func (s *Selector) Plan(service string) *weights.Plan {
 	return c.plan
 }
 
-// Trigger asks Run for a Refresh soon; it never blocks. Wire the
-// Subscriber's OnUpdate to it.
+// Trigger asks Run for a Refresh soon; it never blocks. The Subscriber
+// the Selector was built over calls it on every update.
 func (s *Selector) Trigger() {
 	select {
 	case s.trigger <- struct{}{}:

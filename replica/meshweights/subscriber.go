@@ -46,6 +46,10 @@ type Subscriber struct {
 	bad  *prometheus.CounterVec
 	list prometheus.Counter
 
+	// selector is the Selector built over this Subscriber: told of every
+	// update like OnUpdate. Set by NewSelector, before Run.
+	selector *Selector
+
 	// mu guards the fields below.
 	mu     sync.Mutex
 	plans  map[string]*planEntry
@@ -148,6 +152,9 @@ func (s *Subscriber) Run(ctx context.Context) error {
 }
 
 func (s *Subscriber) notify() {
+	if s.selector != nil {
+		s.selector.Trigger()
+	}
 	if s.cfg.OnUpdate != nil {
 		s.cfg.OnUpdate()
 	}

@@ -35,11 +35,13 @@
 //
 // # Usage
 //
-//	r, err := registrysync.New(registrysync.Config{KV: kv, Leases: leases, Settings: ctl, Elector: el, ...})
-//	err = r.Init(ctx)  // before the registry is marked synced
+//	r, err := registrysync.New(registrysync.Config{KV: kv, Settings: ctl, Elector: el, ...})
+//	leases, err := lease.New(lease.Config{Decider: r, ExpiryGrace: r.Grace(), ...})
+//	err = r.Init(ctx, leases)  // before the registry is marked synced
 //	go r.Run(ctx)
 //
-// Pass r as lease.Config.Decider and r.Grace() as ExpiryGrace.
+// The Replica is the lease manager's expiry decider and feeds it, so it is
+// built first and handed the leases in Init.
 //
 // # Concurrency
 //

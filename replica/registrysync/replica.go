@@ -56,8 +56,6 @@ type Config struct {
 	KV systemstore.KV
 	// Name names the store in status and logs ("etcd://h:2379/spillway").
 	Name string
-	// Leases is fed the registrations and stamps; non-nil.
-	Leases Leases
 	// Settings is fed the stored settings; nil ignores them.
 	Settings Settings
 	// Elector elects the expiry decider; nil means this replica always
@@ -111,6 +109,10 @@ type Replica struct {
 	// Flusher only.
 	written map[int]map[string]int64 // shard → lease id → stamp last written
 
+	// leases is the lease manager this replica feeds; set by Init, before
+	// Run.
+	leases Leases
+
 	// startRev is each prefix's revision listed by Init; read-only after
 	// Init.
 	startRev map[string]int64
@@ -121,8 +123,6 @@ func New(cfg Config) (*Replica, error) {
 	switch {
 	case cfg.KV == nil:
 		return nil, errors.New("replica config: KV is nil")
-	case cfg.Leases == nil:
-		return nil, errors.New("replica config: Leases is nil")
 	case cfg.Flush < 0:
 		return nil, fmt.Errorf("replica config: Flush %v is negative", cfg.Flush)
 	case cfg.Shards < 0:
@@ -277,9 +277,16 @@ func (r *Replica) setUp(err error) {
 	}
 }
 
-// Init loads the settings, the last-seen stamps and the registrations, so
-// that the replica serves the whole fleet before it reports ready.
-func (r *Replica) Init(ctx context.Context) error {
+// Init loads the settings, the last-seen stamps and the registrations
+// into leases, so that the replica serves the whole fleet before it
+// reports ready. Run feeds the same leases. The lease manager is given
+// here rather than in Config because it is built after the Replica: the
+// Replica is its expiry decider (lease.Config.Decider).
+func (r *Replica) Init(ctx context.Context, leases Leases) error {
+	if leases == nil {
+		return errors.New("replica init: leases is nil")
+	}
+	r.leases = leases
 	r.startRev = map[string]int64{}
 	for _, p := range []struct {
 		prefix string
@@ -383,14 +390,14 @@ func (r *Replica) syncRegistrations(ctx context.Context) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("sync registrations from %s: %w", r.cfg.Name, err)
 	}
-	held := r.cfg.Leases.Keys()
+	held := r.leases.Keys()
 	for _, kv := range kvs {
 		key := strings.TrimPrefix(kv.Key, systemstore.RegistrationsPrefix)
 		delete(held, key)
 		r.adopt(key, kv.Value, kv.Rev)
 	}
 	for key := range held {
-		if err := r.cfg.Leases.Drop(key, rev); err != nil {
+		if err := r.leases.Drop(key, rev); err != nil {
 			r.log.Error("drop registration", "key", key, "err", err)
 		}
 	}
@@ -405,7 +412,7 @@ func (r *Replica) adopt(key string, value []byte, rev int64) {
 		r.log.Error("skipped undecodable registration", "key", key, "err", err)
 		return
 	}
-	if err := r.cfg.Leases.Adopt(rec, rev, time.Time{}); err != nil {
+	if err := r.leases.Adopt(rec, rev, time.Time{}); err != nil {
 		r.log.Error("skipped registration", "key", key, "err", err)
 	}
 }
@@ -416,7 +423,7 @@ func (r *Replica) applyRegistration(ev systemstore.WatchEvent) {
 	case systemstore.EventPut:
 		r.adopt(key, ev.Value, ev.Rev)
 	case systemstore.EventDelete:
-		if err := r.cfg.Leases.Drop(key, ev.Rev); err != nil {
+		if err := r.leases.Drop(key, ev.Rev); err != nil {
 			r.log.Error("drop registration", "key", key, "err", err)
 		}
 	}
@@ -479,7 +486,7 @@ func (r *Replica) applyStamp(ev systemstore.WatchEvent) {
 	}
 	var newest int64
 	for id, ns := range s.Stamps {
-		r.cfg.Leases.Seen(id, time.Unix(0, ns))
+		r.leases.Seen(id, time.Unix(0, ns))
 		newest = max(newest, ns)
 	}
 	r.mu.Lock()
@@ -548,7 +555,7 @@ func (r *Replica) flushLoop(ctx context.Context) {
 func (r *Replica) Flush(ctx context.Context) error {
 	now := r.now().UnixNano()
 	next := map[int]map[string]int64{}
-	r.cfg.Leases.LocalStamps(func(s lease.Stamp) {
+	r.leases.LocalStamps(func(s lease.Stamp) {
 		ns := s.Seen.UnixNano()
 		if now-ns > int64(s.TTL+r.grace) {
 			return

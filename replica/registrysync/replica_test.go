@@ -67,13 +67,13 @@ func startNode(t *testing.T, kv *systemstoretest.MemKV, id string, el systemstor
 	if err != nil {
 		t.Fatal(err)
 	}
-	n.rep, err = New(Config{KV: kv, Name: "memkv://test", Leases: n.leases, Settings: n.ctl, Elector: el, ID: id, Flush: testFlush, Probe: testProbe, MaxTTL: 10 * time.Second})
+	n.rep, err = New(Config{KV: kv, Name: "memkv://test", Settings: n.ctl, Elector: el, ID: id, Flush: testFlush, Probe: testProbe, MaxTTL: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel
-	if err := n.rep.Init(ctx); err != nil {
+	if err := n.rep.Init(ctx, n.leases); err != nil {
 		t.Fatal(err)
 	}
 	g.r.Store(n.rep)
@@ -370,11 +370,14 @@ func TestFlushBatchesHeartbeats(t *testing.T) {
 	const leases = 20000
 	m, ids := manyLeases(t, leases)
 	kv := systemstoretest.NewMemKV()
-	r, err := New(Config{KV: kv, Name: "memkv://test", Leases: m, ID: "a", Shards: 32})
+	r, err := New(Config{KV: kv, Name: "memkv://test", ID: "a", Shards: 32})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
+	if err := r.Init(ctx, m); err != nil {
+		t.Fatal(err)
+	}
 	for round := range 3 {
 		for _, id := range ids {
 			if _, err := m.Heartbeat(id); err != nil {
@@ -427,11 +430,14 @@ func BenchmarkHeartbeatsVsWrites(b *testing.B) {
 	const interval = 10 // seconds between heartbeats, and between flushes
 	m, ids := manyLeases(b, leases)
 	kv := systemstoretest.NewMemKV()
-	r, err := New(Config{KV: kv, Name: "memkv://bench", Leases: m, ID: "a"})
+	r, err := New(Config{KV: kv, Name: "memkv://bench", ID: "a"})
 	if err != nil {
 		b.Fatal(err)
 	}
 	ctx := context.Background()
+	if err := r.Init(ctx, m); err != nil {
+		b.Fatal(err)
+	}
 	b.ResetTimer()
 	for b.Loop() {
 		for _, id := range ids {

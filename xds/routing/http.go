@@ -82,10 +82,10 @@ type SampleMatch struct {
 }
 
 // report builds the dry-run answer for valid rules r.
-func (s *Store) report(service string, r Rules, samples []Request) Report {
+func (s *Store) report(service string, r Rules, samples []Request, clients ClientLister) Report {
 	rep := Report{Service: service, Rules: []RuleReport{}, Default: r.Default, Clients: []Client{}}
-	if s.clients != nil {
-		rep.Clients = append(rep.Clients, s.clients(service)...)
+	if clients != nil {
+		rep.Clients = append(rep.Clients, clients.RouteClients(service)...)
 	}
 	if rep.Default == "" {
 		rep.Default = service
@@ -147,7 +147,32 @@ type Authorizer interface {
 // "routes" on the service, for the identity the authn middleware put in
 // the request's context; a denial is 403 and changes nothing; nil az
 // refuses every change (403). Reads and dry runs stay open.
+//
+// The dry run lists no clients; HandlerWith adds them.
 func (s *Store) Handler(az Authorizer, log func(msg string, args ...any)) http.Handler {
+	return s.HandlerWith(HandlerConfig{Authorizer: az, Log: log})
+}
+
+// ClientLister lists the clients subscribed to a service now (xDS
+// node.cluster, with their stream counts), for the dry run.
+type ClientLister interface {
+	RouteClients(service string) []Client
+}
+
+// HandlerConfig is what the HTTP handlers need besides the Store.
+type HandlerConfig struct {
+	// Authorizer decides every change (see Handler); nil refuses them.
+	Authorizer Authorizer
+	// Clients, or nil, lists a service's subscribed clients in the dry
+	// run's answer.
+	Clients ClientLister
+	// Log, or nil, is told every change requested.
+	Log func(msg string, args ...any)
+}
+
+// HandlerWith is Handler with the dry run's client list.
+func (s *Store) HandlerWith(hc HandlerConfig) http.Handler {
+	az, log := hc.Authorizer, hc.Log
 	auth := func(w http.ResponseWriter, r *http.Request, service string) bool {
 		if az == nil {
 			httpjson.WriteError(w, http.StatusForbidden, "", "route changes are disabled: no authorization is configured")
@@ -231,7 +256,7 @@ func (s *Store) Handler(az Authorizer, log func(msg string, args ...any)) http.H
 			fail(w, err)
 			return
 		}
-		httpjson.Write(w, http.StatusOK, s.report(svc, rules, samples))
+		httpjson.Write(w, http.StatusOK, s.report(svc, rules, samples, hc.Clients))
 	})
 	return mux
 }

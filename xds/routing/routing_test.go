@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -498,5 +499,37 @@ func TestDocExample(t *testing.T) {
 	}
 	if i := r.Pick(Request{Path: "/payments.v1.Payments/Pay"}); i != 1 || len(r.Rules[1].Split) != 2 || r.Rules[1].Split[1].Weight != 10 {
 		t.Errorf("an untagged RPC takes rule %d, want 1 (the 90/10 split)", i)
+	}
+}
+
+// fixedClients lists the same subscribed clients for every service.
+type fixedClients []Client
+
+func (c fixedClients) RouteClients(string) []Client { return c }
+
+// TestDryRunClients: the dry run's answer lists the clients HandlerWith
+// was given, and none without a lister.
+func TestDryRunClients(t *testing.T) {
+	s, _, _ := newTestStore(t, nil)
+	with := httptest.NewServer(s.HandlerWith(HandlerConfig{Authorizer: allowAll{}, Clients: fixedClients{{Service: "checkout", Streams: 3}}}))
+	defer with.Close()
+	without := httptest.NewServer(s.Handler(allowAll{}, nil))
+	defer without.Close()
+	for _, tc := range []struct {
+		name, url string
+		want      []any
+	}{
+		{"lister", with.URL, []any{map[string]any{"service": "checkout", "streams": float64(3)}}},
+		{"none", without.URL, []any{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out := do(t, "POST", tc.url+"/v1/routes/payments/validate", example)
+			if code != 200 {
+				t.Fatalf("validate: %d %v", code, out)
+			}
+			if got := out["clients"]; !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("clients = %#v, want %#v", got, tc.want)
+			}
+		})
 	}
 }

@@ -91,9 +91,6 @@ type StoreConfig struct {
 	// would reject (xds.CheckRules); its error is reported under field
 	// "rules".
 	Check func(service string, r Rules) error
-	// Clients, or nil, lists the clients subscribed to a service now
-	// (xDS node.cluster, with their stream counts), for the dry run.
-	Clients func(service string) []Client
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// Logger, or nil to discard.
@@ -108,7 +105,6 @@ type Store struct {
 	// Read-only after New.
 	targets Targets
 	check   func(string, Rules) error
-	clients func(string) []Client
 	now     func() time.Time
 	log     *slog.Logger
 	audit   Recorder
@@ -128,7 +124,7 @@ func NewStore(cfg StoreConfig) (*Store, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Store{targets: cfg.Targets, check: cfg.Check, clients: cfg.Clients, now: cfg.Now, log: cfg.Logger, audit: cfg.Audit}
+	s := &Store{targets: cfg.Targets, check: cfg.Check, now: cfg.Now, log: cfg.Logger, audit: cfg.Audit}
 	recs, err := systemstore.NewRecords(systemstore.RecordsConfig[record, entry]{
 		KV: cfg.KV, Prefix: KeyPrefix, Name: "routes", Logger: cfg.Logger,
 		// Stored rules were valid when set; targets may have gone since,
