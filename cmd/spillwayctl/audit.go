@@ -25,7 +25,7 @@ var auditCommand = &command{
 	summary: "recent admin changes and denied calls, from every replica, newest first (needs read_audit)",
 	flags: func(fs *flag.FlagSet) action {
 		token := tokenFlag(fs)
-		httpAddr := fs.String("http", defaultHTTP, "HTTP `address` of the spillway server (the audit API is on the HTTP port)")
+		httpAddr := httpFlag(fs, "audit")
 		since := fs.String("since", "", "show entries from this long ago (`D`, e.g. 1h) or since an RFC 3339 time; default all kept")
 		limit := fs.Int("limit", audit.DefaultLimit, fmt.Sprintf("at most `N` entries (1 to %d)", audit.MaxLimit))
 		format, check := outputFlag(fs)

@@ -122,7 +122,7 @@ func lookup(name string) *command {
 }
 
 func globalFlags(fs *flag.FlagSet) (server *string, timeout *time.Duration, creds *clientcreds.Config) {
-	server = fs.String("server", defaultServer, "gRPC `address` of the spillway server (agent: a comma-separated list)")
+	server = fs.String("server", defaultServer, "gRPC `address` of the spillway server (agent: a comma-separated list); config, route and audit ask it for the HTTP address unless given --http")
 	timeout = fs.Duration("timeout", defaultTimeout, "timeout of each request")
 	creds = &clientcreds.Config{}
 	fs.StringVar(&creds.CA, "tls-ca", "", "PEM CA bundle `file` that signs the server's certificate (turns on TLS for gRPC and HTTP)")

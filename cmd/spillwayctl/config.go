@@ -16,6 +16,8 @@ import (
 	"github.com/spillway/spillway/weights/svcconfig"
 )
 
+// defaultHTTP is spillway's default --http-addr, named in the error
+// against a server that cannot say its own.
 const defaultHTTP = "127.0.0.1:18080"
 
 var configCommand = &command{
@@ -25,7 +27,7 @@ var configCommand = &command{
 	summary: "per-service weight strategy config (docs/service-config.md); a deleted config is tombstoned and can be undeleted",
 	flags: func(fs *flag.FlagSet) action {
 		token := tokenFlag(fs)
-		httpAddr := fs.String("http", defaultHTTP, "HTTP `address` of the spillway server (the config API is on the HTTP port)")
+		httpAddr := httpFlag(fs, "config")
 		format := fs.String("o", "text", "output `format`: text or json; get also takes yaml (the config as written)")
 		return func(ctx context.Context, e *env, args []string) error {
 			if len(args) == 0 {
@@ -90,24 +92,31 @@ var configCommand = &command{
 	},
 }
 
-// callConfig sends one request to the config API and returns the body of
-// a 2xx answer; any other answer is an error carrying the server's message.
+// callConfig sends one request to the HTTP API at addr (--http; "" asks
+// --server where it is) and returns the body of a 2xx answer; any other
+// answer is an error carrying the server's message.
 func callConfig(ctx context.Context, e *env, addr, method, path, token string, body []byte) ([]byte, error) {
+	api, err := e.httpAPI(ctx, addr, token)
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithTimeout(ctx, e.timeout)
 	defer cancel()
-	creds := e.withToken(token)
-	req, err := http.NewRequestWithContext(ctx, method, creds.Scheme()+"://"+addr+path, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, method, api.base+path, bytes.NewReader(body))
 	if err != nil {
-		return nil, usagef("--http %q: %v", addr, err)
+		if addr != "" {
+			return nil, usagef("--http %q: %v", addr, err)
+		}
+		return nil, fmt.Errorf("%s %s: %w (%s)", method, path, err, api.hint)
 	}
-	client, err := creds.HTTPClient()
+	client, err := api.creds.HTTPClient()
 	if err != nil {
 		return nil, usagef("%v (--tls-ca, --tls-cert, --tls-key, --token-file)", err)
 	}
 	defer client.CloseIdleConnections()
 	resp, err := client.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w (is spillway's HTTP port at --http %s?)", method, path, err, addr)
+		return nil, fmt.Errorf("%s %s: %w (%s)", method, path, err, api.hint)
 	}
 	defer resp.Body.Close()
 	out, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))

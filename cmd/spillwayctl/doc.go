@@ -1,7 +1,8 @@
 // Command spillwayctl is the SRE command line of spillway: it registers,
 // heartbeats and deregisters VM endpoints, lists what the registry holds,
 // and flips the panic flag and the rollout config, over the server's gRPC
-// port.
+// port. config, route and audit use the HTTP API; they ask the gRPC port
+// where it is, so --server alone reaches every API.
 //
 // Usage:
 //
@@ -10,10 +11,12 @@
 // Global flags, before the command:
 //
 //	--server ADDR   gRPC address of the spillway server (default 127.0.0.1:18000);
-//	                for agent, a comma-separated list of replicas
+//	                for agent, a comma-separated list of replicas; the HTTP
+//	                commands (config, route, audit) ask it for the HTTP address
 //	--timeout D     timeout of each request (default 5s)
 //	--tls-ca F      PEM CA bundle of the server's certificate: TLS for gRPC
-//	                and for config's HTTP calls (spillway --tls-cert)
+//	                and for the HTTP calls of config, route and audit
+//	                (spillway --tls-cert)
 //	--tls-cert F, --tls-key F
 //	                client certificate and key (mTLS, spillway --client-ca)
 //	--token-file F  bearer token sent with every call (a command's --token
@@ -91,8 +94,8 @@
 //	    service (xDS node.cluster and registry services, matched on their
 //	    name only) and a summary. Changes nothing.
 //	config list | get S | set S FILE | delete S | undelete S [--http ADDR] [--token T] [-o text|json|yaml]
-//	    Per-service weight strategy config over the HTTP API (--http,
-//	    default 127.0.0.1:18080; docs/service-config.md). set refuses a bad
+//	    Per-service weight strategy config over the HTTP API
+//	    (docs/service-config.md; on --http, see below). set refuses a bad
 //	    field by name, and a service owned by a --service-config-dir file
 //	    (HTTP 409); delete tombstones (the config keeps applying, shown as
 //	    deleted, until the tombstone time); undelete brings it back.
@@ -114,6 +117,19 @@
 //	    Print a fresh random bearer token for identity NAME (line 1) and
 //	    its entry for the server's --tokens-file (line 2), which holds only
 //	    the token's SHA-256 (docs/security.md). Needs no server.
+//
+// config, route and audit find the HTTP API through --server: they ask
+// the gRPC port (spillway.info.v1.ServerInfo, which needs no permission
+// but passes the same authentication as every call, with the command's
+// token) for the HTTP listener's address and whether it speaks TLS. A
+// wildcard listener (":18080", "0.0.0.0:18080", "[::]:18080") is reached
+// on --server's host at the reported port; a loopback one on --server's
+// host too unless --server is on loopback itself. The call is https when
+// the server says so or --tls-ca is given, and the HTTP certificate is
+// checked for --server's host name. --http ADDR, when given, wins and
+// skips the question (http, or https with --tls-ca); a server older than
+// this spillwayctl cannot answer, and the command then fails asking for
+// --http ADDR (the server's --http-addr, by default 127.0.0.1:18080).
 //
 // The changes (panic on|off, rollout set, config set|delete|undelete,
 // route set|delete) need the server's admin token

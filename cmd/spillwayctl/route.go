@@ -28,7 +28,7 @@ var routeCommand = &command{
 	summary: "per-service route rules by header / method path to a target or weighted targets (docs/routing.md); validate is a dry run",
 	flags: func(fs *flag.FlagSet) action {
 		token := tokenFlag(fs)
-		httpAddr := fs.String("http", defaultHTTP, "HTTP `address` of the spillway server (the routes API is on the HTTP port)")
+		httpAddr := httpFlag(fs, "routes")
 		format := fs.String("o", "text", "output `format`: text or json; get also takes yaml (the rules as written)")
 		file := fs.String("f", "", "the rules `file` (YAML), for set and validate, instead of the FILE argument")
 		path := fs.String("path", "", "validate: the gRPC method `path` of a sample request (/package.Service/Method)")
