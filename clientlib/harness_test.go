@@ -22,6 +22,7 @@ import (
 	"github.com/spillway/spillway/registry"
 	"github.com/spillway/spillway/resolver"
 	"github.com/spillway/spillway/xds"
+	"github.com/spillway/spillway/xds/xdstest"
 )
 
 // The tests run a real spillway DNS server and a real xDS server on one
@@ -176,29 +177,12 @@ func startDNS(t *testing.T, store *registry.Store) (addr string, stop func()) {
 	return pc.LocalAddr().String(), stop
 }
 
-// startXDS runs the xDS server on loopback.
+// startXDS runs the xDS server on loopback, giving clients the "xds"
+// port of each endpoint.
 func startXDS(t *testing.T, store *registry.Store) (string, *xds.Server) {
 	t.Helper()
-	x, err := xds.New(xds.Config{Store: store, PortName: "xds", Debounce: 10 * time.Millisecond, LRSInterval: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer(grpc.ForceServerCodecV2(xds.Codec()))
-	x.Register(srv)
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Go(func() { srv.Serve(lis) })
-	wg.Go(func() { x.Run(ctx) })
-	t.Cleanup(func() {
-		cancel()
-		srv.Stop()
-		wg.Wait()
-	})
-	return lis.Addr().String(), x
+	s := xdstest.Start(t, xds.Config{Store: store, PortName: "xds"}) // Debounce 10 ms, LRSInterval 1 s
+	return s.Addr, s.XDS
 }
 
 func startBackend(t *testing.T, zone string) *backend {

@@ -28,9 +28,9 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/stats"
-	grpcxds "google.golang.org/grpc/xds"
 
 	pb "github.com/spillway/spillway/registry/registryv1"
+	"github.com/spillway/spillway/xds/xdstest"
 )
 
 // The xDS tests run one service with backends in three zones, deliberately
@@ -500,20 +500,7 @@ func lrsMetric(t *testing.T, s *server) map[[2]string]lrsTotals {
 // several zones live in one process.
 func dialXDSZone(t *testing.T, server, service, zone string) *grpc.ClientConn {
 	t.Helper()
-	bootstrap := fmt.Sprintf(`{
-		"xds_servers": [{"server_uri": %q, "channel_creds": [{"type": "insecure"}], "server_features": ["xds_v3"]}],
-		"node": {"id": "e2e-client-%s", "cluster": "e2e-client", "locality": {"region": "r1", "zone": %q}}
-	}`, server, zone, zone)
-	builder, err := grpcxds.NewXDSResolverWithConfigForTesting([]byte(bootstrap))
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := grpc.NewClient("xds:///"+service, grpc.WithResolvers(builder), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return conn
+	return xdstest.Dial(t, server, service, xdstest.Node{ID: "e2e-client-" + zone, Cluster: "e2e-client", Region: "r1", Zone: zone})
 }
 
 // edsWatch is a raw state-of-the-world ADS stream subscribed to one

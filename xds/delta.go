@@ -1,8 +1,6 @@
 package xds
 
 import (
-	"errors"
-	"io"
 	"slices"
 	"strconv"
 	"time"
@@ -25,63 +23,28 @@ type deltaType struct {
 }
 
 type deltaStream struct {
-	streamCore
+	adsStream
 	s      *Server
 	stream v3discoverygrpc.AggregatedDiscoveryService_DeltaAggregatedResourcesServer
-	node   nodeInfo
-	known  bool
-	// allowed: the Authorizer allowed the stream (for its node once the
-	// node is known).
-	allowed bool
-	types   [4]deltaType
-	nonce   uint64
+	types  [4]deltaType
+	nonce  uint64
 }
 
 // DeltaAggregatedResources implements incremental (delta) ADS, with the
-// same goroutine structure as StreamAggregatedResources.
+// same goroutine structure as StreamAggregatedResources, but for the
+// answers to requests, which the handler's goroutine sends.
 func (s *Server) DeltaAggregatedResources(stream v3discoverygrpc.AggregatedDiscoveryService_DeltaAggregatedResourcesServer) error {
 	st := &deltaStream{s: s, stream: stream}
-	st.w = newWatcher(st.wake)
-	st.fan = s.fan
-	st.streamCore.push = st.push
-	defer st.close()
-	for {
-		req, err := stream.Recv()
-		if errors.Is(err, io.EOF) || stream.Context().Err() != nil {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if err := st.streamCore.handle(func() error { return st.handle(req) }); err != nil {
-			return err
-		}
-	}
+	return serveADS(s, &st.adsStream, protocolDelta, stream, st.push, st.handle)
 }
 
-func (st *deltaStream) close() {
-	st.stop(&st.s.hub)
-	if st.known {
-		st.s.streamClosed("delta", st.node)
-	}
-}
-
+// handle takes one request in: its subscriptions and unsubscriptions per
+// resource, and a NACK of the response it names; a request that changes
+// what the stream subscribes to is answered at once.
 func (st *deltaStream) handle(req *v3discoverypb.DeltaDiscoveryRequest) error {
-	if !st.allowed || (!st.known && req.GetNode() != nil) {
-		if err := st.s.authorize(st.stream.Context(), "delta", req.GetNode().GetCluster()); err != nil {
-			return err
-		}
-		st.allowed = true
-	}
-	if !st.known && req.GetNode() != nil {
-		st.known = true
-		st.node = nodeOf(req.GetNode())
-		st.s.streamOpened("delta", &st.node)
-	}
-	t := typeIndex(req.GetTypeUrl())
+	t, err := st.admit(st.s, st.stream.Context(), protocolDelta, req)
 	if t < 0 {
-		st.s.log.Debug("request for an unknown type ignored", "type", req.GetTypeUrl(), "node", st.node.id)
-		return nil
+		return err
 	}
 	ts := &st.types[t]
 	first := !ts.requested

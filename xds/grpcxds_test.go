@@ -5,19 +5,17 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	grpcxds "google.golang.org/grpc/xds"
 
 	"github.com/spillway/spillway/registry"
 	"github.com/spillway/spillway/xds"
+	"github.com/spillway/spillway/xds/xdstest"
 )
 
 // backend is a real gRPC server that counts the RPCs it serves.
@@ -56,46 +54,15 @@ func (b *backend) endpoint(id string) *registry.Endpoint {
 // startXDS runs the xDS server on loopback and returns its address.
 func startXDS(t *testing.T, store *registry.Store) (string, *xds.Server) {
 	t.Helper()
-	x, err := xds.New(xds.Config{Store: store, Debounce: 10 * time.Millisecond, LRSInterval: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer(grpc.ForceServerCodecV2(xds.Codec()))
-	x.Register(srv)
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Go(func() { srv.Serve(lis) })
-	wg.Go(func() { x.Run(ctx) })
-	t.Cleanup(func() {
-		cancel()
-		srv.Stop()
-		wg.Wait()
-	})
-	return lis.Addr().String(), x
+	s := xdstest.Start(t, xds.Config{Store: store}) // Debounce 10 ms, LRSInterval 1 s
+	return s.Addr, s.XDS
 }
 
 // dialXDS dials xds:///service with the real grpc-go xDS resolver and a
 // bootstrap placing the client in zone.
 func dialXDS(t *testing.T, server, service, zone, node string) *grpc.ClientConn {
 	t.Helper()
-	bootstrap := fmt.Sprintf(`{
-		"xds_servers": [{"server_uri": %q, "channel_creds": [{"type": "insecure"}], "server_features": ["xds_v3"]}],
-		"node": {"id": %q, "cluster": "checkout", "locality": {"region": "r1", "zone": %q}}
-	}`, server, node, zone)
-	builder, err := grpcxds.NewXDSResolverWithConfigForTesting([]byte(bootstrap))
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := grpc.NewClient("xds:///"+service, grpc.WithResolvers(builder), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return conn
+	return xdstest.Dial(t, server, service, xdstest.Node{ID: node, Cluster: "checkout", Region: "r1", Zone: zone})
 }
 
 func TestGRPCClientSmoke(t *testing.T) {

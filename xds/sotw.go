@@ -1,13 +1,10 @@
 package xds
 
 import (
-	"errors"
-	"io"
 	"slices"
 	"strconv"
 	"time"
 
-	v3corepb "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	v3discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	v3discoverypb "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc"
@@ -35,21 +32,16 @@ func (ts *sotwType) version() string {
 	return strconv.FormatUint(ts.sent, 16)
 }
 
-// sotwStream is the send loop's state; only the stream's own goroutine
-// touches it.
+// sotwStream is a state-of-the-world stream's state, touched only under
+// the stream lock (streamCore.mu).
 type sotwStream struct {
-	streamCore
+	adsStream
 	s      *Server
 	stream grpc.ServerStream
-	node   nodeInfo
-	known  bool // node seen
-	// allowed: the Authorizer allowed the stream (for its node once the
-	// node is known).
-	allowed bool
-	types   [4]sotwType
-	nonce   uint64
-	one     [1]string    // respond's list of one name
-	oneRes  [1]*resource // and its resource; cleared after each use
+	types  [4]sotwType
+	nonce  uint64
+	one    [1]string    // respond's list of one name
+	oneRes [1]*resource // and its resource; cleared after each use
 }
 
 // StreamAggregatedResources implements state-of-the-world ADS. The
@@ -57,55 +49,17 @@ type sotwStream struct {
 // changes run on a goroutine that exists only while they are pending.
 func (s *Server) StreamAggregatedResources(stream v3discoverygrpc.AggregatedDiscoveryService_StreamAggregatedResourcesServer) error {
 	st := &sotwStream{s: s, stream: stream}
-	st.w = newWatcher(st.wake)
-	st.fan = s.fan
-	st.streamCore.push = st.push
-	defer st.close()
-	for {
-		req, err := stream.Recv()
-		if errors.Is(err, io.EOF) || stream.Context().Err() != nil {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if err := st.streamCore.handle(func() error { return st.handle(req) }); err != nil {
-			return err
-		}
-	}
+	return serveADS(s, &st.adsStream, protocolSotW, stream, st.push, st.handle)
 }
 
-func (st *sotwStream) close() {
-	st.stop(&st.s.hub)
-	if st.known {
-		st.s.streamClosed("sotw", st.node)
-	}
-}
-
-func nodeOf(n *v3corepb.Node) nodeInfo {
-	region := n.GetLocality().GetRegion()
-	if registry.ValidateLabel("region", region) != nil {
-		region = "" // not a region any endpoint has
-	}
-	return nodeInfo{id: n.GetId(), zone: n.GetLocality().GetZone(), region: region, cluster: n.GetCluster()}
-}
-
+// handle takes one request in. A request that answers an older response
+// than the last one sent is ignored; a NACK is recorded; a subscription
+// that changed is answered on the fan-out (the ACK or NACK of an
+// unchanged one is not).
 func (st *sotwStream) handle(req *v3discoverypb.DiscoveryRequest) error {
-	if !st.allowed || (!st.known && req.GetNode() != nil) {
-		if err := st.s.authorize(st.stream.Context(), "sotw", req.GetNode().GetCluster()); err != nil {
-			return err
-		}
-		st.allowed = true
-	}
-	if !st.known && req.GetNode() != nil {
-		st.known = true
-		st.node = nodeOf(req.GetNode())
-		st.s.streamOpened("sotw", &st.node)
-	}
-	t := typeIndex(req.GetTypeUrl())
+	t, err := st.admit(st.s, st.stream.Context(), protocolSotW, req)
 	if t < 0 {
-		st.s.log.Debug("request for an unknown type ignored", "type", req.GetTypeUrl(), "node", st.node.id)
-		return nil
+		return err
 	}
 	ts := &st.types[t]
 	// A nonce is stale only once this stream has sent the type a newer

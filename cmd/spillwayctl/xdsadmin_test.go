@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"flag"
-	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -31,6 +30,7 @@ import (
 	"github.com/spillway/spillway/registry"
 	"github.com/spillway/spillway/weights"
 	"github.com/spillway/spillway/xds"
+	"github.com/spillway/spillway/xds/xdstest"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/ with the current output")
@@ -58,38 +58,26 @@ func startXDSStack(t *testing.T) *xdsStack {
 			t.Fatal(err)
 		}
 	}
-	x, err := xds.New(xds.Config{Store: store, LRSInterval: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := admin.New(admin.Config{Loads: x.Loads(), Subscriptions: x, Plans: (*weights.Planner)(nil)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer(grpc.ForceServerCodecV2(xds.Codec()))
-	x.Register(srv)
-	a.RegisterGRPC(srv)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		srv.Serve(lis)
-	}()
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	// Not Run: the test needs only the answers to its own streams.
+	srv := xdstest.Start(t, xds.Config{Store: store, Debounce: 100 * time.Millisecond, LRSInterval: 10 * time.Second},
+		xdstest.WithoutRun(),
+		xdstest.WithServices(func(g grpc.ServiceRegistrar, x *xds.Server) {
+			a, err := admin.New(admin.Config{Loads: x.Loads(), Subscriptions: x, Plans: (*weights.Planner)(nil)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			a.RegisterGRPC(g)
+		}))
+	conn, err := grpc.NewClient(srv.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(func() {
+	t.Cleanup(func() { // before the server's: cleanups run last first
 		cancel()
 		conn.Close()
-		srv.Stop()
-		<-done
 	})
-	return &xdsStack{addr: lis.Addr().String(), conn: conn, ctx: ctx}
+	return &xdsStack{addr: srv.Addr, conn: conn, ctx: ctx}
 }
 
 func node(id, cluster, zone string) *v3corepb.Node {

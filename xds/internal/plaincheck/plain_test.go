@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/netip"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,13 +13,12 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/balancer"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	grpcxds "google.golang.org/grpc/xds"
 
 	"github.com/spillway/spillway/registry"
 	"github.com/spillway/spillway/xds"
+	"github.com/spillway/spillway/xds/xdstest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -56,26 +54,7 @@ func startBackend(t *testing.T) *backend {
 // locality weights from weights (nil: healthy endpoint counts).
 func startXDS(t *testing.T, store *registry.Store, weights xds.LocalityWeights) string {
 	t.Helper()
-	x, err := xds.New(xds.Config{Store: store, Debounce: 10 * time.Millisecond, LRSInterval: time.Second, Weights: weights})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer(grpc.ForceServerCodecV2(xds.Codec()))
-	x.Register(srv)
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Go(func() { srv.Serve(lis) })
-	wg.Go(func() { x.Run(ctx) })
-	t.Cleanup(func() {
-		cancel()
-		srv.Stop()
-		wg.Wait()
-	})
-	return lis.Addr().String()
+	return xdstest.Start(t, xds.Config{Store: store, Weights: weights}).Addr // Debounce 10 ms, LRSInterval 1 s
 }
 
 // endpoint is backend b of service web in zone, with weight w.
@@ -91,20 +70,7 @@ func (b *backend) endpoint(id, zone string, w uint32) *registry.Endpoint {
 // dialPlain dials xds:///web from zone-a with grpc-go's xDS resolver.
 func dialPlain(t *testing.T, server string) *grpc.ClientConn {
 	t.Helper()
-	bootstrap := fmt.Sprintf(`{
-		"xds_servers": [{"server_uri": %q, "channel_creds": [{"type": "insecure"}], "server_features": ["xds_v3"]}],
-		"node": {"id": "plain-client", "cluster": "checkout", "locality": {"region": "r1", "zone": "zone-a"}}
-	}`, server)
-	builder, err := grpcxds.NewXDSResolverWithConfigForTesting([]byte(bootstrap))
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := grpc.NewClient("xds:///web", grpc.WithResolvers(builder), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return conn
+	return xdstest.Dial(t, server, "web", xdstest.Node{ID: "plain-client", Cluster: "checkout", Region: "r1", Zone: "zone-a"})
 }
 
 // measure warms conn up until every backend has served an RPC (so every
