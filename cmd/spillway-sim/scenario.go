@@ -200,6 +200,9 @@ func ParseScenario(data []byte) (*Scenario, error) {
 
 var rootFields = []string{"name", "description", "zones", "step", "steps", "seed", "strategy", "compare", "clients", "servers", "model", "spillway", "events"}
 
+// parseRoot reads the scenario's top-level mapping, field by field in
+// the order later fields depend on: zones before everything that names
+// one, steps before events, clients before the events that name a group.
 func parseRoot(root *yaml.Node) (*Scenario, error) {
 	f, err := mapping(root, "", rootFields)
 	if err != nil {
@@ -216,9 +219,65 @@ func parseRoot(root *yaml.Node) (*Scenario, error) {
 			return nil, err
 		}
 	}
+	zones, err := parseZones(root, f["zones"])
+	if err != nil {
+		return nil, err
+	}
+	sc.Zones = zones.names
+	if err := parseTiming(root, f, sc); err != nil {
+		return nil, err
+	}
+	if sc.Strategies, err = parseStrategies(f["strategy"], f["compare"]); err != nil {
+		return nil, err
+	}
+	var groupIdx map[string]int
+	if sc.Clients, groupIdx, err = parseClients(root, f["clients"], zones); err != nil {
+		return nil, err
+	}
+	var pods []int
+	if sc.Servers, pods, err = parseServers(root, f["servers"], zones); err != nil {
+		return nil, err
+	}
+	if sc.Model, err = model(f["model"]); err != nil {
+		return nil, err
+	}
+	if sc.Spillway, err = spillwayConfig(f["spillway"], sc.Step); err != nil {
+		return nil, err
+	}
+	if n := f["events"]; n != nil && !strictyaml.IsNull(n) {
+		if sc.Events, err = parseEvents(n, sc, zones, groupIdx); err != nil {
+			return nil, err
+		}
+		if err := checkPods(sc, pods); err != nil {
+			return nil, err
+		}
+	}
+	return sc, nil
+}
 
-	// zones
-	zn := f["zones"]
+// zoneIndex is the scenario's zones, in file order and by name.
+type zoneIndex struct {
+	names []string
+	idx   map[string]int
+}
+
+// ref reads the zone name at path and returns its index in the zones; a
+// name that is not one of them is refused.
+func (z *zoneIndex) ref(n *yaml.Node, path string) (int, error) {
+	name, err := str(n, path)
+	if err != nil {
+		return 0, err
+	}
+	i, ok := z.idx[name]
+	if !ok {
+		return 0, fieldErr(n, path, "zone %q is not in zones %v", name, z.names)
+	}
+	return i, nil
+}
+
+// parseZones reads the required zones list, zn (nil when the field is
+// missing from root): 1..maxZones valid names, none twice.
+func parseZones(root, zn *yaml.Node) (*zoneIndex, error) {
 	if zn == nil {
 		return nil, fieldErr(root, "zones", "is required: the list of zone names")
 	}
@@ -229,7 +288,7 @@ func parseRoot(root *yaml.Node) (*Scenario, error) {
 	if len(items) == 0 || len(items) > maxZones {
 		return nil, fieldErr(zn, "zones", "%d zones, want 1..%d", len(items), maxZones)
 	}
-	zoneIdx := map[string]int{}
+	zones := &zoneIndex{idx: map[string]int{}}
 	for i, n := range items {
 		path := fmt.Sprintf("zones[%d]", i)
 		z, err := str(n, path)
@@ -239,47 +298,46 @@ func parseRoot(root *yaml.Node) (*Scenario, error) {
 		if err := validName(z); err != nil {
 			return nil, fieldErr(n, path, "%q: %v", z, err)
 		}
-		if j, dup := zoneIdx[z]; dup {
+		if j, dup := zones.idx[z]; dup {
 			return nil, fieldErr(n, path, "zone %q is already zones[%d]", z, j)
 		}
-		zoneIdx[z] = i
-		sc.Zones = append(sc.Zones, z)
+		zones.idx[z] = i
+		zones.names = append(zones.names, z)
 	}
-	zoneRef := func(n *yaml.Node, path string) (int, error) {
-		z, err := str(n, path)
-		if err != nil {
-			return 0, err
-		}
-		i, ok := zoneIdx[z]
-		if !ok {
-			return 0, fieldErr(n, path, "zone %q is not in zones %v", z, sc.Zones)
-		}
-		return i, nil
-	}
+	return zones, nil
+}
 
-	// step, steps, seed
+// parseTiming reads step (default DefaultStep), the required steps and
+// seed (default 0) of the top-level fields f into sc.
+func parseTiming(root *yaml.Node, f map[string]*yaml.Node, sc *Scenario) error {
+	var err error
 	if n := f["step"]; n != nil {
 		if sc.Step, err = duration(n, "step", time.Second, maxStep); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	n := f["steps"]
 	if n == nil {
-		return nil, fieldErr(root, "steps", "is required: how many steps to simulate")
+		return fieldErr(root, "steps", "is required: how many steps to simulate")
 	}
 	if sc.Steps, err = integer(n, "steps", 1, maxSteps); err != nil {
-		return nil, err
+		return err
 	}
 	if n := f["seed"]; n != nil {
 		seed, err := integer(n, "seed", 0, math.MaxInt64)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		sc.Seed = uint64(seed)
 	}
+	return nil
+}
 
-	// strategy / compare
-	switch s, c := f["strategy"], f["compare"]; {
+// parseStrategies decides which strategies run from the strategy field s
+// (one) or the compare field c (a list, no repeats), either nil when
+// missing: not both; neither runs spillway alone.
+func parseStrategies(s, c *yaml.Node) ([]string, error) {
+	switch {
 	case s != nil && c != nil:
 		return nil, fieldErr(c, "compare", "set strategy or compare, not both")
 	case s != nil:
@@ -287,7 +345,7 @@ func parseRoot(root *yaml.Node) (*Scenario, error) {
 		if err != nil {
 			return nil, err
 		}
-		sc.Strategies = []string{name}
+		return []string{name}, nil
 	case c != nil:
 		items, err := sequence(c, "compare")
 		if err != nil {
@@ -296,108 +354,113 @@ func parseRoot(root *yaml.Node) (*Scenario, error) {
 		if len(items) == 0 {
 			return nil, fieldErr(c, "compare", "empty list, want one or more of %s", strings.Join(strategyNames, ", "))
 		}
+		var names []string
 		for i, n := range items {
 			path := fmt.Sprintf("compare[%d]", i)
 			name, err := strategy(n, path)
 			if err != nil {
 				return nil, err
 			}
-			if slices.Contains(sc.Strategies, name) {
+			if slices.Contains(names, name) {
 				return nil, fieldErr(n, path, "%q is listed twice", name)
 			}
-			sc.Strategies = append(sc.Strategies, name)
+			names = append(names, name)
 		}
+		return names, nil
 	default:
-		sc.Strategies = []string{StrategySpillway}
+		return []string{StrategySpillway}, nil
 	}
+}
 
-	// clients
-	cn := f["clients"]
+// parseClients reads the required clients list, cn (nil when missing
+// from root): 1..maxGroups groups, each named (by default after its zone)
+// differently from the others. It returns the groups and their indexes
+// by name.
+func parseClients(root, cn *yaml.Node, zones *zoneIndex) ([]ClientGroup, map[string]int, error) {
 	if cn == nil {
-		return nil, fieldErr(root, "clients", "is required: the client groups")
+		return nil, nil, fieldErr(root, "clients", "is required: the client groups")
 	}
-	if items, err = sequence(cn, "clients"); err != nil {
-		return nil, err
+	items, err := sequence(cn, "clients")
+	if err != nil {
+		return nil, nil, err
 	}
 	if len(items) == 0 || len(items) > maxGroups {
-		return nil, fieldErr(cn, "clients", "%d groups, want 1..%d", len(items), maxGroups)
+		return nil, nil, fieldErr(cn, "clients", "%d groups, want 1..%d", len(items), maxGroups)
 	}
+	var groups []ClientGroup
 	groupIdx := map[string]int{}
 	for i, n := range items {
 		path := fmt.Sprintf("clients[%d]", i)
-		g, err := clientGroup(n, path, zoneRef)
+		g, err := clientGroup(n, path, zones.ref)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if g.Name == "" {
-			g.Name = sc.Zones[g.Zone]
+			g.Name = zones.names[g.Zone]
 		}
 		if j, dup := groupIdx[g.Name]; dup {
-			return nil, fieldErr(n, path+".name", "group %q is already clients[%d] (give groups in one zone a name)", g.Name, j)
+			return nil, nil, fieldErr(n, path+".name", "group %q is already clients[%d] (give groups in one zone a name)", g.Name, j)
 		}
 		groupIdx[g.Name] = i
-		sc.Clients = append(sc.Clients, g)
+		groups = append(groups, g)
 	}
+	return groups, groupIdx, nil
+}
 
-	// servers
-	sn := f["servers"]
+// parseServers reads the required servers list, sn (nil when missing
+// from root): 1..maxGroups groups of at most maxServers pods in all. It
+// returns the groups and the pods per zone.
+func parseServers(root, sn *yaml.Node, zones *zoneIndex) ([]ServerGroup, []int, error) {
 	if sn == nil {
-		return nil, fieldErr(root, "servers", "is required: the server groups")
+		return nil, nil, fieldErr(root, "servers", "is required: the server groups")
 	}
-	if items, err = sequence(sn, "servers"); err != nil {
-		return nil, err
+	items, err := sequence(sn, "servers")
+	if err != nil {
+		return nil, nil, err
 	}
 	if len(items) == 0 || len(items) > maxGroups {
-		return nil, fieldErr(sn, "servers", "%d groups, want 1..%d", len(items), maxGroups)
+		return nil, nil, fieldErr(sn, "servers", "%d groups, want 1..%d", len(items), maxGroups)
 	}
-	pods := make([]int, len(sc.Zones))
+	var groups []ServerGroup
+	pods := make([]int, len(zones.names))
 	total := 0
 	for i, n := range items {
 		path := fmt.Sprintf("servers[%d]", i)
-		g, err := serverGroup(n, path, zoneRef)
+		g, err := serverGroup(n, path, zones.ref)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		pods[g.Zone] += g.Count
 		if total += g.Count; total > maxServers {
-			return nil, fieldErr(n, path+".count", "%d pods in all, want at most %d", total, maxServers)
+			return nil, nil, fieldErr(n, path+".count", "%d pods in all, want at most %d", total, maxServers)
 		}
-		sc.Servers = append(sc.Servers, g)
+		groups = append(groups, g)
 	}
+	return groups, pods, nil
+}
 
-	// model
-	if sc.Model, err = model(f["model"]); err != nil {
+// parseEvents reads the events list n (at most maxEvents) against the
+// zones, steps, servers and client groups already read, and returns the
+// events sorted by step, file order within a step.
+func parseEvents(n *yaml.Node, sc *Scenario, zones *zoneIndex, groupIdx map[string]int) ([]Event, error) {
+	items, err := sequence(n, "events")
+	if err != nil {
 		return nil, err
 	}
-
-	// spillway
-	if sc.Spillway, err = spillwayConfig(f["spillway"], sc.Step); err != nil {
-		return nil, err
+	if len(items) > maxEvents {
+		return nil, fieldErr(n, "events", "%d events, want at most %d", len(items), maxEvents)
 	}
-
-	// events
-	if n := f["events"]; n != nil && !strictyaml.IsNull(n) {
-		items, err := sequence(n, "events")
+	var events []Event
+	for i, n := range items {
+		e, err := event(n, fmt.Sprintf("events[%d]", i), sc, zones.ref, groupIdx)
 		if err != nil {
 			return nil, err
 		}
-		if len(items) > maxEvents {
-			return nil, fieldErr(n, "events", "%d events, want at most %d", len(items), maxEvents)
-		}
-		for i, n := range items {
-			e, err := event(n, fmt.Sprintf("events[%d]", i), sc, zoneRef, groupIdx)
-			if err != nil {
-				return nil, err
-			}
-			e.Index = i
-			sc.Events = append(sc.Events, e)
-		}
-		slices.SortStableFunc(sc.Events, func(a, b Event) int { return a.Step - b.Step })
-		if err := checkPods(sc, pods); err != nil {
-			return nil, err
-		}
+		e.Index = i
+		events = append(events, e)
 	}
-	return sc, nil
+	slices.SortStableFunc(events, func(a, b Event) int { return a.Step - b.Step })
+	return events, nil
 }
 
 // checkPods replays the scale_up and remove events on pod counts: a
@@ -739,13 +802,11 @@ func mapping(n *yaml.Node, path string, known []string) (map[string]*yaml.Node, 
 		if k.Kind != yaml.ScalarNode {
 			return nil, fieldErr(k, where, "want a field name, got %s", strictyaml.Describe(k))
 		}
-		fpath := k.Value
-		if fpath == "" {
-			fpath = `""`
+		name := k.Value
+		if name == "" {
+			name = `""`
 		}
-		if path != "" {
-			fpath = path + "." + fpath
-		}
+		fpath := strictyaml.Join(path, name)
 		if !slices.Contains(known, k.Value) {
 			return nil, fieldErr(k, fpath, "unknown field (want one of %s)", strings.Join(known, ", "))
 		}
@@ -769,14 +830,27 @@ func required(n *yaml.Node, f map[string]*yaml.Node, path string, keys ...string
 	return nil
 }
 
+// strict is the strictyaml parser behind the checks whose refusals are
+// worded as the scenario's own; its errors become *ScenarioError (see
+// fromStrict).
+var strict = strictyaml.Parser{File: "scenario"}
+
+// fromStrict turns a strictyaml refusal into the *ScenarioError users
+// see: the same line, field and message.
+func fromStrict(err error) error {
+	var se *strictyaml.Error
+	if errors.As(err, &se) {
+		return &ScenarioError{Line: se.Line, Field: se.Field, Msg: se.Msg}
+	}
+	return err
+}
+
 func sequence(n *yaml.Node, path string) ([]*yaml.Node, error) {
 	if err := noAlias(n, path); err != nil {
 		return nil, err
 	}
-	if n.Kind != yaml.SequenceNode {
-		return nil, fieldErr(n, path, "want a list, got %s", strictyaml.Describe(n))
-	}
-	return n.Content, nil
+	items, err := strict.List(n, path)
+	return items, fromStrict(err)
 }
 
 func str(n *yaml.Node, path string) (string, error) {

@@ -1,21 +1,15 @@
 package main
 
 import (
-	"bytes"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"net"
 	"net/http"
 	"net/netip"
-	"os"
 	"strings"
 	"time"
-
-	"gopkg.in/yaml.v3"
 
 	"github.com/spillway/spillway/registry"
 	"github.com/spillway/spillway/resolver"
@@ -203,85 +197,15 @@ func defaultConfig() Config {
 	}
 }
 
-// parseConfig reads args (without the program name).
+// parseConfig reads args (without the program name): the defaults, then
+// the --config file over them, then the flags given on the command line
+// over that.
 func parseConfig(args []string, stderr io.Writer) (Config, error) {
 	cfg := defaultConfig()
 	fs := flag.NewFlagSet("spillway", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	configPath := fs.String("config", "", "YAML config file; flags given on the command line override it")
-	var f Config
-	fs.StringVar(&f.DNSAddr, "dns-addr", cfg.DNSAddr, "DNS listen address, UDP and TCP")
-	fs.StringVar(&f.GRPCAddr, "grpc-addr", cfg.GRPCAddr, "gRPC listen address (ADS, LRS, registry and admin APIs)")
-	fs.StringVar(&f.HTTPAddr, "http-addr", cfg.HTTPAddr, "HTTP listen address (/healthz, /readyz, /metrics, JSON API)")
-	fs.StringVar(&f.DataDir, "data-dir", cfg.DataDir, `directory for durable state; "" keeps registrations in memory only`)
-	fs.StringVar(&f.Store.URL, "store", "", `durable state: "" is bbolt in --data-dir; etcd://host:2379[,host:2379...]/prefix or spanner://projects/P/instances/I/databases/D share it between replicas`)
-	fs.StringVar(&f.Store.Etcd.CA, "etcd-ca", "", "PEM CA `file` that signs the etcd servers' certificates (turns on TLS)")
-	fs.StringVar(&f.Store.Etcd.Cert, "etcd-cert", "", "PEM client certificate `file` for etcd (with --etcd-key)")
-	fs.StringVar(&f.Store.Etcd.Key, "etcd-key", "", "PEM client key `file` for etcd (with --etcd-cert)")
-	fs.StringVar(&f.Store.Etcd.Username, "etcd-username", "", "etcd user (with --etcd-password-file)")
-	fs.StringVar(&f.Store.Etcd.PasswordFile, "etcd-password-file", "", "`file` holding the etcd user's password")
-	fs.DurationVar(&f.Store.Etcd.DialTimeout, "etcd-dial-timeout", 0, "how long the first etcd connection may take (0: 5s)")
-	fs.DurationVar(&f.Store.SpannerPoll, "spanner-poll", 0, "how often a replica reads what others wrote to Spanner (0: 500ms)")
-	fs.StringVar(&f.Store.Replica.ID, "replica-id", "", "this replica's name in the shared store and the expiry election (\"\": host name and pid)")
-	fs.DurationVar(&f.Store.Replica.LastSeenFlush, "lastseen-flush", 0, "how often a replica writes its heartbeats' last-seen stamps to the shared store (0: 10s)")
-	fs.DurationVar(&f.Store.Replica.ElectionTTL, "election-ttl", 0, "how long the expiry election stays with a replica that stopped renewing it (0: 5s)")
-	fs.BoolVar(&f.Store.Replica.Mesh.Load, "mesh-load", cfg.Store.Replica.Mesh.Load, "on a shared store: each service's weights come from every replica's load reports, computed by the service's owner replica and published through the store (false: each replica plans from its own reports)")
-	fs.IntVar(&f.Store.Replica.Mesh.Shards, "mesh-shards", 0, "how many shards services are spread over for ownership; the same on every replica (0: 16)")
-	fs.IntVar(&f.Store.Replica.Mesh.StaleCycles, "mesh-stale-cycles", 0, "weights cycles without a heartbeat from a service's owner before a replica falls back to its own view (0: 3)")
-	fs.StringVar(&f.Store.Replica.Mesh.Addr, "mesh-addr", "", "host:port other replicas reach this replica's gRPC port on, for load summaries (\"\": --grpc-addr)")
-	fs.Func("region-preference", "per client region, the other regions in failover order: `R1=R2,R3;R2=R1,R3` (xDS and SRV priorities; unset: by name)", func(v string) error {
-		p, err := regions.ParsePreference(v)
-		f.RegionPreference = p
-		return err
-	})
-	fs.StringVar(&f.Domain, "domain", cfg.Domain, "DNS domain served")
-	fs.StringVar(&f.LogLevel, "log-level", cfg.LogLevel, "debug, info, warn or error")
-	fs.StringVar(&f.LogFormat, "log-format", cfg.LogFormat, "text or json")
-	fs.StringVar(&f.StaticFile, "static-file", "", "YAML file of static services and endpoints, reloaded on change")
-	fs.StringVar(&f.ServiceConfig.Dir, "service-config-dir", "", "directory of SERVICE.yaml weight strategy configs, one per service, watched and reloaded; a service with a file there cannot be changed through the API")
-	fs.DurationVar(&f.ServiceConfig.Tombstone, "service-config-tombstone", 0, "how long a deleted service config keeps applying, shown as deleted, before the defaults apply (0: 168h)")
-	fs.StringVar(&f.AdminTokenFile, "admin-token-file", "", `file holding the admin token that "spillwayctl panic" and "rollout set" need; without it they are refused`)
-	fs.StringVar(&f.TokensFile, "tokens-file", "", "YAML `file` of bearer tokens, a list of {identity: NAME, sha256: HEX} (spillwayctl token new NAME), reloaded on change")
-	fs.StringVar(&f.AuthzFile, "authz-file", "", "YAML policy `file` of which identity may do what, reloaded on change (\"\": anyone may register and read, only identity admin may change panic, rollout, routes and config)")
-	fs.DurationVar(&f.ShutdownGrace, "shutdown-grace", cfg.ShutdownGrace, "how long SIGTERM waits for in-flight work")
-	fs.DurationVar(&f.Leases.DefaultTTL, "lease-ttl", cfg.Leases.DefaultTTL, "default VM lease TTL")
-	fs.DurationVar(&f.Leases.MinTTL, "lease-min-ttl", cfg.Leases.MinTTL, "smallest TTL a registration may ask for")
-	fs.DurationVar(&f.Leases.MaxTTL, "lease-max-ttl", cfg.Leases.MaxTTL, "largest TTL a registration may ask for")
-	fs.DurationVar(&f.Leases.Tick, "lease-tick", cfg.Leases.Tick, "how often leases are checked for expiry")
-	fs.Float64Var(&f.Leases.GuardShare, "guard-share", cfg.Leases.GuardShare, "share of VM leases at risk above which expiry pauses (1 disables)")
-	fs.IntVar(&f.Leases.GuardMinCount, "guard-min-count", cfg.Leases.GuardMinCount, "least number of leases at risk that can pause expiry")
-	fs.StringVar(&f.XDS.PortName, "xds-port-name", cfg.XDS.PortName, "endpoint port that xDS clients dial")
-	fs.DurationVar(&f.XDS.Debounce, "xds-debounce", cfg.XDS.Debounce, "the first coalescing window: a lone change is pushed at once, the changes that follow within this window are pushed together")
-	fs.DurationVar(&f.XDS.MaxDelay, "xds-max-delay", cfg.XDS.MaxDelay, "the longest a change waits while a burst goes on (the coalescing window doubles up to it)")
-	fs.DurationVar(&f.XDS.Resync, "xds-resync", cfg.XDS.Resync, "period of a full xDS re-evaluation")
-	fs.DurationVar(&f.XDS.LRSInterval, "lrs-interval", cfg.XDS.LRSInterval, "load reporting interval asked of xDS clients")
-	fs.BoolVar(&f.XDS.ZoneAware, "zone-aware", cfg.XDS.ZoneAware, "zone-aware, load-aware locality weights (false: weights follow healthy endpoint counts)")
-	fs.DurationVar(&f.XDS.WeightsInterval, "weights-interval", cfg.XDS.WeightsInterval, "how often zone-aware weights are recomputed")
-	fs.Float64Var(&f.XDS.ProbeShare, "probe-share", cfg.XDS.ProbeShare, "share of each client zone's traffic kept on the other healthy zones so they stay measured")
-	fs.IntVar(&f.XDS.MaxZones, "xds-max-zones", cfg.XDS.MaxZones, "client zones that keep their own name in metrics and zone-aware routes; later ones share \"other\" and the zoneless route")
-	fs.BoolVar(&f.Pprof, "pprof", false, "serve /debug/pprof/ (net/http/pprof) on the HTTP address")
-	fs.BoolVar(&f.GRPC.SharedWriteBuffer, "grpc-shared-write-buffer", cfg.GRPC.SharedWriteBuffer, "return a gRPC connection's write buffer to a shared pool after each flush, so an idle connection holds none")
-	fs.IntVar(&f.GRPC.WriteBufferSize, "grpc-write-buffer-size", cfg.GRPC.WriteBufferSize, "bytes a gRPC connection batches before writing to the socket (0: write each frame at once)")
-	fs.IntVar(&f.GRPC.ReadBufferSize, "grpc-read-buffer-size", cfg.GRPC.ReadBufferSize, "most bytes one socket read of a gRPC connection takes; 0 has no read buffer (the HTTP/2 framer reads the socket itself, two reads per frame)")
-	fs.IntVar(&f.GRPC.HeaderTableSize, "grpc-header-table-size", cfg.GRPC.HeaderTableSize, "HPACK dynamic table in bytes a client may fill with its headers on a gRPC connection (0: none kept; clients send full headers once per RPC)")
-	var win, connWin int
-	fs.IntVar(&win, "grpc-initial-window-size", 0, "fixed HTTP/2 stream window in bytes, at least 65536 (0: grpc-go's dynamic window)")
-	fs.IntVar(&connWin, "grpc-initial-conn-window-size", 0, "fixed HTTP/2 connection window in bytes, at least 65536 (0: grpc-go's dynamic window)")
-	fs.DurationVar(&f.GRPC.KeepaliveTime, "grpc-keepalive-time", cfg.GRPC.KeepaliveTime, "ping a gRPC connection silent for this long")
-	fs.DurationVar(&f.GRPC.KeepaliveTimeout, "grpc-keepalive-timeout", cfg.GRPC.KeepaliveTimeout, "close a gRPC connection whose ping is not acknowledged within this")
-	fs.DurationVar(&f.GRPC.KeepaliveMinTime, "grpc-keepalive-min-time", cfg.GRPC.KeepaliveMinTime, "shortest ping interval a client may use before it is told too_many_pings")
-	fs.IntVar(&f.GRPC.AdmitInSetup, "grpc-admit-in-setup", cfg.GRPC.AdmitInSetup, "most new gRPC connections set up at once (handshake to first answer); the rest wait accepted (0: no limit)")
-	fs.IntVar(&f.GRPC.AdmitQueue, "grpc-admit-queue", cfg.GRPC.AdmitQueue, "most accepted gRPC connections waiting for a place in setup; one more is closed")
-	fs.DurationVar(&f.GRPC.AdmitSetupTimeout, "grpc-admit-setup-timeout", cfg.GRPC.AdmitSetupTimeout, "longest a new gRPC connection holds its place in setup before its first answer")
-	fs.StringVar(&f.TLS.Cert, "tls-cert", "", "PEM certificate `file` of the gRPC and HTTP listeners (with --tls-key; turns on TLS, reloaded when it changes)")
-	fs.StringVar(&f.TLS.Key, "tls-key", "", "PEM private key `file` of --tls-cert")
-	fs.StringVar(&f.TLS.ClientCA, "client-ca", "", "PEM CA bundle `file` client certificates must chain to (mTLS; also the roots for dialling other replicas)")
-	fs.StringVar(&f.TLS.ClientAuth, "client-auth", "", "with --client-ca: require (the default) or optional (callers without a certificate, e.g. with a token, get in)")
-	fs.StringVar(&f.TLS.MinVersion, "tls-min-version", cfg.TLS.MinVersion, "lowest TLS version: 1.2 or 1.3")
-	fs.DurationVar(&f.TLS.Reload, "tls-reload", cfg.TLS.Reload, "how often the certificate, key and CA files are read again; a rotation reaches new connections within this")
-	dnsAbuseSet := dnsAbuseFlags(fs, &f.DNS.DNSAbuse, cfg.DNS.DNSAbuse, &cfg)
-	var kubeconfigs kubeconfigFlag
-	fs.Var(&kubeconfigs, "kubeconfig", "kubeconfig `PATH` of a cluster whose EndpointSlices to watch, named after the file; repeat for more clusters (replaces kubernetes.clusters)")
+	set := configFlags(fs, cfg, &cfg)
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
 	}
@@ -289,87 +213,11 @@ func parseConfig(args []string, stderr io.Writer) (Config, error) {
 		return Config{}, fmt.Errorf("unexpected argument %q (flags start with --)", fs.Arg(0))
 	}
 	if *configPath != "" {
-		b, err := os.ReadFile(*configPath)
-		if err != nil {
-			return Config{}, fmt.Errorf("--config: %w", err)
-		}
-		dec := yaml.NewDecoder(bytes.NewReader(b))
-		dec.KnownFields(true)
-		if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
-			return Config{}, fmt.Errorf("--config %s: %w", *configPath, err)
+		if err := readConfigFile(*configPath, &cfg); err != nil {
+			return Config{}, err
 		}
 	}
 	// Flags set on the command line win over the file.
-	set := map[string]func(){
-		"dns-addr":           func() { cfg.DNSAddr = f.DNSAddr },
-		"grpc-addr":          func() { cfg.GRPCAddr = f.GRPCAddr },
-		"http-addr":          func() { cfg.HTTPAddr = f.HTTPAddr },
-		"data-dir":           func() { cfg.DataDir = f.DataDir },
-		"domain":             func() { cfg.Domain = f.Domain },
-		"store":              func() { cfg.Store.URL = f.Store.URL },
-		"etcd-ca":            func() { cfg.Store.Etcd.CA = f.Store.Etcd.CA },
-		"etcd-cert":          func() { cfg.Store.Etcd.Cert = f.Store.Etcd.Cert },
-		"etcd-key":           func() { cfg.Store.Etcd.Key = f.Store.Etcd.Key },
-		"etcd-username":      func() { cfg.Store.Etcd.Username = f.Store.Etcd.Username },
-		"etcd-password-file": func() { cfg.Store.Etcd.PasswordFile = f.Store.Etcd.PasswordFile },
-		"etcd-dial-timeout":  func() { cfg.Store.Etcd.DialTimeout = f.Store.Etcd.DialTimeout },
-		"spanner-poll":       func() { cfg.Store.SpannerPoll = f.Store.SpannerPoll },
-		"replica-id":         func() { cfg.Store.Replica.ID = f.Store.Replica.ID },
-		"lastseen-flush":     func() { cfg.Store.Replica.LastSeenFlush = f.Store.Replica.LastSeenFlush },
-		"election-ttl":       func() { cfg.Store.Replica.ElectionTTL = f.Store.Replica.ElectionTTL },
-		"mesh-load":          func() { cfg.Store.Replica.Mesh.Load = f.Store.Replica.Mesh.Load },
-		"mesh-shards":        func() { cfg.Store.Replica.Mesh.Shards = f.Store.Replica.Mesh.Shards },
-		"mesh-stale-cycles":  func() { cfg.Store.Replica.Mesh.StaleCycles = f.Store.Replica.Mesh.StaleCycles },
-		"mesh-addr":          func() { cfg.Store.Replica.Mesh.Addr = f.Store.Replica.Mesh.Addr },
-		"log-level":          func() { cfg.LogLevel = f.LogLevel },
-		"log-format":         func() { cfg.LogFormat = f.LogFormat },
-		"static-file":        func() { cfg.StaticFile = f.StaticFile },
-		"region-preference":  func() { cfg.RegionPreference = f.RegionPreference },
-		"admin-token-file":   func() { cfg.AdminTokenFile = f.AdminTokenFile },
-		"tokens-file":        func() { cfg.TokensFile = f.TokensFile },
-		"authz-file":         func() { cfg.AuthzFile = f.AuthzFile },
-		"shutdown-grace":     func() { cfg.ShutdownGrace = f.ShutdownGrace },
-		"lease-ttl":          func() { cfg.Leases.DefaultTTL = f.Leases.DefaultTTL },
-		"lease-min-ttl":      func() { cfg.Leases.MinTTL = f.Leases.MinTTL },
-		"lease-max-ttl":      func() { cfg.Leases.MaxTTL = f.Leases.MaxTTL },
-		"lease-tick":         func() { cfg.Leases.Tick = f.Leases.Tick },
-		"guard-share":        func() { cfg.Leases.GuardShare = f.Leases.GuardShare },
-		"guard-min-count":    func() { cfg.Leases.GuardMinCount = f.Leases.GuardMinCount },
-		"xds-port-name":      func() { cfg.XDS.PortName = f.XDS.PortName },
-		"xds-debounce":       func() { cfg.XDS.Debounce = f.XDS.Debounce },
-		"xds-max-delay":      func() { cfg.XDS.MaxDelay = f.XDS.MaxDelay },
-		"xds-resync":         func() { cfg.XDS.Resync = f.XDS.Resync },
-		"lrs-interval":       func() { cfg.XDS.LRSInterval = f.XDS.LRSInterval },
-		"zone-aware":         func() { cfg.XDS.ZoneAware = f.XDS.ZoneAware },
-		"weights-interval":   func() { cfg.XDS.WeightsInterval = f.XDS.WeightsInterval },
-		"probe-share":        func() { cfg.XDS.ProbeShare = f.XDS.ProbeShare },
-		"xds-max-zones":      func() { cfg.XDS.MaxZones = f.XDS.MaxZones },
-		"kubeconfig":         func() { cfg.Kubernetes.Clusters = kubeconfigs.clusters() },
-		"pprof":              func() { cfg.Pprof = f.Pprof },
-		"tls-cert":           func() { cfg.TLS.Cert = f.TLS.Cert },
-		"tls-key":            func() { cfg.TLS.Key = f.TLS.Key },
-		"client-ca":          func() { cfg.TLS.ClientCA = f.TLS.ClientCA },
-		"client-auth":        func() { cfg.TLS.ClientAuth = f.TLS.ClientAuth },
-		"tls-min-version":    func() { cfg.TLS.MinVersion = f.TLS.MinVersion },
-		"tls-reload":         func() { cfg.TLS.Reload = f.TLS.Reload },
-
-		"service-config-dir":       func() { cfg.ServiceConfig.Dir = f.ServiceConfig.Dir },
-		"service-config-tombstone": func() { cfg.ServiceConfig.Tombstone = f.ServiceConfig.Tombstone },
-
-		"grpc-shared-write-buffer":      func() { cfg.GRPC.SharedWriteBuffer = f.GRPC.SharedWriteBuffer },
-		"grpc-write-buffer-size":        func() { cfg.GRPC.WriteBufferSize = f.GRPC.WriteBufferSize },
-		"grpc-read-buffer-size":         func() { cfg.GRPC.ReadBufferSize = f.GRPC.ReadBufferSize },
-		"grpc-header-table-size":        func() { cfg.GRPC.HeaderTableSize = f.GRPC.HeaderTableSize },
-		"grpc-initial-window-size":      func() { cfg.GRPC.InitialWindowSize = clampInt32(win) },
-		"grpc-initial-conn-window-size": func() { cfg.GRPC.InitialConnWindowSize = clampInt32(connWin) },
-		"grpc-keepalive-time":           func() { cfg.GRPC.KeepaliveTime = f.GRPC.KeepaliveTime },
-		"grpc-keepalive-timeout":        func() { cfg.GRPC.KeepaliveTimeout = f.GRPC.KeepaliveTimeout },
-		"grpc-keepalive-min-time":       func() { cfg.GRPC.KeepaliveMinTime = f.GRPC.KeepaliveMinTime },
-		"grpc-admit-in-setup":           func() { cfg.GRPC.AdmitInSetup = f.GRPC.AdmitInSetup },
-		"grpc-admit-queue":              func() { cfg.GRPC.AdmitQueue = f.GRPC.AdmitQueue },
-		"grpc-admit-setup-timeout":      func() { cfg.GRPC.AdmitSetupTimeout = f.GRPC.AdmitSetupTimeout },
-	}
-	maps.Copy(set, dnsAbuseSet)
 	fs.Visit(func(fl *flag.Flag) {
 		if apply := set[fl.Name]; apply != nil {
 			apply()

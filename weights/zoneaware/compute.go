@@ -29,7 +29,6 @@ func (c *Calculator) Config() Config { return c.p.config() }
 // st, and writes the vectors into out. It is deterministic: the same
 // Config, Input and State give the same Result and State.
 func (c *Calculator) Compute(st *State, in *Input, out *Result) {
-	p := &c.p
 	now := in.Now
 	var dt time.Duration
 	if !st.last.IsZero() && now.After(st.last) {
@@ -44,55 +43,100 @@ func (c *Calculator) Compute(st *State, in *Input, out *Result) {
 	c.updateTrust(st, in, dt, lrs)
 	total := c.capacities(st, in, lrs)
 
-	// Demand.
 	source := SourceNone
 	if total == 0 {
 		fb, reason, rzone = FallbackNoEndpoints, "", ""
 	} else if fb == FallbackNone {
-		var sumLRS, sumClients float64
-		for i := range in.Demand {
-			if in.Demand[i].ClientZone != "" {
-				sumLRS += in.Demand[i].RPS
-			}
-		}
-		for i := range in.Clients {
-			if in.Clients[i].Zone != "" && in.Clients[i].Count > 0 {
-				sumClients += float64(in.Clients[i].Count)
-			}
-		}
-		switch {
-		case sumLRS > 0:
-			source = SourceLRS
-			for i := range in.Demand {
-				if d := &in.Demand[i]; d.ClientZone != "" {
-					z := &st.zones[st.find(d.ClientZone)]
-					z.demand, z.hasDemand = d.RPS, true
-				}
-			}
-		case sumClients > 0:
-			source = SourceClients
-			fb, reason = FallbackClientCounts, ReasonNoReports
-			if hasLRS {
-				reason = ReasonNoTraffic
-			}
-			for i := range in.Clients {
-				if cc := &in.Clients[i]; cc.Zone != "" {
-					z := &st.zones[st.find(cc.Zone)]
-					z.demand += float64(max(0, cc.Count))
-					z.hasDemand = true
-				}
-			}
-		default:
-			fb = FallbackNoDemand
+		source, fb, reason = st.demand(in, hasLRS, reason)
+	}
+	cy := cycle{source: source, fb: fb, reason: reason, rzone: rzone, age: age}
+	var optimum float64
+	cy.spare, cy.spareFrac, optimum = c.fillLocal(st)
+
+	out.Source, out.Fallback, out.Reason, out.ReasonZone, out.DataAge = source, fb, reason, rzone, age
+	out.SameZone, out.Changed = 0, false
+	out.Optimum = 0
+	if source != SourceNone {
+		out.Optimum = optimum
+	}
+	out.Routes = out.Routes[:0]
+	cy.healthyZones = st.healthyZones()
+	c.routes(st, &cy, out)
+
+	st.estimateLoad(out)
+	st.reportZones(out)
+}
+
+// cycle is what one Compute decided for the service as a whole, before
+// the vector of each client zone is built from it.
+type cycle struct {
+	source        Source
+	fb            Fallback // the service's fallback; a route may differ
+	reason, rzone string
+	age           time.Duration
+	spare         float64 // spare capacity share, summed over the zones
+	spareFrac     float64 // share of spill placed by spare capacity, the rest by capacity
+	healthyZones  int     // zones with a capacity share
+}
+
+// demand decides where the demand of the client zones comes from: the
+// LRS demand rows if they carry any traffic, else the client counts
+// (FallbackClientCounts, with ReasonNoReports or, when there is load data
+// but no traffic in it, ReasonNoTraffic), else nowhere (FallbackNoDemand,
+// reason kept). It records each zone's demand in st.zones. It is called
+// with no fallback yet; reason is the one checkLoads gave.
+func (st *State) demand(in *Input, hasLRS bool, reason string) (Source, Fallback, string) {
+	var sumLRS, sumClients float64
+	for i := range in.Demand {
+		if in.Demand[i].ClientZone != "" {
+			sumLRS += in.Demand[i].RPS
 		}
 	}
+	for i := range in.Clients {
+		if in.Clients[i].Zone != "" && in.Clients[i].Count > 0 {
+			sumClients += float64(in.Clients[i].Count)
+		}
+	}
+	switch {
+	case sumLRS > 0:
+		for i := range in.Demand {
+			if d := &in.Demand[i]; d.ClientZone != "" {
+				z := &st.zones[st.find(d.ClientZone)]
+				z.demand, z.hasDemand = d.RPS, true
+			}
+		}
+		return SourceLRS, FallbackNone, reason
+	case sumClients > 0:
+		reason = ReasonNoReports
+		if hasLRS {
+			reason = ReasonNoTraffic
+		}
+		for i := range in.Clients {
+			if cc := &in.Clients[i]; cc.Zone != "" {
+				z := &st.zones[st.find(cc.Zone)]
+				z.demand += float64(max(0, cc.Count))
+				z.hasDemand = true
+			}
+		}
+		return SourceClients, FallbackClientCounts, reason
+	default:
+		return SourceNone, FallbackNoDemand, reason
+	}
+}
 
-	// Fill local, spill the rest.
+// fillLocal decides, per zone with demand, its demand share D and how
+// much of it the zone serves itself (L: up to TargetUtilization of its
+// capacity share), and per healthy zone the spare capacity left after
+// that. It returns the spare capacity summed over the zones, the share
+// of the spilt demand to place by spare capacity (the rest goes by
+// capacity), and the optimum same-zone share Σ min(D, C).
+func (c *Calculator) fillLocal(st *State) (spare, spareFrac, optimum float64) {
+	p := &c.p
 	var sumD float64
 	for i := range st.zones {
 		sumD += st.zones[i].demand
 	}
-	var spill, spare, optimum float64
+	var spill float64
 	for i := range st.zones {
 		z := &st.zones[i]
 		if !z.hasDemand || sumD <= 0 {
@@ -117,24 +161,30 @@ func (c *Calculator) Compute(st *State, in *Input, out *Result) {
 			spare += z.spare
 		}
 	}
-	spareFrac := 1.0 // share of spill placed by spare capacity, the rest by capacity
+	spareFrac = 1.0
 	if spill > 0 && spare < spill {
 		spareFrac = spare / spill
 	}
+	return spare, spareFrac, optimum
+}
 
-	out.Source, out.Fallback, out.Reason, out.ReasonZone, out.DataAge = source, fb, reason, rzone, age
-	out.SameZone, out.Changed = 0, false
-	out.Optimum = 0
-	if source != SourceNone {
-		out.Optimum = optimum
-	}
-	out.Routes = out.Routes[:0]
-	healthyZones := 0
+// healthyZones counts the zones with a capacity share.
+func (st *State) healthyZones() int {
+	n := 0
 	for i := range st.zones {
 		if st.zones[i].C > 0 {
-			healthyZones++
+			n++
 		}
 	}
+	return n
+}
+
+// routes appends to out one route per client zone, the zoneless one
+// first, then the named zones in order: its fallback, share vector and
+// integer weights, held at the previous vector when that moved too
+// little, and its explanation. It keeps the vectors in st for the next
+// cycle's hysteresis.
+func (c *Calculator) routes(st *State, cy *cycle, out *Result) {
 	if cap(st.share) < len(st.zones) {
 		st.share = make([]float64, len(st.zones))
 	}
@@ -151,113 +201,168 @@ func (c *Calculator) Compute(st *State, in *Input, out *Result) {
 			iz, name = r, st.zones[r].name
 		}
 		rt := out.appendRoute(name)
-		rfb := fb
-		if fb == FallbackNone || fb == FallbackClientCounts {
-			if iz < 0 {
-				rfb = FallbackZoneless
-			} else if !st.zones[iz].hasDemand {
-				rfb = FallbackUnknownDemand
-			}
-		}
+		rfb := st.routeFallback(cy.fb, iz)
 		localFirst := !rfb.FailOpen() && rfb != FallbackNoEndpoints
 
-		// The share vector.
-		clear(share)
-		if localFirst {
-			z := &st.zones[iz]
-			x := 1 - z.L
-			otherC, otherP := 1-z.C, spare-z.spare
-			if otherC <= 1e-12 {
-				x = 0
-			}
-			if z.C > 0 {
-				share[iz] = 1 - x
-			}
-			f := spareFrac
-			if otherP <= 0 {
-				f = 0
-			}
-			if x > 0 {
-				for y := range st.zones {
-					if zy := &st.zones[y]; y != iz && zy.C > 0 {
-						w := (1 - f) * zy.C / otherC
-						if f > 0 {
-							w += f * zy.spare / otherP
-						}
-						share[y] = x * w
-					}
-				}
-			}
-		} else {
-			for y := range st.zones {
-				share[y] = st.zones[y].C
-			}
-		}
-		c.probeFloor(st, share, iz, healthyZones)
+		c.shareVector(st, cy, share, iz, localFirst)
+		c.appendWeights(st, rt, share)
 
-		// Integer weights.
-		for y := range st.zones {
-			if st.zones[y].C > 0 {
-				w := uint32(math.Round(share[y] * float64(p.scale)))
-				rt.Weights = append(rt.Weights, ZoneWeight{Zone: st.zones[y].name, Weight: max(w, 1), Share: share[y]})
-			}
-		}
-
-		// Hysteresis against the previous vector of this client zone.
-		for pi < len(st.pushed) && st.pushed[pi].zone < name {
-			pi++
-		}
-		moved := 1.0
-		var prev *pushedRoute
-		if pi < len(st.pushed) && st.pushed[pi].zone == name {
-			prev = &st.pushed[pi]
-			if prev.fallback == rfb && len(prev.w) == len(rt.Weights) {
-				moved = 0
-				for k := range rt.Weights {
-					if prev.w[k].Zone != rt.Weights[k].Zone {
-						moved = 1
-						break
-					}
-					moved = max(moved, math.Abs(prev.w[k].Share-rt.Weights[k].Share))
-				}
-			}
-		}
-		held := prev != nil && moved <= p.move
-		if held {
-			rt.Weights = append(rt.Weights[:0], prev.w...)
-		}
+		var held bool
+		var moved float64
+		pi, held, moved = c.hysteresis(st, pi, rfb, rt)
 		rt.Changed = !held
 		out.Changed = out.Changed || rt.Changed
-		if len(next) < cap(next) {
-			next = next[:len(next)+1]
-		} else {
-			next = append(next, pushedRoute{})
-		}
-		nx := &next[len(next)-1]
-		nx.zone, nx.fallback, nx.w = name, rfb, append(nx.w[:0], rt.Weights...)
+		next = appendPushed(next, name, rfb, rt.Weights)
 
-		// Explain.
-		e := &rt.Explain
-		e.ClientZone, e.Source, e.Fallback, e.DataAge = name, source, rfb, age
-		if rfb == fb {
-			e.Reason, e.ReasonZone = reason, rzone
+		cy.explain(st, rt, iz, rfb, localFirst, held, moved)
+	}
+	st.pushed, st.pushedNext = next, st.pushed[:0]
+}
+
+// routeFallback decides the fallback of the route of client zone iz (-1
+// for the zoneless route): the service's fallback fb, except that where
+// fb still routes by demand (none, or client counts) the zoneless route
+// gets FallbackZoneless and a zone without demand FallbackUnknownDemand.
+func (st *State) routeFallback(fb Fallback, iz int) Fallback {
+	if fb == FallbackNone || fb == FallbackClientCounts {
+		if iz < 0 {
+			return FallbackZoneless
+		} else if !st.zones[iz].hasDemand {
+			return FallbackUnknownDemand
 		}
-		e.LocalFirst, e.Held, e.Moved = localFirst, held, moved
-		if iz >= 0 {
-			z := &st.zones[iz]
-			e.Demand, e.DemandShare, e.HasDemand = z.demand, z.D, z.hasDemand
+	}
+	return fb
+}
+
+// shareVector decides the share of each zone in the vector of client
+// zone iz, written into share. Local first, the zone keeps what it fills
+// (L) and spills the rest over the other healthy zones, by spare
+// capacity for the part spare capacity can take and by capacity for the
+// remainder; otherwise every zone gets its capacity share. The probe
+// floor then applies.
+func (c *Calculator) shareVector(st *State, cy *cycle, share []float64, iz int, localFirst bool) {
+	clear(share)
+	if localFirst {
+		z := &st.zones[iz]
+		x := 1 - z.L
+		otherC, otherP := 1-z.C, cy.spare-z.spare
+		if otherC <= 1e-12 {
+			x = 0
 		}
-		for _, w := range rt.Weights {
-			if w.Zone == name && iz >= 0 {
-				e.Local = w.Share
-			} else if w.Share > 0 {
-				e.Spill = append(e.Spill, ZoneShare{Zone: w.Zone, Share: w.Share})
+		if z.C > 0 {
+			share[iz] = 1 - x
+		}
+		f := cy.spareFrac
+		if otherP <= 0 {
+			f = 0
+		}
+		if x > 0 {
+			for y := range st.zones {
+				if zy := &st.zones[y]; y != iz && zy.C > 0 {
+					w := (1 - f) * zy.C / otherC
+					if f > 0 {
+						w += f * zy.spare / otherP
+					}
+					share[y] = x * w
+				}
+			}
+		}
+	} else {
+		for y := range st.zones {
+			share[y] = st.zones[y].C
+		}
+	}
+	c.probeFloor(st, share, iz, cy.healthyZones)
+}
+
+// appendWeights turns share into the integer weights of rt: one per
+// healthy zone, in zone order, share × Scale rounded, never below 1.
+func (c *Calculator) appendWeights(st *State, rt *Route, share []float64) {
+	for y := range st.zones {
+		if st.zones[y].C > 0 {
+			w := uint32(math.Round(share[y] * float64(c.p.scale)))
+			rt.Weights = append(rt.Weights, ZoneWeight{Zone: st.zones[y].name, Weight: max(w, 1), Share: share[y]})
+		}
+	}
+}
+
+// hysteresis decides whether rt keeps the vector pushed last cycle for
+// its client zone instead of its new one: it does when that vector had
+// the same fallback rfb, weighted the same zones and no share moved by
+// more than MoveThreshold; held, rt.Weights is set back to it. moved is
+// the largest share move (1 when there is nothing to compare with). The
+// previous vectors are searched in client zone order from index pi; the
+// index to search on from is returned.
+func (c *Calculator) hysteresis(st *State, pi int, rfb Fallback, rt *Route) (npi int, held bool, moved float64) {
+	name := rt.ClientZone
+	for pi < len(st.pushed) && st.pushed[pi].zone < name {
+		pi++
+	}
+	moved = 1.0
+	var prev *pushedRoute
+	if pi < len(st.pushed) && st.pushed[pi].zone == name {
+		prev = &st.pushed[pi]
+		if prev.fallback == rfb && len(prev.w) == len(rt.Weights) {
+			moved = 0
+			for k := range rt.Weights {
+				if prev.w[k].Zone != rt.Weights[k].Zone {
+					moved = 1
+					break
+				}
+				moved = max(moved, math.Abs(prev.w[k].Share-rt.Weights[k].Share))
 			}
 		}
 	}
-	st.pushed, st.pushedNext = next, st.pushed[:0]
+	held = prev != nil && moved <= c.p.move
+	if held {
+		rt.Weights = append(rt.Weights[:0], prev.w...)
+	}
+	return pi, held, moved
+}
 
-	// Estimated load per zone and same-zone share, from the vectors returned.
+// appendPushed appends the vector w pushed for client zone zone with
+// fallback fb to next, reusing the memory of an entry left beyond its
+// length.
+func appendPushed(next []pushedRoute, zone string, fb Fallback, w []ZoneWeight) []pushedRoute {
+	if len(next) < cap(next) {
+		next = next[:len(next)+1]
+	} else {
+		next = append(next, pushedRoute{})
+	}
+	nx := &next[len(next)-1]
+	nx.zone, nx.fallback, nx.w = zone, fb, append(nx.w[:0], w...)
+	return next
+}
+
+// explain fills rt.Explain for the route of client zone iz (-1 for the
+// zoneless route) with fallback rfb: the service's reason only when the
+// route has the service's fallback, the zone's demand, and the local
+// share apart from the spill.
+func (cy *cycle) explain(st *State, rt *Route, iz int, rfb Fallback, localFirst, held bool, moved float64) {
+	name := rt.ClientZone
+	e := &rt.Explain
+	e.ClientZone, e.Source, e.Fallback, e.DataAge = name, cy.source, rfb, cy.age
+	if rfb == cy.fb {
+		e.Reason, e.ReasonZone = cy.reason, cy.rzone
+	}
+	e.LocalFirst, e.Held, e.Moved = localFirst, held, moved
+	if iz >= 0 {
+		z := &st.zones[iz]
+		e.Demand, e.DemandShare, e.HasDemand = z.demand, z.D, z.hasDemand
+	}
+	for _, w := range rt.Weights {
+		if w.Zone == name && iz >= 0 {
+			e.Local = w.Share
+		} else if w.Share > 0 {
+			e.Spill = append(e.Spill, ZoneShare{Zone: w.Zone, Share: w.Share})
+		}
+	}
+}
+
+// estimateLoad adds to each zone the load the returned vectors send it
+// (demand share × weight share over the client zones), and to
+// out.SameZone the share of all demand they keep in its own zone.
+func (st *State) estimateLoad(out *Result) {
 	for r := range out.Routes {
 		rt := &out.Routes[r]
 		if rt.ClientZone == "" {
@@ -278,7 +383,11 @@ func (c *Calculator) Compute(st *State, in *Input, out *Result) {
 			}
 		}
 	}
+}
 
+// reportZones writes out.Zones from the cycle's per-zone figures and
+// gives each named route the figures of its client zone.
+func (st *State) reportZones(out *Result) {
 	out.Zones = out.Zones[:0]
 	for i := range st.zones {
 		z := &st.zones[i]
