@@ -17,8 +17,8 @@ import (
 // in-memory view of each record decoded into a V, kept in step with the
 // KV on every replica (Init, then Follow). Reads take no lock; a write
 // goes to the KV first and then to the view, and the watch brings the
-// other replicas' writes. The route rules (xds/routing) and the
-// per-service config (weights/svcconfig) are both one.
+// other replicas' writes. registry/settings builds every per-service
+// setting (the route rules, the per-service config) on it.
 //
 // The view keeps, per service, the KV revision its record was written at,
 // and never replaces it with an older one: a write's own apply and the

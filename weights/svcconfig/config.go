@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -166,17 +165,7 @@ func Default() Config {
 
 // ServiceFromFile returns the service a config file is for: its base name
 // without ".yaml", validated as a service name.
-func ServiceFromFile(path string) (string, error) {
-	base := filepath.Base(path)
-	svc, ok := strings.CutSuffix(base, ".yaml")
-	if !ok {
-		return "", fmt.Errorf("%s: file name: want SERVICE.yaml: %w", base, ErrInvalid)
-	}
-	if err := names.ValidateService("service", svc); err != nil {
-		return "", fmt.Errorf("%s: file name: %v: %w", base, err, ErrInvalid)
-	}
-	return svc, nil
-}
+func ServiceFromFile(path string) (string, error) { return kind.ServiceFromFile(path) }
 
 // Error is a parse or validation error at a line of a file; it unwraps
 // to ErrInvalid.

@@ -16,6 +16,10 @@
 //
 // # Storage and tombstones
 //
+// The Store, the directory, the audit and the API's skeleton are package
+// registry/settings's, with Config as the kind; this package keeps the
+// config itself (Parse, Default), the API's Entry and its warnings.
+//
 // Records live in the shared KV under svcconfig/<service>, with the YAML
 // as written; every replica's Store watches the prefix. Deleting (file
 // removed, or the API) turns the record into a tombstone

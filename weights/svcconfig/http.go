@@ -1,26 +1,18 @@
 package svcconfig
 
 import (
-	"context"
-	"crypto/sha256"
-	"crypto/subtle"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/spillway/spillway/internal/httpjson"
-	"github.com/spillway/spillway/registry/systemstore"
-	"github.com/spillway/spillway/security/authn"
-	"github.com/spillway/spillway/security/authz"
+	"github.com/spillway/spillway/registry/settings"
 	"github.com/spillway/spillway/weights/regions"
 )
 
 // Paths of the HTTP API; mount Handler on each.
-var Paths = []string{"/v1/config", "/v1/config/"}
+var Paths = kind.Paths()
 
 // Entry is the JSON of one service's config in the API.
 type Entry struct {
@@ -61,42 +53,14 @@ func (s *Store) EntryOf(service string) Entry {
 // TOKEN": 401 without the header, 403 with a wrong token or when token is
 // "" (changes disabled).
 func (s *Store) Handler(token string, log func(msg string, args ...any)) http.Handler {
-	var sum []byte
-	if token != "" {
-		h := sha256.Sum256([]byte(token))
-		sum = h[:]
-	}
-	auth := func(w http.ResponseWriter, r *http.Request, _ string) bool {
-		if sum == nil {
-			httpjson.WriteError(w, http.StatusForbidden, "", "changes are disabled: start spillway with --admin-token-file FILE to allow them")
-			return false
-		}
-		scheme, tok, ok := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " ")
-		if !ok || !strings.EqualFold(scheme, "Bearer") {
-			w.Header().Set("WWW-Authenticate", "Bearer")
-			httpjson.WriteError(w, http.StatusUnauthorized, "", `no admin token: send "Authorization: Bearer <token>" (spillwayctl: $SPILLWAY_ADMIN_TOKEN or --token)`)
-			return false
-		}
-		got := sha256.Sum256([]byte(strings.TrimSpace(tok)))
-		if subtle.ConstantTimeCompare(got[:], sum) != 1 {
-			httpjson.WriteError(w, http.StatusForbidden, "", "wrong admin token")
-			return false
-		}
-		if log != nil {
-			log("service config change requested", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)
-		}
-		return true
-	}
-	return s.handler(auth)
+	return s.handler(s.set.TokenAuth(token, log))
 }
 
 // Authorizer decides whether the caller (the identity in ctx, see
 // package authn) may do action on resource; *authz.Policy implements it.
 // A non-nil error is a denial whose message is the 403's. It is called
 // from many goroutines at once.
-type Authorizer interface {
-	Authorize(ctx context.Context, a authz.Action, resource string) error
-}
+type Authorizer = settings.Authorizer
 
 // AuthorizedHandler is Handler with az deciding every change: action
 // "config" on the service, for the identity the authn middleware put in
@@ -104,98 +68,22 @@ type Authorizer interface {
 // denial is 403 with az's message ("permission denied: IDENTITY may not
 // config SERVICE") and changes nothing. Reads stay open.
 func (s *Store) AuthorizedHandler(az Authorizer, log func(msg string, args ...any)) http.Handler {
-	return s.handler(func(w http.ResponseWriter, r *http.Request, service string) bool {
-		if err := az.Authorize(r.Context(), authz.Config, service); err != nil {
-			httpjson.WriteError(w, http.StatusForbidden, "", err.Error())
-			return false
-		}
-		if log != nil {
-			log("service config change requested", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "identity", authn.FromContext(r.Context()).String())
-		}
-		return true
-	})
+	return s.handler(s.set.PolicyAuth(az, log))
 }
 
-// handler serves the API; auth decides a change of service and answers
-// the refusal itself.
-func (s *Store) handler(auth func(w http.ResponseWriter, r *http.Request, service string) bool) http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v1/config", func(w http.ResponseWriter, _ *http.Request) {
-		out := []Entry{}
-		for _, svc := range s.Services() {
-			if e := s.EntryOf(svc); e.Configured {
-				out = append(out, e)
-			}
-		}
-		httpjson.Write(w, http.StatusOK, out)
+// handler serves the API (settings.Store.Handler); auth decides a change
+// of service and answers the refusal itself. A PUT answers the config's
+// warnings too.
+func (s *Store) handler(auth settings.Auth) http.Handler {
+	return s.set.Handler(settings.HandlerConfig{
+		Auth: auth,
+		View: func(svc string) any { return s.EntryOf(svc) },
+		PutView: func(svc string) any {
+			e := s.EntryOf(svc)
+			e.Warnings = s.warnings(svc, e.Config)
+			return e
+		},
 	})
-	mux.HandleFunc("GET /v1/config/{service}", func(w http.ResponseWriter, r *http.Request) {
-		svc, err := checkService(r.PathValue("service"))
-		if err != nil {
-			s.fail(w, err)
-			return
-		}
-		httpjson.Write(w, http.StatusOK, s.EntryOf(svc))
-	})
-	mux.HandleFunc("PUT /v1/config/{service}", func(w http.ResponseWriter, r *http.Request) {
-		if !auth(w, r, r.PathValue("service")) {
-			return
-		}
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBytes))
-		if err != nil {
-			httpjson.WriteError(w, http.StatusBadRequest, "", fmt.Sprintf("body: %v", err))
-			return
-		}
-		svc := r.PathValue("service")
-		if _, err := s.Set(r.Context(), svc, body, SourceAPI, ""); err != nil {
-			s.fail(w, err)
-			return
-		}
-		e := s.EntryOf(svc)
-		e.Warnings = s.warnings(svc, e.Config)
-		httpjson.Write(w, http.StatusOK, e)
-	})
-	mux.HandleFunc("DELETE /v1/config/{service}", func(w http.ResponseWriter, r *http.Request) {
-		if !auth(w, r, r.PathValue("service")) {
-			return
-		}
-		svc := r.PathValue("service")
-		if _, err := s.Delete(r.Context(), svc, SourceAPI); err != nil {
-			s.fail(w, err)
-			return
-		}
-		httpjson.Write(w, http.StatusOK, s.EntryOf(svc))
-	})
-	mux.HandleFunc("POST /v1/config/{service}/undelete", func(w http.ResponseWriter, r *http.Request) {
-		if !auth(w, r, r.PathValue("service")) {
-			return
-		}
-		svc := r.PathValue("service")
-		if _, err := s.Undelete(r.Context(), svc); err != nil {
-			s.fail(w, err)
-			return
-		}
-		httpjson.Write(w, http.StatusOK, s.EntryOf(svc))
-	})
-	return mux
-}
-
-func (s *Store) fail(w http.ResponseWriter, err error) {
-	var pe *Error
-	switch {
-	case errors.As(err, &pe):
-		httpjson.WriteError(w, http.StatusBadRequest, pe.Field, err.Error())
-	case errors.Is(err, ErrInvalid):
-		httpjson.WriteError(w, http.StatusBadRequest, "service", err.Error())
-	case errors.Is(err, ErrOwnedByFile):
-		httpjson.WriteError(w, http.StatusConflict, "", err.Error())
-	case errors.Is(err, ErrNotFound):
-		httpjson.WriteError(w, http.StatusNotFound, "", err.Error())
-	case errors.Is(err, systemstore.ErrUnavailable):
-		httpjson.WriteError(w, http.StatusServiceUnavailable, "", err.Error())
-	default:
-		httpjson.WriteError(w, http.StatusInternalServerError, "", err.Error())
-	}
 }
 
 // warnings lists the regional rules of cfg that do not apply now for want

@@ -36,6 +36,11 @@
 // written; every replica's Store watches the prefix (Run) and parses it
 // again. Every Set and Delete (and every refused or failed one) is
 // recorded with StoreConfig.Audit: action routes, the old and new YAML.
+// The Store, the audit and the API's skeleton are package
+// registry/settings's, with Rules as the kind; this package keeps the
+// rules, their target checks, Broken and the dry run. Route rules have
+// no tombstones: Delete removes the record, because a release that
+// predates them would read a tombstone as live rules.
 //
 // # Concurrency
 //

@@ -1,22 +1,18 @@
 package routing
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/spillway/spillway/internal/httpjson"
-	"github.com/spillway/spillway/registry/systemstore"
-	"github.com/spillway/spillway/security/authn"
-	"github.com/spillway/spillway/security/authz"
+	"github.com/spillway/spillway/registry/names"
+	"github.com/spillway/spillway/registry/settings"
 )
 
 // Paths of the HTTP API; mount Handler on each.
-var Paths = []string{"/v1/routes", "/v1/routes/"}
+var Paths = kind.Paths()
 
 // Entry is the JSON of one service's rules in the API.
 type Entry struct {
@@ -137,9 +133,7 @@ func ParseSample(path string, headers []string) (Request, error) {
 // authn) may do action on resource; *authz.Policy implements it. A
 // non-nil error is a denial whose message is the 403's. It is called from
 // many goroutines at once.
-type Authorizer interface {
-	Authorize(ctx context.Context, a authz.Action, resource string) error
-}
+type Authorizer = settings.Authorizer
 
 // Handler serves GET /v1/routes, GET|PUT|DELETE /v1/routes/{service} and
 // POST /v1/routes/{service}/validate (a dry run: body the YAML, query
@@ -172,73 +166,16 @@ type HandlerConfig struct {
 
 // HandlerWith is Handler with the dry run's client list.
 func (s *Store) HandlerWith(hc HandlerConfig) http.Handler {
-	az, log := hc.Authorizer, hc.Log
-	auth := func(w http.ResponseWriter, r *http.Request, service string) bool {
-		if az == nil {
-			httpjson.WriteError(w, http.StatusForbidden, "", "route changes are disabled: no authorization is configured")
-			return false
-		}
-		if err := az.Authorize(r.Context(), authz.Routes, service); err != nil {
-			httpjson.WriteError(w, http.StatusForbidden, "", err.Error())
-			return false
-		}
-		if log != nil {
-			log("route rules change requested", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "identity", authn.FromContext(r.Context()).String())
-		}
-		return true
-	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v1/routes", func(w http.ResponseWriter, _ *http.Request) {
-		out := []Entry{}
-		for _, svc := range s.Services() {
-			out = append(out, s.EntryOf(svc))
-		}
-		httpjson.Write(w, http.StatusOK, out)
-	})
-	mux.HandleFunc("GET /v1/routes/{service}", func(w http.ResponseWriter, r *http.Request) {
-		svc, err := checkService(r.PathValue("service"))
+	view := func(svc string) any { return s.EntryOf(names.NormalizeService(svc)) }
+	mux := s.set.Handler(settings.HandlerConfig{Auth: s.set.PolicyAuth(hc.Authorizer, hc.Log), View: view})
+	mux.HandleFunc("POST "+kind.Path+"/{service}/validate", func(w http.ResponseWriter, r *http.Request) {
+		svc, err := s.set.CheckService(r.PathValue("service"))
 		if err != nil {
-			fail(w, err)
+			s.set.Fail(w, err)
 			return
 		}
-		httpjson.Write(w, http.StatusOK, s.EntryOf(svc))
-	})
-	mux.HandleFunc("PUT /v1/routes/{service}", func(w http.ResponseWriter, r *http.Request) {
-		if !auth(w, r, r.PathValue("service")) {
-			return
-		}
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBytes+1))
-		if err != nil {
-			httpjson.WriteError(w, http.StatusBadRequest, "", fmt.Sprintf("body: %v", err))
-			return
-		}
-		if _, err := s.Set(r.Context(), r.PathValue("service"), body); err != nil {
-			fail(w, err)
-			return
-		}
-		svc, _ := checkService(r.PathValue("service"))
-		httpjson.Write(w, http.StatusOK, s.EntryOf(svc))
-	})
-	mux.HandleFunc("DELETE /v1/routes/{service}", func(w http.ResponseWriter, r *http.Request) {
-		if !auth(w, r, r.PathValue("service")) {
-			return
-		}
-		if err := s.Delete(r.Context(), r.PathValue("service")); err != nil {
-			fail(w, err)
-			return
-		}
-		svc, _ := checkService(r.PathValue("service"))
-		httpjson.Write(w, http.StatusOK, s.EntryOf(svc))
-	})
-	mux.HandleFunc("POST /v1/routes/{service}/validate", func(w http.ResponseWriter, r *http.Request) {
-		svc, err := checkService(r.PathValue("service"))
-		if err != nil {
-			fail(w, err)
-			return
-		}
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBytes+1))
-		if err != nil {
-			httpjson.WriteError(w, http.StatusBadRequest, "", fmt.Sprintf("body: %v", err))
+		body, ok := s.set.ReadBody(w, r)
+		if !ok {
 			return
 		}
 		var samples []Request
@@ -253,29 +190,10 @@ func (s *Store) HandlerWith(hc HandlerConfig) http.Handler {
 		}
 		rules, err := s.Validate(svc, body)
 		if err != nil {
-			fail(w, err)
+			s.set.Fail(w, err)
 			return
 		}
 		httpjson.Write(w, http.StatusOK, s.report(svc, rules, samples, hc.Clients))
 	})
 	return mux
-}
-
-func fail(w http.ResponseWriter, err error) {
-	var pe *Error
-	var te *TargetError
-	switch {
-	case errors.As(err, &pe):
-		httpjson.WriteError(w, http.StatusBadRequest, pe.Field, err.Error())
-	case errors.As(err, &te):
-		httpjson.WriteError(w, http.StatusConflict, te.Field, err.Error())
-	case errors.Is(err, ErrInvalid):
-		httpjson.WriteError(w, http.StatusBadRequest, "service", err.Error())
-	case errors.Is(err, ErrNotFound):
-		httpjson.WriteError(w, http.StatusNotFound, "", err.Error())
-	case errors.Is(err, systemstore.ErrUnavailable):
-		httpjson.WriteError(w, http.StatusServiceUnavailable, "", err.Error())
-	default:
-		httpjson.WriteError(w, http.StatusInternalServerError, "", err.Error())
-	}
 }

@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"time"
 
-	"github.com/spillway/spillway/registry/names"
+	"github.com/spillway/spillway/registry/settings"
 	"github.com/spillway/spillway/registry/systemstore"
-	"github.com/spillway/spillway/security/audit"
 	"github.com/spillway/spillway/security/authz"
 )
 
@@ -54,17 +54,26 @@ var _ Targets = TargetsFunc(nil)
 // Recorder receives an audit entry for every put and delete of a
 // service's rules, and every refused or failed one. Record must not block
 // for long and never fails the change. *audit.Log implements it.
-type Recorder interface {
-	Record(ctx context.Context, e audit.Entry)
-}
+type Recorder = settings.Recorder
 
-var _ Recorder = (*audit.Log)(nil)
-
-// record is what the KV holds for one service; every replica parses the
-// YAML again.
-type record struct {
-	YAML      string    `json:"yaml"`
-	UpdatedAt time.Time `json:"updated_at"`
+// kind is the route rules as a setting (package registry/settings):
+// records {yaml, updated_at} under KeyPrefix, action routes. Routes have
+// no tombstones and no directory: the previous release decodes a route
+// record leniently and would serve a tombstone ("deleted_at") as live
+// rules, so a deleted rule set is removed from the KV, as it always was.
+var kind = settings.Kind[Rules]{
+	Name:            "routes",
+	Noun:            "route rules",
+	Prefix:          KeyPrefix,
+	Path:            "/v1/routes",
+	Parse:           Parse,
+	MaxBody:         MaxBytes + 1, // as before: a body one byte too long reaches Parse, which names the limit
+	Action:          authz.Routes,
+	ErrInvalid:      ErrInvalid,
+	ErrNotFound:     ErrNotFound,
+	AuditNormalized: true,
+	Disabled:        "route changes are disabled: no authorization is configured",
+	HTTPError:       targetHTTPError,
 }
 
 // Status is where a service's rules stand.
@@ -72,11 +81,6 @@ type Status struct {
 	YAML      string    // the rules as written
 	Version   int64     // the KV revision of the record
 	UpdatedAt time.Time // when they were set
-}
-
-type entry struct {
-	rules  Rules
-	status Status
 }
 
 // StoreConfig configures a Store.
@@ -104,13 +108,10 @@ type StoreConfig struct {
 type Store struct {
 	// Read-only after New.
 	targets Targets
-	check   func(string, Rules) error
-	now     func() time.Time
-	log     *slog.Logger
-	audit   Recorder
+	check   func(string, Rules) error // or nil
 
-	// recs holds every service's rules, replicated through the KV.
-	recs *systemstore.Records[record, entry]
+	// set holds every service's rules, replicated through the KV.
+	set *settings.Store[Rules]
 }
 
 // NewStore returns an empty Store; call Init to load.
@@ -118,53 +119,40 @@ func NewStore(cfg StoreConfig) (*Store, error) {
 	if cfg.Targets == nil {
 		cfg.Targets = TargetsFunc(func(string) (bool, int) { return true, 1 })
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	s := &Store{targets: cfg.Targets, check: cfg.Check, now: cfg.Now, log: cfg.Logger, audit: cfg.Audit}
-	recs, err := systemstore.NewRecords(systemstore.RecordsConfig[record, entry]{
-		KV: cfg.KV, Prefix: KeyPrefix, Name: "routes", Logger: cfg.Logger,
-		// Stored rules were valid when set; targets may have gone since,
-		// which the server handles (Broken), so only the parse is redone.
-		Decode: func(service string, rec *record, rev int64) (entry, error) {
-			r, err := Parse(KeyPrefix+service, []byte(rec.YAML))
-			if err != nil {
-				return entry{}, err
-			}
-			return entry{rules: r, status: Status{YAML: rec.YAML, Version: rev, UpdatedAt: rec.UpdatedAt}}, nil
-		},
-	})
+	s := &Store{targets: cfg.Targets, check: cfg.Check}
+	set, err := settings.New(kind, settings.Config[Rules]{KV: cfg.KV, Check: s.validate, Now: cfg.Now, Logger: cfg.Logger, Audit: cfg.Audit})
 	if err != nil {
 		return nil, err
 	}
-	s.recs = recs
+	s.set = set
 	return s, nil
 }
 
 // Rules returns service's rules and the revision they were stored at;
 // false when it has none. Safe for concurrent use; it takes no lock.
 func (s *Store) Rules(service string) (Rules, int64, bool) {
-	e, _, ok := s.recs.Get(names.NormalizeService(service))
-	return e.rules, e.status.Version, ok
+	r, st, ok := s.set.Get(service)
+	return r, st.Version, ok
 }
 
 // Get returns service's rules and their status; false when it has none.
 func (s *Store) Get(service string) (Rules, Status, bool) {
-	e, _, ok := s.recs.Get(names.NormalizeService(service))
-	return e.rules, e.status, ok
+	r, st, ok := s.set.Get(service)
+	return r, statusOf(st), ok
+}
+
+func statusOf(st settings.Status) Status {
+	return Status{YAML: st.YAML, Version: st.Version, UpdatedAt: st.UpdatedAt}
 }
 
 // Services returns the services with rules, sorted.
-func (s *Store) Services() []string { return s.recs.Services() }
+func (s *Store) Services() []string { return s.set.Services() }
 
 // Changed returns a channel closed at the next change of the view.
-func (s *Store) Changed() <-chan struct{} { return s.recs.Changed() }
+func (s *Store) Changed() <-chan struct{} { return s.set.Changed() }
 
 // Version counts the changes of the view.
-func (s *Store) Version() uint64 { return s.recs.Version() }
+func (s *Store) Version() uint64 { return s.set.Version() }
 
 // BrokenRule is a rule that names a target no longer registered: it is
 // left out of the served route configuration, so its RPCs go to the
@@ -202,14 +190,6 @@ func (s *Store) Broken(service string) []BrokenRule {
 	return out
 }
 
-func checkService(service string) (string, error) {
-	service = names.NormalizeService(service)
-	if err := names.ValidateService("service", service); err != nil {
-		return "", fmt.Errorf("%w: %w", ErrInvalid, err)
-	}
-	return service, nil
-}
-
 // TargetError is a rule naming a target that does not exist, or whose
 // weight all goes to targets without a healthy endpoint.
 type TargetError struct {
@@ -223,47 +203,53 @@ func (e *TargetError) Error() string { return e.Field + ": " + e.Msg }
 // Unwrap returns Err.
 func (e *TargetError) Unwrap() error { return e.Err }
 
-// validate parses yamlText and checks its targets and route configuration.
-func (s *Store) validate(service, label string, yamlText []byte) (Rules, error) {
-	r, err := Parse(label, yamlText)
-	if err != nil {
-		return Rules{}, err
+// targetHTTPError answers a *TargetError: 409 naming its field.
+func targetHTTPError(err error) (int, string, bool) {
+	if te, ok := errors.AsType[*TargetError](err); ok {
+		return http.StatusConflict, te.Field, true
 	}
+	return 0, "", false
+}
+
+// validate checks parsed rules r of service: every target registered,
+// every rule reachable, and the route configuration (StoreConfig.Check).
+// label names the text in a Check error.
+func (s *Store) validate(service, label string, r Rules) error {
 	for i, rule := range r.Rules {
 		f := fmt.Sprintf("rules[%d]", i)
 		if rule.To != "" {
 			if err := s.target(service, f+".to", rule.To); err != nil {
-				return Rules{}, err
+				return err
 			}
 			if _, healthy := s.targets.Target(rule.To); healthy == 0 && rule.To != service {
-				return Rules{}, &TargetError{Field: f + ".to", Msg: fmt.Sprintf("%s has no healthy endpoint: every RPC the rule takes would fail", rule.To), Err: ErrUnreachable}
+				return &TargetError{Field: f + ".to", Msg: fmt.Sprintf("%s has no healthy endpoint: every RPC the rule takes would fail", rule.To), Err: ErrUnreachable}
 			}
 			continue
 		}
 		reachable := false
 		for j, t := range rule.Split {
 			if err := s.target(service, fmt.Sprintf("%s.split[%d].to", f, j), t.To); err != nil {
-				return Rules{}, err
+				return err
 			}
 			if _, healthy := s.targets.Target(t.To); (healthy > 0 || t.To == service) && t.Weight > 0 {
 				reachable = true
 			}
 		}
 		if !reachable {
-			return Rules{}, &TargetError{Field: f + ".split", Msg: "every target with weight has no healthy endpoint: every RPC the rule takes would fail", Err: ErrUnreachable}
+			return &TargetError{Field: f + ".split", Msg: "every target with weight has no healthy endpoint: every RPC the rule takes would fail", Err: ErrUnreachable}
 		}
 	}
 	if r.Default != "" {
 		if err := s.target(service, "default", r.Default); err != nil {
-			return Rules{}, err
+			return err
 		}
 	}
 	if s.check != nil {
 		if err := s.check(service, r); err != nil {
-			return Rules{}, &Error{File: label, Field: "rules", Msg: err.Error(), Kind: ErrInvalid}
+			return &Error{File: label, Field: "rules", Msg: err.Error(), Kind: ErrInvalid}
 		}
 	}
-	return r, nil
+	return nil
 }
 
 func (s *Store) target(service, field, to string) error {
@@ -279,74 +265,25 @@ func (s *Store) target(service, field, to string) error {
 // Validate is a dry run of Set: the parsed rules, or the error Set would
 // return. Nothing changes.
 func (s *Store) Validate(service string, yamlText []byte) (Rules, error) {
-	service, err := checkService(service)
-	if err != nil {
-		return Rules{}, err
-	}
-	return s.validate(service, "body", yamlText)
+	return s.set.Validate(service, yamlText)
 }
 
 // Set validates yamlText (Parse, targets registered, every rule
 // reachable, Check) and stores it as service's rules.
-func (s *Store) Set(ctx context.Context, service string, yamlText []byte) (_ Status, err error) {
-	old := s.yamlOf(service)
-	defer s.record(ctx, service, "put", old, func() string { return string(yamlText) }, &err)
-	service, err = checkService(service)
-	if err != nil {
-		return Status{}, err
-	}
-	if _, err := s.validate(service, "body", yamlText); err != nil {
-		return Status{}, err
-	}
-	if err := s.write(ctx, service, &record{YAML: string(yamlText), UpdatedAt: s.now().UTC()}); err != nil {
-		return Status{}, err
-	}
-	_, st, _ := s.Get(service)
-	return st, nil
+func (s *Store) Set(ctx context.Context, service string, yamlText []byte) (Status, error) {
+	st, err := s.set.Set(ctx, service, yamlText, settings.SourceAPI, "")
+	return statusOf(st), err
 }
 
 // Delete removes service's rules: its RPCs all go to the service itself.
-func (s *Store) Delete(ctx context.Context, service string) (err error) {
-	old := s.yamlOf(service)
-	defer s.record(ctx, service, "delete", old, func() string { return s.yamlOf(service) }, &err)
-	service, err = checkService(service)
-	if err != nil {
-		return err
-	}
-	if _, _, ok := s.Rules(service); !ok {
-		return fmt.Errorf("service %s: %w", service, ErrNotFound)
-	}
-	return s.write(ctx, service, nil)
-}
-
-func (s *Store) yamlOf(service string) string {
-	_, st, _ := s.Get(service)
-	return st.YAML
-}
-
-func (s *Store) record(ctx context.Context, service, kind, old string, new func() string, errp *error) {
-	if s.audit == nil {
-		return
-	}
-	e := audit.Entry{Action: string(authz.Routes), Resource: names.NormalizeService(service), Outcome: audit.OutcomeAllowed, Reason: kind, Old: old, New: new()}
-	if *errp != nil {
-		e.Outcome, e.Reason = audit.OutcomeFailed, kind+": "+(*errp).Error()
-	}
-	s.audit.Record(ctx, e)
-}
-
-// write stores rec (or deletes, rec nil) in the KV and then the view.
-func (s *Store) write(ctx context.Context, service string, rec *record) error {
-	_, err := s.recs.Write(ctx, service, rec)
+func (s *Store) Delete(ctx context.Context, service string) error {
+	_, err := s.set.Delete(ctx, service, settings.SourceAPI)
 	return err
 }
 
 // Init loads every record from the KV and returns the revision listed.
-func (s *Store) Init(ctx context.Context) (int64, error) { return s.recs.Init(ctx) }
+func (s *Store) Init(ctx context.Context) (int64, error) { return s.set.Init(ctx) }
 
 // Run watches the KV for other replicas' changes until ctx ends. Call
 // Init first. A failed watch is followed by a new Init.
-func (s *Store) Run(ctx context.Context) error {
-	s.recs.Follow(ctx)
-	return nil
-}
+func (s *Store) Run(ctx context.Context) error { return s.set.Run(ctx, 0) }
