@@ -1,22 +1,16 @@
 package admin
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
 
-	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
-
 	pb "github.com/spillway/spillway/admin/adminv1"
 	"github.com/spillway/spillway/internal/httpjson"
 	"github.com/spillway/spillway/registry"
 )
-
-var marshal = protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true}
 
 // Paths of the HTTP API; mount Handler on each.
 var Paths = []string{"/v1/load", "/v1/graph", "/v1/weights", "/v1/summary"}
@@ -35,7 +29,7 @@ func (a *API) Handler() http.Handler {
 			a.fail(w, err)
 			return
 		}
-		a.reply(w, resp)
+		httpjson.WriteProto(w, resp)
 	})
 	mux.HandleFunc("GET /v1/graph", func(w http.ResponseWriter, r *http.Request) {
 		if _, ok := query(w, r); !ok {
@@ -45,7 +39,7 @@ func (a *API) Handler() http.Handler {
 			a.fail(w, err)
 			return
 		}
-		a.reply(w, a.graph())
+		httpjson.WriteProto(w, a.graph())
 	})
 	mux.HandleFunc("GET /v1/weights", func(w http.ResponseWriter, r *http.Request) {
 		q, ok := query(w, r, "service")
@@ -57,7 +51,7 @@ func (a *API) Handler() http.Handler {
 			a.fail(w, err)
 			return
 		}
-		a.reply(w, resp)
+		httpjson.WriteProto(w, resp)
 	})
 	mux.HandleFunc("GET /v1/summary", a.serveSummary)
 	for _, p := range Paths {
@@ -107,26 +101,4 @@ func (a *API) fail(w http.ResponseWriter, err error) {
 		a.log.Error("admin request failed", "err", err)
 		httpjson.WriteError(w, http.StatusInternalServerError, "", err.Error())
 	}
-}
-
-func (a *API) reply(w http.ResponseWriter, resp proto.Message) {
-	b, err := marshal.Marshal(resp)
-	if err != nil {
-		a.fail(w, fmt.Errorf("encoding the response: %w", err))
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Write(b)
-	w.Write([]byte("\n"))
-}
-
-func (a *API) replyJSON(w http.ResponseWriter, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		a.fail(w, fmt.Errorf("encoding the response: %w", err))
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Write(b)
-	w.Write([]byte("\n"))
 }

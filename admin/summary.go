@@ -266,5 +266,5 @@ func (a *API) serveSummary(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, err)
 		return
 	}
-	a.replyJSON(w, a.summary(q))
+	httpjson.Write(w, http.StatusOK, a.summary(q))
 }

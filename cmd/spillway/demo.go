@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/spillway/spillway/cmd/spillway/internal/demo"
+
+	"github.com/spillway/spillway/internal/httpjson"
 )
 
 // demoConfig is what `spillway demo` is given.
@@ -163,28 +165,28 @@ func mountDemo(mux *http.ServeMux, token string, fleet func() *demo.Fleet) {
 	mux.HandleFunc("GET /v1/demo/events", func(w http.ResponseWriter, r *http.Request) {
 		f := fleet()
 		if f == nil {
-			demoError(w, http.StatusServiceUnavailable, "", "the demo fleet is starting")
+			httpjson.WriteError(w, http.StatusServiceUnavailable, "", "the demo fleet is starting")
 			return
 		}
-		writeDemoJSON(w, http.StatusOK, f.State())
+		httpjson.Write(w, http.StatusOK, f.State())
 	})
 	mux.HandleFunc("POST /v1/demo/events", func(w http.ResponseWriter, r *http.Request) {
 		got, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		if subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
 			w.Header().Set("WWW-Authenticate", "Bearer")
-			demoError(w, http.StatusUnauthorized, "authorization", "authorization: the demo's events need the admin token it printed (Authorization: Bearer TOKEN)")
+			httpjson.WriteError(w, http.StatusUnauthorized, "authorization", "authorization: the demo's events need the admin token it printed (Authorization: Bearer TOKEN)")
 			return
 		}
 		f := fleet()
 		if f == nil {
-			demoError(w, http.StatusServiceUnavailable, "", "the demo fleet is starting")
+			httpjson.WriteError(w, http.StatusServiceUnavailable, "", "the demo fleet is starting")
 			return
 		}
 		var e demo.Event
 		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&e); err != nil {
-			demoError(w, http.StatusBadRequest, "body", fmt.Sprintf(`body: want {"event": NAME, "zone": ZONE}: %v`, err))
+			httpjson.WriteError(w, http.StatusBadRequest, "body", fmt.Sprintf(`body: want {"event": NAME, "zone": ZONE}: %v`, err))
 			return
 		}
 		if err := f.Event(r.Context(), e); err != nil {
@@ -192,26 +194,11 @@ func mountDemo(mux *http.ServeMux, token string, fleet func() *demo.Fleet) {
 			if errors.Is(err, demo.ErrBadEvent) {
 				code = http.StatusBadRequest
 			}
-			demoError(w, code, "", err.Error())
+			httpjson.WriteError(w, code, "", err.Error())
 			return
 		}
-		writeDemoJSON(w, http.StatusOK, f.State())
+		httpjson.Write(w, http.StatusOK, f.State())
 	})
-}
-
-func writeDemoJSON(w http.ResponseWriter, code int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	json.NewEncoder(w).Encode(v)
-}
-
-// demoError is the JSON error shape of the other APIs.
-func demoError(w http.ResponseWriter, code int, field, msg string) {
-	writeDemoJSON(w, code, struct {
-		Error string `json:"error"`
-		Field string `json:"field,omitempty"`
-		Code  int    `json:"code"`
-	}{msg, field, code})
 }
 
 // demoEventMain runs `spillway demo event NAME [--zone Z] [--factor F]`.

@@ -9,6 +9,9 @@ package httpjson
 import (
 	"encoding/json"
 	"net/http"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 )
 
 // Error is the body of every error answer. Field names the request field
@@ -29,4 +32,20 @@ func Write(w http.ResponseWriter, code int, v any) {
 // WriteError answers code with an Error body.
 func WriteError(w http.ResponseWriter, code int, field, msg string) {
 	Write(w, code, Error{Error: msg, Field: field, Code: code})
+}
+
+// protoJSON is how every API writes a protobuf answer: the field names of
+// the .proto, every field present (zero values too).
+var protoJSON = protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true}
+
+// WriteProto answers 200 with m as protobuf JSON (protoJSON) and a
+// newline; an m that cannot be encoded is a 500 Error body.
+func WriteProto(w http.ResponseWriter, m proto.Message) {
+	b, err := protoJSON.Marshal(m)
+	if err != nil {
+		WriteError(w, http.StatusInternalServerError, "", "encoding the response: "+err.Error())
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(append(b, '\n'))
 }

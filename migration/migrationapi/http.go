@@ -1,23 +1,17 @@
 package migrationapi
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 
-	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
-
 	"github.com/spillway/spillway/internal/httpjson"
 	"github.com/spillway/spillway/migration"
 	"github.com/spillway/spillway/registry/systemstore"
 	"github.com/spillway/spillway/security/authz"
 )
-
-var marshal = protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true}
 
 // Paths of the HTTP API; mount Handler on each.
 var Paths = []string{"/v1/panic", "/v1/rollout", "/v1/rollout/validate"}
@@ -35,7 +29,7 @@ type RolloutJSON struct {
 func (a *API) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/panic", func(w http.ResponseWriter, _ *http.Request) {
-		a.reply(w, panicState(a.flag.Panic()))
+		httpjson.WriteProto(w, panicState(a.flag.Panic()))
 	})
 	mux.HandleFunc("POST /v1/panic", func(w http.ResponseWriter, r *http.Request) {
 		err := a.allowed(r.Context(), authz.Panic, r.Header.Get("Authorization"))
@@ -48,10 +42,10 @@ func (a *API) Handler() http.Handler {
 			a.fail(w, err)
 			return
 		}
-		a.reply(w, panicState(p))
+		httpjson.WriteProto(w, panicState(p))
 	})
 	mux.HandleFunc("GET /v1/rollout", func(w http.ResponseWriter, _ *http.Request) {
-		a.replyJSON(w, rolloutJSON(a.rollout.Rollout()))
+		httpjson.Write(w, http.StatusOK, rolloutJSON(a.rollout.Rollout()))
 	})
 	mux.HandleFunc("PUT /v1/rollout", func(w http.ResponseWriter, r *http.Request) {
 		err := a.allowed(r.Context(), authz.Rollout, r.Header.Get("Authorization"))
@@ -64,7 +58,7 @@ func (a *API) Handler() http.Handler {
 			a.fail(w, err)
 			return
 		}
-		a.replyJSON(w, rolloutJSON(ro))
+		httpjson.Write(w, http.StatusOK, rolloutJSON(ro))
 	})
 	mux.HandleFunc("POST /v1/rollout/validate", func(w http.ResponseWriter, r *http.Request) {
 		yaml, err := configBody(w, r)
@@ -77,7 +71,7 @@ func (a *API) Handler() http.Handler {
 			a.fail(w, err)
 			return
 		}
-		a.reply(w, resp)
+		httpjson.WriteProto(w, resp)
 	})
 	for p, allow := range map[string]string{"/v1/panic": "GET, HEAD, POST", "/v1/rollout": "GET, HEAD, PUT", "/v1/rollout/validate": "POST"} {
 		mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
@@ -145,28 +139,6 @@ func (a *API) fail(w http.ResponseWriter, err error) {
 	default:
 		httpjson.WriteError(w, http.StatusInternalServerError, "", err.Error())
 	}
-}
-
-func (a *API) reply(w http.ResponseWriter, resp proto.Message) {
-	b, err := marshal.Marshal(resp)
-	if err != nil {
-		a.log.Error("encoding a response", "err", err)
-		httpjson.WriteError(w, http.StatusInternalServerError, "", err.Error())
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Write(append(b, '\n'))
-}
-
-func (a *API) replyJSON(w http.ResponseWriter, v any) {
-	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(v); err != nil {
-		a.log.Error("encoding a response", "err", err)
-		httpjson.WriteError(w, http.StatusInternalServerError, "", err.Error())
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Write(buf.Bytes())
 }
 
 // fieldError is a bad request naming its field.

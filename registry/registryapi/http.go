@@ -19,7 +19,6 @@ const maxBody = 64 << 10
 
 var (
 	unmarshal = protojson.UnmarshalOptions{DiscardUnknown: false}
-	marshal   = protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true}
 )
 
 // Handler returns the HTTP/JSON API, to be mounted at the root of the HTTP
@@ -108,14 +107,7 @@ func reply(w http.ResponseWriter, resp proto.Message, err error) {
 		httpjson.WriteError(w, code, field, st.Message())
 		return
 	}
-	b, err := marshal.Marshal(resp)
-	if err != nil {
-		httpjson.WriteError(w, http.StatusInternalServerError, "", err.Error())
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Write(b)
-	w.Write([]byte("\n"))
+	httpjson.WriteProto(w, resp)
 }
 
 // fieldOf extracts the field name from a FieldError message ("field: reason").

@@ -2,7 +2,6 @@ package audit
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -66,8 +65,7 @@ func (l *Log) Handler(auth Authorizer) http.Handler {
 			httpjson.WriteError(w, http.StatusInternalServerError, "", err.Error())
 			return
 		}
-		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(entries)
+		httpjson.Write(w, http.StatusOK, entries)
 	})
 	mux.HandleFunc(Path, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", "GET, HEAD")

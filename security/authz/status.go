@@ -1,7 +1,6 @@
 package authz
 
 import (
-	"encoding/json"
 	"errors"
 	"net/http"
 
@@ -9,6 +8,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/spillway/spillway/security/authn"
+
+	"github.com/spillway/spillway/internal/httpjson"
 )
 
 // ToStatus maps err for a gRPC edge: a *Denied to PermissionDenied, an
@@ -37,12 +38,7 @@ func WriteHTTPError(w http.ResponseWriter, err error) bool {
 	case err == nil:
 		return false
 	case errors.As(err, &d):
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusForbidden)
-		json.NewEncoder(w).Encode(struct {
-			Error string `json:"error"`
-			Code  int    `json:"code"`
-		}{d.Error(), http.StatusForbidden})
+		httpjson.WriteError(w, http.StatusForbidden, "", d.Error())
 		return true
 	case errors.Is(err, authn.ErrUnauthenticated):
 		authn.WriteHTTPError(w, err)
