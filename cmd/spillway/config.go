@@ -13,6 +13,7 @@ import (
 
 	"github.com/spillway/spillway/registry"
 	"github.com/spillway/spillway/resolver"
+	"github.com/spillway/spillway/security/webguard"
 	"github.com/spillway/spillway/weights/regions"
 )
 
@@ -22,6 +23,12 @@ type Config struct {
 	DNSAddr  string `yaml:"dns_addr"`
 	GRPCAddr string `yaml:"grpc_addr"`
 	HTTPAddr string `yaml:"http_addr"`
+	// HTTPHosts are the DNS names clients reach --http-addr by (a load
+	// balancer's name): a request whose Host is none of them, nor an IP
+	// address, localhost or the machine's host name, is refused (421),
+	// which keeps a page rebinding its own name out. Empty: no other name,
+	// but with TLS any name (package security/webguard).
+	HTTPHosts []string `yaml:"http_hosts"`
 	// DataDir holds the durable registrations; "" keeps them in memory only
 	// (lost on restart).
 	DataDir string `yaml:"data_dir"`
@@ -236,6 +243,11 @@ func (c *Config) validate() error {
 	} {
 		if _, _, err := net.SplitHostPort(a.v); err != nil {
 			return fmt.Errorf("%s: %q is not host:port: %v", a.name, a.v, err)
+		}
+	}
+	for _, h := range c.HTTPHosts {
+		if err := webguard.CheckHost(h); err != nil {
+			return fmt.Errorf("--http-host (http_hosts): %w", err)
 		}
 	}
 	if !strings.HasSuffix(c.Domain, ".") {

@@ -39,6 +39,10 @@ func serverFlags(fs *flag.FlagSet, f, def, cfg *Config) map[string]func() {
 	fs.StringVar(&f.DNSAddr, "dns-addr", def.DNSAddr, "DNS listen address, UDP and TCP")
 	fs.StringVar(&f.GRPCAddr, "grpc-addr", def.GRPCAddr, "gRPC listen address (ADS, LRS, registry and admin APIs)")
 	fs.StringVar(&f.HTTPAddr, "http-addr", def.HTTPAddr, "HTTP listen address (/healthz, /readyz, /metrics, JSON API)")
+	fs.Func("http-host", "a DNS `name` clients reach --http-addr by, e.g. a load balancer's (repeatable; replaces http_hosts): requests for other names but IP addresses, localhost and the host name are refused, against DNS rebinding (none: with TLS, any name)", func(v string) error {
+		f.HTTPHosts = append(f.HTTPHosts, v)
+		return nil
+	})
 	fs.StringVar(&f.DataDir, "data-dir", def.DataDir, `directory for durable state; "" keeps registrations in memory only`)
 	fs.Func("region-preference", "per client region, the other regions in failover order: `R1=R2,R3;R2=R1,R3` (xDS and SRV priorities; unset: by name)", func(v string) error {
 		p, err := regions.ParsePreference(v)
@@ -62,6 +66,7 @@ func serverFlags(fs *flag.FlagSet, f, def, cfg *Config) map[string]func() {
 		"dns-addr":                 func() { cfg.DNSAddr = f.DNSAddr },
 		"grpc-addr":                func() { cfg.GRPCAddr = f.GRPCAddr },
 		"http-addr":                func() { cfg.HTTPAddr = f.HTTPAddr },
+		"http-host":                func() { cfg.HTTPHosts = f.HTTPHosts },
 		"data-dir":                 func() { cfg.DataDir = f.DataDir },
 		"domain":                   func() { cfg.Domain = f.Domain },
 		"log-level":                func() { cfg.LogLevel = f.LogLevel },
@@ -164,7 +169,7 @@ func xdsFlags(fs *flag.FlagSet, f *XDSConfig, def XDSConfig, dst *XDSConfig) map
 }
 
 // grpcFlags registers the flags of grpc (connection buffers, HTTP/2
-// windows, keepalive and admission), writing their values into f, and
+// windows, keepalive, admission and stream limits), writing their values into f, and
 // returns how each is applied over dst. The window flags take an int and
 // are clamped to int32 when applied.
 func grpcFlags(fs *flag.FlagSet, f *GRPCConfig, def GRPCConfig, dst *GRPCConfig) map[string]func() {
@@ -181,6 +186,8 @@ func grpcFlags(fs *flag.FlagSet, f *GRPCConfig, def GRPCConfig, dst *GRPCConfig)
 	fs.IntVar(&f.AdmitInSetup, "grpc-admit-in-setup", def.AdmitInSetup, "most new gRPC connections set up at once (handshake to first answer); the rest wait accepted (0: no limit)")
 	fs.IntVar(&f.AdmitQueue, "grpc-admit-queue", def.AdmitQueue, "most accepted gRPC connections waiting for a place in setup; one more is closed")
 	fs.DurationVar(&f.AdmitSetupTimeout, "grpc-admit-setup-timeout", def.AdmitSetupTimeout, "longest a new gRPC connection holds its place in setup before its first answer")
+	fs.IntVar(&f.MaxStreamsPerConn, "grpc-max-streams-per-conn", def.MaxStreamsPerConn, "most streams open at once on one gRPC connection (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS; grpc-go clients queue the rest; 0: no limit)")
+	fs.IntVar(&f.MaxStreamsPerIdentity, "grpc-max-streams-per-identity", def.MaxStreamsPerIdentity, "most gRPC streams one identity (anonymous callers: one peer IP) holds open across its connections; one more is refused with RESOURCE_EXHAUSTED (0: no limit)")
 	return map[string]func(){
 		"grpc-shared-write-buffer":      func() { dst.SharedWriteBuffer = f.SharedWriteBuffer },
 		"grpc-write-buffer-size":        func() { dst.WriteBufferSize = f.WriteBufferSize },
@@ -194,6 +201,8 @@ func grpcFlags(fs *flag.FlagSet, f *GRPCConfig, def GRPCConfig, dst *GRPCConfig)
 		"grpc-admit-in-setup":           func() { dst.AdmitInSetup = f.AdmitInSetup },
 		"grpc-admit-queue":              func() { dst.AdmitQueue = f.AdmitQueue },
 		"grpc-admit-setup-timeout":      func() { dst.AdmitSetupTimeout = f.AdmitSetupTimeout },
+		"grpc-max-streams-per-conn":     func() { dst.MaxStreamsPerConn = f.MaxStreamsPerConn },
+		"grpc-max-streams-per-identity": func() { dst.MaxStreamsPerIdentity = f.MaxStreamsPerIdentity },
 	}
 }
 

@@ -140,6 +140,7 @@ func TestDemo(t *testing.T) {
 		t.Helper()
 		body, _ := json.Marshal(e)
 		req, _ := http.NewRequest(http.MethodPost, base+"/v1/demo/events", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Authorization", "Bearer "+token)
 		resp, err := hc.Do(req)
 		if err != nil {

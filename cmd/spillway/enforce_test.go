@@ -78,6 +78,13 @@ func (c *caller) do(t *testing.T, method, url, body string) (int, string, error)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if body != "" {
+		ct := "application/json"
+		if strings.Contains(url, "/v1/config/") || strings.Contains(url, "/v1/routes/") {
+			ct = "application/yaml" // their bodies are YAML, as spillwayctl sends them
+		}
+		req.Header.Set("Content-Type", ct)
+	}
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}

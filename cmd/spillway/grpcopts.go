@@ -2,14 +2,17 @@ package main
 
 import (
 	"fmt"
+	"log/slog"
 	"math"
 	"net"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/spillway/spillway/internal/admit"
+	"github.com/spillway/spillway/internal/streamlimit"
 	"github.com/spillway/spillway/xds"
 )
 
@@ -74,6 +77,20 @@ type GRPCConfig struct {
 	// setup before its first answer, so clients that connect and say
 	// nothing cannot stall the others for longer.
 	AdmitSetupTimeout time.Duration `yaml:"admit_setup_timeout"`
+	// MaxStreamsPerConn is the most streams one connection has open at
+	// once (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS; default 1000, far
+	// above a legitimate client: a grpc-go xDS client holds one ADS and
+	// one LRS stream, Envoy one ADS stream, a VM agent one heartbeat
+	// stream and a utilization stream per backend). A grpc-go client
+	// queues streams beyond it until one ends; a client that ignores the
+	// setting has them reset (REFUSED_STREAM). 0 is no limit (grpc-go's
+	// default).
+	MaxStreamsPerConn int `yaml:"max_streams_per_conn"`
+	// MaxStreamsPerIdentity is the most streams one caller holds open
+	// across all its connections (default 10,000): an authenticated
+	// identity by name, an anonymous caller by its peer IP. One more is
+	// refused with RESOURCE_EXHAUSTED naming this setting. 0 is no limit.
+	MaxStreamsPerIdentity int `yaml:"max_streams_per_identity"`
 }
 
 func defaultGRPCConfig() GRPCConfig {
@@ -88,6 +105,9 @@ func defaultGRPCConfig() GRPCConfig {
 		AdmitInSetup:      64,
 		AdmitQueue:        65536,
 		AdmitSetupTimeout: 500 * time.Millisecond,
+
+		MaxStreamsPerConn:     1000,
+		MaxStreamsPerIdentity: 10000,
 	}
 }
 
@@ -117,6 +137,10 @@ func (g *GRPCConfig) validate() error {
 		return fmt.Errorf("--grpc-admit-queue (grpc.admit_queue): %d, want 1..%d", g.AdmitQueue, 1<<20)
 	case g.AdmitSetupTimeout <= 0:
 		return fmt.Errorf("--grpc-admit-setup-timeout (grpc.admit_setup_timeout): %v, want > 0", g.AdmitSetupTimeout)
+	case g.MaxStreamsPerConn < 0 || g.MaxStreamsPerConn > math.MaxInt32:
+		return fmt.Errorf("--grpc-max-streams-per-conn (grpc.max_streams_per_conn): %d, want 0 (no limit)..%d", g.MaxStreamsPerConn, math.MaxInt32)
+	case g.MaxStreamsPerIdentity < 0:
+		return fmt.Errorf("--grpc-max-streams-per-identity (grpc.max_streams_per_identity): %d, want >= 0 (0: no limit)", g.MaxStreamsPerIdentity)
 	}
 	return nil
 }
@@ -137,6 +161,7 @@ func (g GRPCConfig) serverOptions() []grpc.ServerOption {
 		grpc.HeaderTableSize(uint32(g.HeaderTableSize)),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: g.KeepaliveTime, Timeout: g.KeepaliveTimeout}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: g.KeepaliveMinTime, PermitWithoutStream: true}),
+		grpc.MaxConcurrentStreams(uint32(g.MaxStreamsPerConn)), // 0: no limit
 	}
 	if g.InitialWindowSize != 0 {
 		opts = append(opts, grpc.InitialWindowSize(g.InitialWindowSize))
@@ -145,6 +170,30 @@ func (g GRPCConfig) serverOptions() []grpc.ServerOption {
 		opts = append(opts, grpc.InitialConnWindowSize(g.InitialConnWindowSize))
 	}
 	return opts
+}
+
+// identityStreamLimit is the interceptor of
+// --grpc-max-streams-per-identity, its metrics registered in reg and its
+// warnings sent to log (or nil). It goes in the server's chain after
+// authentication's interceptors, which set the identity it counts by;
+// before them every caller would count as anonymous. Like
+// prometheus.MustRegister, it panics if reg already holds its metrics.
+func (g GRPCConfig) identityStreamLimit(reg prometheus.Registerer, log *slog.Logger) grpc.ServerOption {
+	const setting = "--grpc-max-streams-per-identity"
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	l, err := streamlimit.New(streamlimit.Config{PerIdentity: g.MaxStreamsPerIdentity, Setting: setting, Logger: log})
+	if err == nil {
+		err = l.Register(reg)
+	}
+	if err != nil {
+		panic(fmt.Sprintf("%s: %v", setting, err)) // validate has checked the value
+	}
+	if g.MaxStreamsPerIdentity == 0 {
+		log.Warn("no per-identity gRPC stream limit: one caller may hold any number of streams", "setting", setting)
+	}
+	return grpc.ChainStreamInterceptor(l.StreamServerInterceptor())
 }
 
 // clampInt32 keeps a flag's int in int32 range, so that validation sees an

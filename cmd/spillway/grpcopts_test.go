@@ -46,6 +46,11 @@ func TestGRPCConfigValidate(t *testing.T) {
 		{name: "negative_admission", args: []string{"--grpc-admit-in-setup", "-1"}, wantErr: "--grpc-admit-in-setup (grpc.admit_in_setup)"},
 		{name: "zero_admission_queue", args: []string{"--grpc-admit-queue", "0"}, wantErr: "--grpc-admit-queue (grpc.admit_queue)"},
 		{name: "zero_setup_timeout", args: []string{"--grpc-admit-setup-timeout", "0s"}, wantErr: "--grpc-admit-setup-timeout (grpc.admit_setup_timeout)"},
+		{name: "streams_per_conn_unlimited", args: []string{"--grpc-max-streams-per-conn", "0"}},
+		{name: "negative_streams_per_conn", args: []string{"--grpc-max-streams-per-conn", "-1"}, wantErr: "--grpc-max-streams-per-conn (grpc.max_streams_per_conn)"},
+		{name: "huge_streams_per_conn", args: []string{"--grpc-max-streams-per-conn", "4294967296"}, wantErr: "--grpc-max-streams-per-conn (grpc.max_streams_per_conn)"},
+		{name: "streams_per_identity_unlimited", args: []string{"--grpc-max-streams-per-identity", "0"}},
+		{name: "negative_streams_per_identity", args: []string{"--grpc-max-streams-per-identity", "-1"}, wantErr: "--grpc-max-streams-per-identity (grpc.max_streams_per_identity)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -70,6 +75,9 @@ func TestGRPCConfigDefaultsAndFlags(t *testing.T) {
 	}
 	if !c.GRPC.SharedWriteBuffer || c.GRPC.WriteBufferSize != 16<<10 || c.GRPC.ReadBufferSize != 0 || c.Pprof {
 		t.Errorf("defaults = %+v, pprof %v; want a shared 16 KiB write buffer, no read buffer and no pprof", c.GRPC, c.Pprof)
+	}
+	if c.GRPC.MaxStreamsPerConn != 1000 || c.GRPC.MaxStreamsPerIdentity != 10000 {
+		t.Errorf("stream limits = %d per connection, %d per identity; want 1000 and 10000 (a default start bounds streams)", c.GRPC.MaxStreamsPerConn, c.GRPC.MaxStreamsPerIdentity)
 	}
 	c, err = parseConfig([]string{"--grpc-shared-write-buffer=false", "--grpc-initial-window-size", "131072", "--pprof"}, nil)
 	if err != nil {

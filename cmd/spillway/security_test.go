@@ -121,6 +121,7 @@ func TestRunAuthentication(t *testing.T) {
 	for _, tt := range httpTests {
 		t.Run("http_"+tt.name, func(t *testing.T) {
 			req, _ := http.NewRequest(tt.method, "http://"+httpAddr+tt.path, strings.NewReader(tt.body))
+			req.Header.Set("Content-Type", "application/json")
 			if tt.token != "" {
 				req.Header.Set("Authorization", "Bearer "+tt.token)
 			}

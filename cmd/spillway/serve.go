@@ -21,6 +21,7 @@ import (
 	"github.com/spillway/spillway/migration/migrationapi"
 	kubesource "github.com/spillway/spillway/registry/kubernetes"
 	"github.com/spillway/spillway/security/audit"
+	"github.com/spillway/spillway/security/webguard"
 )
 
 // listeners are the server's sockets, bound before anything runs so that
@@ -120,6 +121,7 @@ func (s *server) restore(ctx context.Context, wg *sync.WaitGroup, fail func(stri
 func (s *server) grpcServer() *grpc.Server {
 	opts := append(s.cfg.GRPC.serverOptions(), grpc.ChainUnaryInterceptor(s.lis.grpc.UnaryServerInterceptor()), grpc.ChainStreamInterceptor(s.lis.grpc.StreamServerInterceptor()))
 	opts = append(opts, s.auth.grpcOptions()...)
+	opts = append(opts, s.cfg.GRPC.identityStreamLimit(s.metrics, s.component("grpc"))) // after auth: counts by its identity
 	g := grpc.NewServer(s.tls.grpcOptions(opts)...)
 	s.registryAPI.RegisterGRPC(g)
 	s.xds.Register(g)
@@ -162,7 +164,8 @@ func (s *server) httpServer(kube *kubesource.Source) *http.Server {
 	if s.cfg.hooks.mount != nil {
 		s.cfg.hooks.mount(mux) // spillway demo: /v1/demo/events
 	}
-	h := &http.Server{Handler: audit.HTTPPeer(s.auth.Middleware(mux)), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
+	guard := webguard.Config{Hosts: s.cfg.HTTPHosts, TLS: s.tls != nil, Registerer: s.metrics} // Host, Origin, Content-Type, nosniff
+	h := &http.Server{Handler: webguard.Handler(guard, audit.HTTPPeer(s.auth.Middleware(mux))), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
 	if s.tls != nil {
 		h.TLSConfig = s.tls.http
 	}

@@ -109,6 +109,12 @@ func callConfig(ctx context.Context, e *env, addr, method, path, token string, b
 		}
 		return nil, fmt.Errorf("%s %s: %w (%s)", method, path, err, api.hint)
 	}
+	if len(body) > 0 {
+		// Every body spillwayctl sends is YAML (config, route rules); the
+		// server refuses a write whose type a web page could send
+		// (security/webguard).
+		req.Header.Set("Content-Type", "application/yaml")
+	}
 	client, err := api.creds.HTTPClient()
 	if err != nil {
 		return nil, usagef("%v (--tls-ca, --tls-cert, --tls-key, --token-file)", err)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spillway/spillway/security/webguard"
 	"github.com/spillway/spillway/weights/svcconfig"
 )
 
@@ -20,7 +21,7 @@ func TestConfigCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(store.Handler(testToken, nil))
+	srv := httptest.NewServer(webguard.Handler(webguard.Config{}, store.Handler(testToken, nil))) // as spillway serves it
 	defer srv.Close()
 	addr := strings.TrimPrefix(srv.URL, "http://")
 	dir := t.TempDir()

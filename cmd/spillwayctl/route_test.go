@@ -11,6 +11,7 @@ import (
 
 	"github.com/spillway/spillway/security/authn"
 	"github.com/spillway/spillway/security/authz"
+	"github.com/spillway/spillway/security/webguard"
 	"github.com/spillway/spillway/xds"
 	"github.com/spillway/spillway/xds/routing"
 )
@@ -50,7 +51,7 @@ func TestRouteCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := store.Handler(tokenAuthz{}, nil)
-	srv := httptest.NewServer(tokenIdentity(h))
+	srv := httptest.NewServer(webguard.Handler(webguard.Config{}, tokenIdentity(h))) // as spillway serves it
 	defer srv.Close()
 	addr := strings.TrimPrefix(srv.URL, "http://")
 	dir := t.TempDir()

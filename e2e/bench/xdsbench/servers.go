@@ -167,6 +167,9 @@ func startSpillway(ctx context.Context, bin, dir string, services []benchdata.Se
 		"--data-dir", "", "--lease-ttl", "1h",
 		"--grpc-addr", grpcAddr, "--http-addr", httpAddr, "--dns-addr", "127.0.0.1:0",
 		"--log-level", "warn",
+		// Every bench stream comes from 127.0.0.1 without credentials: one
+		// identity, where a fleet is many. The baseline has no such cap.
+		"--grpc-max-streams-per-identity", "0",
 	}, extra...), nil, filepath.Join(dir, "spillway.log"))
 	if err != nil {
 		return nil, err
