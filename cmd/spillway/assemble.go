@@ -156,8 +156,23 @@ func (s *server) security(ctx context.Context) (err error) {
 		return err
 	}
 	// Who is calling (certificate or token) and what they may do.
-	s.auth, s.policy, err = startSecurity(s.cfg, s.token, s.audit, s.metrics, s.log)
-	return err
+	if s.auth, s.policy, err = startSecurity(s.cfg, s.token, s.audit, s.metrics, s.log); err != nil {
+		return err
+	}
+	warnOpenPolicy(s.cfg, s.sys.shared, s.component("authz"))
+	return nil
+}
+
+// warnOpenPolicy says, loudly, what the default policy leaves open when
+// replicas share a store and no --authz-file is given: a fleet's traffic
+// then follows whatever any caller that reaches the gRPC port registers
+// or reports (docs/security.md, "The default start").
+func warnOpenPolicy(cfg Config, shared bool, log *slog.Logger) {
+	if !shared || cfg.AuthzFile != "" {
+		return
+	}
+	log.Warn("no --authz-file on a shared store: every caller that reaches --grpc-addr or --http-addr may register, heartbeat, deregister and report any service's endpoints, read the registry and load, connect over xDS, and send mesh load summaries that steer every replica's zone-aware weights; give a policy file (docs/security.md, \"The default start\"; deploy/kubernetes-tls/policy.yaml)",
+		"store", cfg.Store.URL, "tls", cfg.TLS.on())
 }
 
 // registration builds what takes registrations: the migration controller
