@@ -231,3 +231,44 @@ func TestCheckHost(t *testing.T) {
 		}
 	}
 }
+
+// FuzzGuard: for any Host, Origin, Sec-Fetch-Site and Content-Type a
+// client sends, the guard answers without panicking, always sets nosniff,
+// and lets a browser's write reach the API only from its own origin with
+// a type a page cannot send cross-site.
+func FuzzGuard(f *testing.F) {
+	for _, s := range [][4]string{
+		{self, "", "", "application/json"},
+		{"evil.example:18080", "http://evil.example:18080", "same-origin", "text/plain"},
+		{"[::1]:18080", "http://[::1]:18080", "same-origin", "application/json; charset=utf-8"},
+		{"spillway.example.com.", "null", "cross-site", "multipart/form-data; boundary=x"},
+		{"LOCALHOST.", "http://localhost", "none", ""},
+	} {
+		f.Add(s[0], s[1], s[2], s[3])
+	}
+	h := Handler(Config{Hosts: []string{"spillway.example.com"}, Hostname: func() (string, error) { return "vm-7", nil }},
+		http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }))
+	f.Fuzz(func(t *testing.T, host, origin, fetchSite, contentType string) {
+		r := httptest.NewRequest("POST", "/v1/register", strings.NewReader(body))
+		r.Host = host
+		for k, v := range map[string]string{"Origin": origin, "Sec-Fetch-Site": fetchSite, "Content-Type": contentType} {
+			if v != "" {
+				r.Header[k] = []string{v}
+			}
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		if rec.Header().Get("X-Content-Type-Options") != "nosniff" {
+			t.Fatalf("no nosniff: Host %q Origin %q", host, origin)
+		}
+		if rec.Code != http.StatusOK || (origin == "" && fetchSite == "") {
+			return
+		}
+		if _, ok := contentTypeOK(r); !ok {
+			t.Errorf("a browser's write with Content-Type %q reached the API (Host %q, Origin %q, Sec-Fetch-Site %q)", contentType, host, origin, fetchSite)
+		}
+		if fetchSite != "" && fetchSite != "same-origin" && fetchSite != "none" {
+			t.Errorf("a browser's write with Sec-Fetch-Site %q reached the API", fetchSite)
+		}
+	})
+}
