@@ -57,7 +57,7 @@ func TestFreshStartDefaults(t *testing.T) {
 		"health":   "healthy",
 		"weight":   float64(40),
 		"source":   "vm",
-		"lease_id": lease,
+		"lease_id": "", // only register's answer has it
 		"locality": map[string]any{"region": "us-east1", "zone": "us-east1-b", "sub_zone": "rack-7"},
 		"metadata": map[string]any{"team": "payments", "version": "v2"},
 		"ports": []any{

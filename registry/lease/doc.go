@@ -21,8 +21,13 @@
 // (Adopt) know it. CheckOwner tells the API edge whether a caller may
 // heartbeat, deregister or report under a lease (an *OwnerError wrapping
 // ErrNotOwner if not); Register refuses to replace a live lease of
-// another identity on the same endpoint. A lease with no owner (made
-// anonymously, or stored before owners were kept) takes any caller. The
+// another identity on the same endpoint. Anonymous is an owner like any
+// identity: a lease made anonymously (Owner "", as in records written
+// before owners were kept, when every caller was anonymous) takes only
+// anonymous callers, so a named identity cannot heartbeat, deregister,
+// report under or replace it, and a deployment without credentials,
+// where every caller is anonymous, works as before. The record format is
+// unchanged. The
 // re-registration check is made under the endpoint's lock on this
 // replica: two replicas registering one endpoint for two identities at
 // the same instant both pass it, and the later write wins, as for any

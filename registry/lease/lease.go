@@ -23,9 +23,9 @@ import (
 // register again.
 var ErrNotFound = errors.New("lease not found")
 
-// ErrNotOwner: the caller is not the identity that made the lease. API
-// edges map it to gRPC PERMISSION_DENIED and HTTP 403. The error is an
-// *OwnerError.
+// ErrNotOwner: the caller is not the identity that made the lease (for a
+// lease made anonymously: the caller is not anonymous). API edges map it
+// to gRPC PERMISSION_DENIED and HTTP 403. The error is an *OwnerError.
 var ErrNotOwner = errors.New("permission denied")
 
 // OwnerError is a call on a lease (or a re-registration of its endpoint)
@@ -37,15 +37,17 @@ type OwnerError struct {
 	Action string
 	// LeaseID, Service and Endpoint name the lease.
 	LeaseID, Service, Endpoint string
-	// Owner is the identity that made the lease.
+	// Owner is the authn.Identity.Name that made the lease; "" when it
+	// was made anonymously (the message says "anonymous").
 	Owner string
 }
 
 func (e *OwnerError) Error() string {
+	owner := authn.Identity{Name: e.Owner}.String()
 	if e.Action == "register" {
-		return fmt.Sprintf("permission denied: %s may not register endpoint %s of %s (its lease belongs to %s)", e.Identity, e.Endpoint, e.Service, e.Owner)
+		return fmt.Sprintf("permission denied: %s may not register endpoint %s of %s (its lease belongs to %s)", e.Identity, e.Endpoint, e.Service, owner)
 	}
-	return fmt.Sprintf("permission denied: %s may not %s lease %s of %s (it belongs to %s)", e.Identity, e.Action, e.LeaseID, e.Service, e.Owner)
+	return fmt.Sprintf("permission denied: %s may not %s lease %s of %s (it belongs to %s)", e.Identity, e.Action, e.LeaseID, e.Service, owner)
 }
 
 func (e *OwnerError) Unwrap() error { return ErrNotOwner }
@@ -183,7 +185,7 @@ type lease struct {
 	service string
 	epID    string
 	ttl     time.Duration
-	owner   string // authn.Identity.Name of the creator; "" lets anyone
+	owner   string // authn.Identity.Name of the creator; "" is anonymous
 
 	deadline  atomic.Int64 // unix nanoseconds
 	lastSeen  atomic.Int64 // unix nanoseconds, any replica's
@@ -284,7 +286,8 @@ func (m *Manager) TTLFor(ttl time.Duration) (time.Duration, error) {
 // Register validates e, stores it durably, publishes it and returns its
 // lease, owned by the identity in ctx (authn.FromContext). Registering an
 // endpoint that already has a lease replaces that lease, unless that lease
-// has another owner. Errors: registry.ErrInvalid (a *registry.FieldError),
+// has another owner (see CheckOwner: an anonymous lease is replaced only
+// by an anonymous caller). Errors: registry.ErrInvalid (a *registry.FieldError),
 // registry.ErrConflict (the id belongs to another source), an *OwnerError
 // (ErrNotOwner: the endpoint's live lease belongs to another identity), or
 // a storage error.
@@ -315,7 +318,7 @@ func (m *Manager) Register(ctx context.Context, service string, e *registry.Endp
 	m.mu.RLock()
 	held := m.byKey[key]
 	m.mu.RUnlock()
-	if held != nil && held.owner != "" && held.owner != caller.Name {
+	if held != nil && !mayUse(held.owner, caller) {
 		m.metrics.notOwner.Inc()
 		return Lease{}, &OwnerError{Identity: caller.String(), Action: "register", LeaseID: held.id, Service: service, Endpoint: e.ID, Owner: held.owner}
 	}
@@ -366,8 +369,9 @@ func (m *Manager) Register(ctx context.Context, service string, e *registry.Endp
 // Holder describes a live lease: its service, endpoint and owner.
 type Holder struct {
 	Service, Endpoint string
-	// Owner is the authn.Identity.Name that made the lease; "" lets any
-	// caller.
+	// Owner is the authn.Identity.Name that made the lease; "" when it
+	// was made anonymously (or stored by a release that kept no owners,
+	// which had no identities either).
 	Owner string
 }
 
@@ -384,21 +388,30 @@ func (m *Manager) Holder(id string) (Holder, bool) {
 
 // CheckOwner returns an *OwnerError unless the identity in ctx may act
 // (action: "heartbeat", "deregister", "report") on lease id: it made the
-// lease, or the lease has no owner. An unknown lease is ErrNotFound.
-// A lease's owner never changes, so the answer holds for as long as the
-// lease id is live.
+// lease. Anonymous is an owner like any identity: a lease made
+// anonymously takes only anonymous callers, and a named lease never takes
+// them; so a deployment without credentials (every caller anonymous) is
+// unaffected. An unknown lease is ErrNotFound. A lease's owner never
+// changes, so the answer holds for as long as the lease id is live.
 func (m *Manager) CheckOwner(ctx context.Context, action, id string) (Holder, error) {
 	h, ok := m.Holder(id)
 	if !ok {
 		return Holder{}, fmt.Errorf("%s %q: %w", action, id, ErrNotFound)
 	}
 	caller := authn.FromContext(ctx)
-	if h.Owner != "" && h.Owner != caller.Name {
+	if !mayUse(h.Owner, caller) {
 		m.metrics.notOwner.Inc()
 		return h, &OwnerError{Identity: caller.String(), Action: action, LeaseID: id, Service: h.Service, Endpoint: h.Endpoint, Owner: h.Owner}
 	}
 	return h, nil
 }
+
+// mayUse says whether caller may act on (or replace) a lease of owner:
+// only the owner may, and anonymous (owner "") is one owner. Anonymous
+// callers cannot be told apart, so they share the anonymous leases; a
+// named identity, which the policy may trust with other services, never
+// acts on them.
+func mayUse(owner string, caller authn.Identity) bool { return owner == caller.Name }
 
 // Heartbeat renews a lease and returns its TTL. It writes nothing to disk
 // and checks no owner (CheckOwner does).

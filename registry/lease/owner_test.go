@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/spillway/spillway/registry"
+	"github.com/spillway/spillway/registry/systemstore"
 	"github.com/spillway/spillway/registry/systemstore/boltstore"
 	"github.com/spillway/spillway/security/authn"
 )
@@ -22,8 +23,9 @@ func as(name string) context.Context {
 }
 
 // TestLeaseOwner: a lease belongs to the identity that registered it;
-// another identity may not heartbeat, deregister or re-register it; a
-// lease without an owner (anonymous, or an older record) lets anyone.
+// another identity may not heartbeat, deregister or re-register it.
+// Anonymous is an owner like any other: an anonymous lease takes only
+// anonymous callers (a deployment without credentials is unchanged).
 func TestLeaseOwner(t *testing.T) {
 	for _, tc := range []struct {
 		name, owner, caller string
@@ -33,7 +35,9 @@ func TestLeaseOwner(t *testing.T) {
 		{"other_identity", "payments", "checkout", "permission denied: checkout may not heartbeat lease LEASE of vm (it belongs to payments)"},
 		{"anonymous_caller", "payments", "", "permission denied: anonymous may not heartbeat lease LEASE of vm (it belongs to payments)"},
 		{"admin_is_not_the_owner", "payments", "admin", "permission denied: admin may not heartbeat lease LEASE of vm (it belongs to payments)"},
-		{"no_owner_anyone", "", "checkout", ""},
+		{"anonymous_lease_anonymous_caller", "", "", ""},
+		{"anonymous_lease_named_caller", "", "checkout", "permission denied: checkout may not heartbeat lease LEASE of vm (it belongs to anonymous)"},
+		{"anonymous_lease_admin", "", "admin", "permission denied: admin may not heartbeat lease LEASE of vm (it belongs to anonymous)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, Config{})
@@ -69,7 +73,7 @@ func TestLeaseOwner(t *testing.T) {
 			v := f.store.Snapshot().Version()
 			l2, err := f.m.Register(as(tc.caller), "vm", vmEndpoint(1), 0)
 			if tc.wantErr != "" {
-				wantReg := "permission denied: " + authn.FromContext(as(tc.caller)).String() + " may not register endpoint " + l.EndpointID + " of vm (its lease belongs to " + tc.owner + ")"
+				wantReg := "permission denied: " + authn.FromContext(as(tc.caller)).String() + " may not register endpoint " + l.EndpointID + " of vm (its lease belongs to " + authn.FromContext(as(tc.owner)).String() + ")"
 				if errString(err) != wantReg || !errors.Is(err, ErrNotOwner) {
 					t.Errorf("re-Register by %q = %v, want %q", tc.caller, err, wantReg)
 				}
@@ -97,7 +101,8 @@ func TestLeaseOwner(t *testing.T) {
 
 // TestLeaseOwnerSurvivesRestore: the owner is in the durable record, so
 // a restarted server (bbolt) still refuses another identity; a record
-// written before owners were kept lets anyone.
+// written before owners were kept (when every caller was anonymous) is
+// anonymous's.
 func TestLeaseOwnerSurvivesRestore(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -140,12 +145,89 @@ func TestLeaseOwnerSurvivesRestore(t *testing.T) {
 	if _, err := m2.CheckOwner(as("spiffe://example.org/ns/prod/sa/payments"), "deregister", l.ID); err != nil {
 		t.Errorf("after restart, CheckOwner(payments, its lease) = %v, want nil", err)
 	}
-	if _, err := m2.CheckOwner(as("spiffe://example.org/ns/prod/sa/checkout"), "heartbeat", "old-lease"); err != nil {
-		t.Errorf("CheckOwner(anyone, a record without owner) = %v, want nil", err)
+	if _, err := m2.CheckOwner(as(""), "heartbeat", "old-lease"); err != nil {
+		t.Errorf("CheckOwner(anonymous, a record without owner) = %v, want nil", err)
+	}
+	if _, err := m2.CheckOwner(as("spiffe://example.org/ns/prod/sa/checkout"), "heartbeat", "old-lease"); !errors.Is(err, ErrNotOwner) {
+		t.Errorf("CheckOwner(checkout, a record without owner) = %v, want ErrNotOwner", err)
 	}
 	if _, err := m2.CheckOwner(as("payments"), "heartbeat", "nope"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("CheckOwner(unknown lease) = %v, want ErrNotFound", err)
 	}
+}
+
+// Records as the previous release writes them (bytes pinned): a named
+// owner's, and an anonymous one's (no Owner key, as also in records of
+// the releases before owners were kept).
+const (
+	prevNamedRecord = `{"LeaseID":"0123456789abcdef","Service":"payments","TTL":30000000000,"Endpoint":{"ID":"10-1-0-1-8080","Address":"10.1.0.1","Ports":[{"Name":"grpc","Number":8080,"Protocol":"tcp"}],"Locality":{"Region":"","Zone":"zone-1","SubZone":""},"Health":"healthy","Weight":100,"Metadata":null,"Source":"vm","Registered":"2026-03-01T12:00:00Z","LastSeen":"2026-03-01T12:00:00Z"},"Owner":"spiffe://example.org/ns/prod/sa/payments"}`
+	prevAnonRecord  = `{"LeaseID":"fedcba9876543210","Service":"payments","TTL":30000000000,"Endpoint":{"ID":"10-1-0-2-8080","Address":"10.1.0.2","Ports":[{"Name":"grpc","Number":8080,"Protocol":"tcp"}],"Locality":{"Region":"","Zone":"zone-2","SubZone":""},"Health":"healthy","Weight":100,"Metadata":null,"Source":"vm","Registered":"2026-03-01T12:00:00Z","LastSeen":"2026-03-01T12:00:00Z"}}`
+)
+
+// TestLeaseOwnerPreviousReleaseRecord: records written by the previous
+// release load on restart (Restore, bbolt) and on another replica
+// (Adopt), and each lease then works for its owner only: the named one
+// for its identity, the anonymous one for anonymous callers.
+func TestLeaseOwnerPreviousReleaseRecord(t *testing.T) {
+	const payments, checkout = "spiffe://example.org/ns/prod/sa/payments", "spiffe://example.org/ns/prod/sa/checkout"
+	check := func(t *testing.T, m *Manager) {
+		t.Helper()
+		for _, tc := range []struct {
+			lease, owner string
+		}{{"0123456789abcdef", payments}, {"fedcba9876543210", ""}} {
+			for _, caller := range []string{payments, checkout, ""} {
+				_, err := m.CheckOwner(as(caller), "heartbeat", tc.lease)
+				if caller == tc.owner && err != nil {
+					t.Errorf("CheckOwner(%q, its lease %s) = %v, want nil", caller, tc.lease, err)
+				}
+				if caller != tc.owner && !errors.Is(err, ErrNotOwner) {
+					t.Errorf("CheckOwner(%q, %q's lease %s) = %v, want ErrNotOwner", caller, tc.owner, tc.lease, err)
+				}
+			}
+			if _, err := m.Heartbeat(tc.lease); err != nil {
+				t.Errorf("Heartbeat(%s) = %v", tc.lease, err)
+			}
+		}
+		if _, err := m.Deregister(as(payments), "0123456789abcdef"); err != nil {
+			t.Errorf("Deregister(payments' restored lease) = %v", err)
+		}
+	}
+
+	t.Run("restore", func(t *testing.T) {
+		ctx := context.Background()
+		dir := t.TempDir()
+		st, err := boltstore.OpenStore(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		for key, v := range map[string]string{"payments/10-1-0-1-8080": prevNamedRecord, "payments/10-1-0-2-8080": prevAnonRecord} {
+			if _, err := st.KV().Put(ctx, systemstore.RegistrationsPrefix+key, []byte(v)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		m, err := New(Config{Store: registry.NewStore(), Storage: st})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n, err := m.Restore(ctx); err != nil || n != 2 {
+			t.Fatalf("Restore = %d, %v; want 2", n, err)
+		}
+		check(t, m)
+	})
+	t.Run("adopt", func(t *testing.T) {
+		f := newFixture(t, Config{})
+		for i, v := range []string{prevNamedRecord, prevAnonRecord} {
+			rec, err := systemstore.DecodeRecord([]byte(v))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := f.m.Adopt(rec, int64(i+1), time.Time{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		check(t, f.m)
+	})
 }
 
 // TestAdoptKeepsOwner: a registration another replica made keeps its

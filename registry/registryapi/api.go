@@ -330,15 +330,18 @@ func (a *API) listEndpoints(ctx context.Context, req *pb.ListEndpointsRequest) (
 	if !ok {
 		return nil, fmt.Errorf("service %q: %w", name, registry.ErrNotFound)
 	}
+	// lease_id stays empty: a lease id is a credential for anonymous
+	// leases and a handle for the owner's; only Register's answer, to the
+	// registrant, carries it.
 	resp := &pb.ListEndpointsResponse{Service: name, Version: snap.Version()}
 	for _, e := range svc.Endpoints {
-		seen, leaseID := e.LastSeen, ""
+		seen := e.LastSeen
 		if e.Source == registry.SourceVM && a.lastSeen != nil {
-			if t, id, ok := a.lastSeen.LastSeen(name, e.ID); ok {
-				seen, leaseID = t, id
+			if t, _, ok := a.lastSeen.LastSeen(name, e.ID); ok {
+				seen = t
 			}
 		}
-		resp.Endpoints = append(resp.Endpoints, endpointToPB(e, seen, leaseID))
+		resp.Endpoints = append(resp.Endpoints, endpointToPB(e, seen))
 	}
 	return resp, nil
 }

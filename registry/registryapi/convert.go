@@ -54,7 +54,9 @@ func endpointFromPB(p *pb.Endpoint) (*registry.Endpoint, error) {
 	return e, nil
 }
 
-func endpointToPB(e *registry.Endpoint, lastSeen time.Time, leaseID string) *pb.Endpoint {
+// endpointToPB converts an endpoint for a listing; its lease_id is left
+// empty (see listEndpoints).
+func endpointToPB(e *registry.Endpoint, lastSeen time.Time) *pb.Endpoint {
 	p := &pb.Endpoint{
 		Id:      e.ID,
 		Address: e.Address.String(),
@@ -69,7 +71,6 @@ func endpointToPB(e *registry.Endpoint, lastSeen time.Time, leaseID string) *pb.
 		Source:     string(e.Source),
 		Registered: timestamp(e.Registered),
 		LastSeen:   timestamp(lastSeen),
-		LeaseId:    leaseID,
 	}
 	for _, pt := range e.Ports {
 		p.Ports = append(p.Ports, &pb.Port{Name: pt.Name, Number: uint32(pt.Number), Protocol: string(pt.Protocol)})

@@ -38,8 +38,17 @@
 // reporting under another identity's lease, or registering an endpoint
 // whose live lease is another identity's, is refused even when the policy
 // allows the action, and "admin" is no exception (its lease expires after
-// one TTL without heartbeats). A lease registered anonymously, or stored
-// before owners were kept, takes any caller.
+// one TTL without heartbeats). Anonymous is an owner like any identity: a
+// lease registered anonymously (or stored before owners were kept, when
+// every caller was anonymous) takes only anonymous callers, so a named
+// identity cannot use it, and a deployment without credentials works as
+// before.
+//
+// Lease ids are given only to the registrant, in Register's answer:
+// ListEndpoints (GET /v1/services/{service}/endpoints) leaves every
+// endpoint's lease_id empty, so that reading the registry never hands
+// out a lease to act on (an anonymous lease's id is all an anonymous
+// caller needs).
 //
 // A denial is PermissionDenied / HTTP 403 with the message
 //
