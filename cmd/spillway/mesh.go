@@ -149,7 +149,13 @@ func newMeshWeights(in meshInputs) (*meshWeights, error) {
 		return nil, err
 	}
 	m.merged = exchange.NewMerged(exchange.MergedConfig{})
-	m.server, err = exchange.NewServer(exchange.ServerConfig{Merged: m.merged, Logger: in.log, Registerer: in.metrics, Authorizer: in.authz})
+	// The owner keeps summaries only from live members (at a live
+	// member's address unless the peer has a verified certificate), and
+	// of them only the services registered and owned here.
+	m.server, err = exchange.NewServer(exchange.ServerConfig{
+		Merged: m.merged, Logger: in.log, Registerer: in.metrics, Authorizer: in.authz,
+		Members: m.owners, Self: in.id, Services: meshServices{in.store, m.owners},
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -249,6 +255,19 @@ func (a meshOwnership) LiveMembers() (ids []string) {
 	}
 	return ids
 }
+
+// meshServices adapts the registry and ownership to exchange.Services.
+type meshServices struct {
+	store  *registry.Store
+	owners *ownership.Owners
+}
+
+func (a meshServices) Registered(service string) bool {
+	_, ok := a.store.Snapshot().Service(service)
+	return ok
+}
+func (a meshServices) Owns(service string) bool { return a.owners.Owns(service) }
+func (a meshServices) Shard(service string) int { return a.owners.Shard(service) }
 
 // meshMerged adapts exchange.Merged to meshweights.MergedLoad.
 type meshMerged struct{ m *exchange.Merged }

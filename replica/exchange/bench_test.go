@@ -183,7 +183,7 @@ func BenchmarkExchange(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if err := m.add(s, now); err != nil {
+				if _, err := m.add(s, now, nil); err != nil {
 					b.Fatal(err)
 				}
 			}

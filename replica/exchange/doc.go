@@ -51,7 +51,40 @@
 // and 100,000 services and 1,000,000 endpoint reports per sender are
 // held (MergedConfig), and a summary
 // past those bounds is refused whole (ErrFull, ResourceExhausted on the
-// wire).
+// wire). Each sender also has a byte budget (MaxBytes, 64 MiB as
+// estimated by Merged): a service whose summary would take its sender
+// past it is dropped, its older summary too, and counted (Budget).
+//
+// # Admission
+//
+// With ServerConfig.Members (cmd/spillway sets it to the ownership's
+// live members) the Server keeps only what live replicas send:
+//
+//   - a stream without a verified client certificate (plaintext, or TLS
+//     without one) must come from the IP address of a live member's
+//     GRPCAddr (names resolved, cached 30 s); else PermissionDenied
+//     naming the address, before anything is read;
+//   - each summary's replica id must be a live member other than the
+//     owner itself (Self); else PermissionDenied naming it, nothing of it
+//     stored;
+//   - a new sender first makes the Merged forget held senders that are
+//     no longer live once as many are held as there are live members,
+//     so the senders held are bounded by the live members;
+//   - with ServerConfig.Services, a summary's services are kept only
+//     when registered in this replica's registry and owned here (or in
+//     a shard the summary lists as routed here: a new owner's
+//     acknowledgement may arrive a moment before it marks the shard
+//     owned); the others are dropped before anything is stored (an unregistered name
+//     costs no memory).
+//
+// Refusals count in spillway_mesh_load_refused_total{reason} (not_member,
+// peer_address), drops in spillway_mesh_load_dropped_services_total{reason}
+// (unregistered, not_owned, budget); each reason is logged at most once
+// per 10 s. The wire is unchanged: a replica of an earlier release that
+// is a live member sends as before. Member records carry no certificate
+// identity, so with mTLS a sender's certificate is not bound to its
+// replica id: any identity the policy grants "mesh" may send as any live
+// member.
 //
 // Every received message is validated whole (FromProto) before anything
 // of it is stored: replica id (letters, digits and -_.:=@+, at most 128),
@@ -78,6 +111,8 @@
 //	spillway_mesh_load_summaries_total{result}   accepted, invalid, full; sent, delivered, dropped
 //	spillway_mesh_load_bytes_total{direction}    received, sent
 //	spillway_mesh_load_unrouted_services_total
+//	spillway_mesh_load_refused_total{reason}           not_member, peer_address
+//	spillway_mesh_load_dropped_services_total{reason}  unregistered, not_owned, budget
 //
 // # Concurrency
 //

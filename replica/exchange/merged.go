@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/spillway/spillway/load"
 )
@@ -17,6 +18,10 @@ const (
 	DefaultMaxServices = 100_000
 	DefaultForget      = 5 * time.Minute
 	DefaultMaxReports  = 1_000_000
+	// DefaultMaxBytes is the default budget of one sender's summaries in
+	// memory: about 100,000 services of 9 flows and 3 client zones, or
+	// 5,000 services of 100 endpoint reports.
+	DefaultMaxBytes = 64 << 20
 	// FreshIntervals is how many of its sender's intervals a summary
 	// stays fresh after it arrived.
 	FreshIntervals = 3
@@ -35,6 +40,11 @@ type MergedConfig struct {
 	// MaxReports bounds the endpoint utilization reports remembered per
 	// sender, summed over its services; 0: 1,000,000.
 	MaxReports int
+	// MaxBytes bounds the memory, in bytes as estimated by Merged, held
+	// for one sender's summaries; 0: 64 MiB. A service whose summary
+	// would take its sender past it is dropped (its older summary too)
+	// and counted in Budget.Dropped; the rest of the summary is stored.
+	MaxBytes int64
 	// Forget is how long a sender, or one of its services, is remembered
 	// after its last summary; 0: 5 minutes.
 	Forget time.Duration
@@ -60,13 +70,15 @@ type Merged struct {
 	// senders by replica id.
 	senders   map[string]*senderState
 	lastPrune time.Time
+	dropped   int // services dropped past a sender's byte budget
 }
 
 type senderState struct {
 	last     time.Time // arrival of its latest summary
 	interval time.Duration
 	services map[string]*entry
-	reports  int // endpoint reports, summed over services
+	reports  int   // endpoint reports, summed over services
+	bytes    int64 // estimated size of services, summed
 	// shards are the shards its latest summary (arrived at last) lists
 	// as routed here.
 	shards []load.ShardEpoch
@@ -75,6 +87,7 @@ type senderState struct {
 type entry struct {
 	arrived  time.Time
 	interval time.Duration
+	size     int64 // estimated bytes held, see entrySize
 	// sum's flows have Updated on the owner's clock.
 	sum load.ServiceSummary
 }
@@ -94,6 +107,9 @@ func NewMerged(cfg MergedConfig) *Merged {
 	if cfg.MaxReports <= 0 {
 		cfg.MaxReports = DefaultMaxReports
 	}
+	if cfg.MaxBytes <= 0 {
+		cfg.MaxBytes = DefaultMaxBytes
+	}
 	if cfg.Forget <= 0 {
 		cfg.Forget = DefaultForget
 	}
@@ -105,16 +121,40 @@ func NewMerged(cfg MergedConfig) *Merged {
 
 // Add validates s and stores its services as the sender's latest,
 // received at now (the owner's clock). An invalid summary (the error
-// wraps ErrInvalid) or one past the bounds (ErrFull) changes nothing.
+// wraps ErrInvalid) or one past the bounds (ErrFull) changes nothing; a
+// service past the sender's byte budget (MaxBytes) is dropped and
+// counted in Budget.Dropped.
 func (m *Merged) Add(s load.Summary, now time.Time) error {
 	if err := Validate(s); err != nil {
 		return err
 	}
-	return m.add(s, now)
+	_, err := m.add(s, now, nil)
+	return err
 }
 
-// add stores a validated summary.
-func (m *Merged) add(s load.Summary, now time.Time) error {
+// entrySize estimates the bytes an entry holding ss takes: the structs,
+// the strings they point to and the map slot.
+func entrySize(ss *load.ServiceSummary) int64 {
+	const mapSlot = 64 // key string header, pointer, bucket overhead
+	n := int64(unsafe.Sizeof(entry{})) + mapSlot + 2*int64(len(ss.Service))
+	for i := range ss.Flows {
+		n += int64(unsafe.Sizeof(ss.Flows[i])) + int64(len(ss.Flows[i].ClientZone)+len(ss.Flows[i].Zone))
+	}
+	for i := range ss.Clients {
+		n += int64(unsafe.Sizeof(ss.Clients[i])) + int64(len(ss.Clients[i].Zone))
+	}
+	for i := range ss.Endpoints {
+		n += int64(unsafe.Sizeof(ss.Endpoints[i])) + int64(len(ss.Endpoints[i].ID))
+	}
+	return n
+}
+
+// add stores a validated summary. With live non-nil (the replica ids
+// that are live members), a new sender first makes room by forgetting
+// held senders that are not live once as many senders are held as
+// there are live members, so the senders held stay bounded by the live
+// members. It returns how many services went past the byte budget.
+func (m *Merged) add(s load.Summary, now time.Time, live map[string]bool) (overBudget int, err error) {
 	// Flows are placed on the owner's clock: their age relative to the
 	// sender's At, before now. Built outside the lock.
 	entries := make([]entry, len(s.Services))
@@ -136,7 +176,7 @@ func (m *Merged) add(s load.Summary, now time.Time) error {
 				out.Endpoints[j] = e
 			}
 		}
-		entries[i] = entry{arrived: now, interval: s.Interval, sum: out}
+		entries[i] = entry{arrived: now, interval: s.Interval, sum: out, size: entrySize(&out)}
 	}
 
 	m.mu.Lock()
@@ -156,11 +196,21 @@ func (m *Merged) add(s load.Summary, now time.Time) error {
 		reports += len(ss.Endpoints)
 	}
 	if reports > m.cfg.MaxReports {
-		return fmt.Errorf("summary.services: sender %q would have %d endpoint reports, at most %d: %w", s.Replica, reports, m.cfg.MaxReports, ErrFull)
+		return 0, fmt.Errorf("summary.services: sender %q would have %d endpoint reports, at most %d: %w", s.Replica, reports, m.cfg.MaxReports, ErrFull)
 	}
 	if st == nil {
+		if live != nil && len(m.senders) >= len(live) {
+			for id := range m.senders {
+				if !live[id] {
+					delete(m.senders, id)
+				}
+			}
+		}
 		if len(m.senders) >= m.cfg.MaxSenders {
-			return fmt.Errorf("summary.replica: %q: already %d senders: %w", s.Replica, len(m.senders), ErrFull)
+			return 0, fmt.Errorf("summary.replica: %q: already %d senders: %w", s.Replica, len(m.senders), ErrFull)
+		}
+		if len(s.Services) > m.cfg.MaxServices {
+			return 0, fmt.Errorf("summary.services: sender %q would have %d services, at most %d: %w", s.Replica, len(s.Services), m.cfg.MaxServices, ErrFull)
 		}
 	} else {
 		added := 0
@@ -170,22 +220,35 @@ func (m *Merged) add(s load.Summary, now time.Time) error {
 			}
 		}
 		if len(st.services)+added > m.cfg.MaxServices {
-			return fmt.Errorf("summary.services: sender %q would have %d services, at most %d: %w", s.Replica, len(st.services)+added, m.cfg.MaxServices, ErrFull)
+			return 0, fmt.Errorf("summary.services: sender %q would have %d services, at most %d: %w", s.Replica, len(st.services)+added, m.cfg.MaxServices, ErrFull)
 		}
 	}
 	if st == nil {
-		if len(s.Services) > m.cfg.MaxServices {
-			return fmt.Errorf("summary.services: sender %q would have %d services, at most %d: %w", s.Replica, len(s.Services), m.cfg.MaxServices, ErrFull)
-		}
 		st = &senderState{services: make(map[string]*entry, len(s.Services))}
 		m.senders[s.Replica] = st
 	}
-	st.last, st.interval, st.reports = now, s.Interval, reports
+	st.last, st.interval = now, s.Interval
 	st.shards = slices.Clone(s.Shards)
 	for i := range entries {
-		st.services[entries[i].sum.Service] = &entries[i]
+		e := &entries[i]
+		old := st.services[e.sum.Service]
+		if old != nil {
+			st.bytes -= old.size
+			st.reports -= len(old.sum.Endpoints)
+		}
+		if st.bytes+e.size > m.cfg.MaxBytes {
+			// Past the budget: the service is dropped, its older
+			// summary too, so what is held is never a mix of rounds.
+			delete(st.services, e.sum.Service)
+			overBudget++
+			continue
+		}
+		st.bytes += e.size
+		st.reports += len(e.sum.Endpoints)
+		st.services[e.sum.Service] = e
 	}
-	return nil
+	m.dropped += overBudget
+	return overBudget, nil
 }
 
 // pruneLocked forgets senders and services silent for cfg.Forget, at most
@@ -199,6 +262,7 @@ func (m *Merged) pruneLocked(now time.Time) {
 		for svc, e := range st.services {
 			if now.Sub(e.arrived) > m.cfg.Forget {
 				st.reports -= len(e.sum.Endpoints)
+				st.bytes -= e.size
 				delete(st.services, svc)
 			}
 		}
@@ -388,4 +452,26 @@ func (m *Merged) Size() Size {
 		sz.Services += len(st.services)
 	}
 	return sz
+}
+
+// Budget is the memory a Merged holds against its senders' byte
+// budgets (MergedConfig.MaxBytes).
+type Budget struct {
+	// Bytes is the estimated memory of the services held, summed over
+	// senders.
+	Bytes int64
+	// Dropped counts, since NewMerged, the services dropped past a
+	// sender's budget.
+	Dropped int
+}
+
+// Budget returns the memory m holds and what it dropped.
+func (m *Merged) Budget() Budget {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	b := Budget{Dropped: m.dropped}
+	for _, st := range m.senders {
+		b.Bytes += st.bytes
+	}
+	return b
 }

@@ -13,6 +13,10 @@ type metrics struct {
 	summaries *prometheus.CounterVec // result: accepted, invalid, full, denied, sent, delivered, dropped
 	bytes     *prometheus.CounterVec // direction: received, sent
 	unrouted  prometheus.Counter
+	// refused: reason not_member, peer_address.
+	refused *prometheus.CounterVec
+	// droppedServices: reason unregistered, not_owned, budget.
+	droppedServices *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -29,6 +33,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "spillway_mesh_load_unrouted_services_total",
 			Help: "Services whose load summary was not sent because they had no owner.",
 		}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "spillway_mesh_load_refused_total",
+			Help: "Load exchange streams refused (owner side), by reason: not_member (the sender replica id is not a live member), peer_address (the peer is not at a live member's address).",
+		}, []string{"reason"}),
+		droppedServices: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "spillway_mesh_load_dropped_services_total",
+			Help: "Services of received load summaries not stored (owner side), by reason: unregistered, not_owned (by this replica), budget (past the sender's byte budget).",
+		}, []string{"reason"}),
 	}
 	if reg == nil {
 		return m
@@ -36,6 +48,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.summaries = register(reg, m.summaries)
 	m.bytes = register(reg, m.bytes)
 	m.unrouted = register(reg, m.unrouted)
+	m.refused = register(reg, m.refused)
+	m.droppedServices = register(reg, m.droppedServices)
 	return m
 }
 

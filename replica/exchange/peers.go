@@ -1,0 +1,148 @@
+package exchange
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/credentials"
+	grpcpeer "google.golang.org/grpc/peer"
+)
+
+// admitPeer checks a stream's peer: one with a verified client
+// certificate is the Authorizer's to judge; any other (plaintext, or TLS
+// without a client certificate) must come from the IP address of a live
+// member's GRPCAddr.
+func (s *Server) admitPeer(ctx context.Context) error {
+	p, ok := grpcpeer.FromContext(ctx)
+	if !ok || p.Addr == nil {
+		return errors.New("no peer address")
+	}
+	if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok && len(ti.State.VerifiedChains) > 0 {
+		return nil
+	}
+	ap, err := netip.ParseAddrPort(p.Addr.String())
+	if err != nil {
+		return fmt.Errorf("peer address %s is not a live member's", p.Addr)
+	}
+	ip := ap.Addr().Unmap()
+	for _, m := range s.members.Members() {
+		host, _, err := net.SplitHostPort(m.GRPCAddr)
+		if err != nil {
+			continue
+		}
+		for _, a := range s.hosts.addrs(ctx, host) {
+			if a == ip {
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("peer address %s is not a live member's", ip)
+}
+
+// lookupHost resolves a member's host name.
+func lookupHost(ctx context.Context, host string) ([]netip.Addr, error) {
+	return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+}
+
+// Host cache bounds: a name's addresses are kept 30 s (a failed lookup
+// 5 s); each lookup has 2 s.
+const (
+	hostTTL        = 30 * time.Second
+	hostFailTTL    = 5 * time.Second
+	hostLookupTime = 2 * time.Second
+	hostCacheMax   = 1024
+)
+
+// hostCache resolves member host names, caching the answers. Hosts
+// come from member records, so it holds about as many as there are
+// members; past hostCacheMax it drops expired ones.
+type hostCache struct {
+	// Read-only after newHostCache.
+	lookup func(ctx context.Context, host string) ([]netip.Addr, error)
+	now    func() time.Time
+
+	mu    sync.Mutex // guards hosts
+	hosts map[string]hostEntry
+}
+
+type hostEntry struct {
+	addrs   []netip.Addr // unmapped
+	expires time.Time
+}
+
+func newHostCache(lookup func(context.Context, string) ([]netip.Addr, error), now func() time.Time) *hostCache {
+	return &hostCache{lookup: lookup, now: now, hosts: map[string]hostEntry{}}
+}
+
+// addrs returns host's addresses: host itself when it is an IP
+// address, else its cached or resolved addresses (none when the lookup
+// fails).
+func (c *hostCache) addrs(ctx context.Context, host string) []netip.Addr {
+	if a, err := netip.ParseAddr(host); err == nil {
+		return []netip.Addr{a.Unmap()}
+	}
+	now := c.now()
+	c.mu.Lock()
+	e, ok := c.hosts[host]
+	c.mu.Unlock()
+	if ok && now.Before(e.expires) {
+		return e.addrs
+	}
+	lctx, cancel := context.WithTimeout(ctx, hostLookupTime)
+	defer cancel()
+	addrs, err := c.lookup(lctx, host)
+	e = hostEntry{expires: now.Add(hostTTL)}
+	if err != nil {
+		e.expires = now.Add(hostFailTTL)
+	}
+	for _, a := range addrs {
+		e.addrs = append(e.addrs, a.Unmap())
+	}
+	c.mu.Lock()
+	if len(c.hosts) >= hostCacheMax {
+		for h, old := range c.hosts {
+			if !now.Before(old.expires) {
+				delete(c.hosts, h)
+			}
+		}
+	}
+	if len(c.hosts) < hostCacheMax {
+		c.hosts[host] = e
+	}
+	c.mu.Unlock()
+	return e.addrs
+}
+
+// logLimiter lets one message per reason through each period and counts
+// the others.
+type logLimiter struct {
+	every time.Duration // read-only
+
+	mu         sync.Mutex // guards the fields below
+	last       map[string]time.Time
+	suppressed map[string]int
+}
+
+func newLogLimiter(every time.Duration) *logLimiter {
+	return &logLimiter{every: every, last: map[string]time.Time{}, suppressed: map[string]int{}}
+}
+
+// allow reports whether a message of reason may be logged at now, and
+// how many were held back since the last one.
+func (l *logLimiter) allow(reason string, now time.Time) (ok bool, suppressed int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if last, seen := l.last[reason]; seen && now.Sub(last) < l.every {
+		l.suppressed[reason]++
+		return false, 0
+	}
+	l.last[reason] = now
+	suppressed = l.suppressed[reason]
+	l.suppressed[reason] = 0
+	return true, suppressed
+}
