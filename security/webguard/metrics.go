@@ -24,17 +24,7 @@ func newRefused(reg prometheus.Registerer) *prometheus.CounterVec {
 	for _, l := range []string{checkHost, checkOrigin, checkContentType} {
 		c.WithLabelValues(l)
 	}
-	if reg == nil {
-		return c
-	}
-	if err := reg.Register(c); err != nil {
-		if are, ok := errors.AsType[prometheus.AlreadyRegisteredError](err); ok {
-			if existing, ok := are.ExistingCollector.(*prometheus.CounterVec); ok {
-				return existing
-			}
-		}
-	}
-	return c
+	return register(reg, c)
 }
 
 // newToolWrites returns spillway_http_untyped_tool_writes_total,
@@ -44,12 +34,19 @@ func newToolWrites(reg prometheus.Registerer) prometheus.Counter {
 		Name: "spillway_http_untyped_tool_writes_total",
 		Help: "Writes served from clients that are not browsers (no Origin, no Sec-Fetch-Site) with a Content-Type other than application/json or application/yaml, such as curl -d's form type: accepted for scripts written for earlier releases; send Content-Type: application/json.",
 	})
+	return register(reg, c)
+}
+
+// register registers c on reg (nil: not registered) and returns it, or
+// the collector of the same kind already registered there, so that two
+// Handlers on one Registerer share their counters.
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
 	if reg == nil {
 		return c
 	}
 	if err := reg.Register(c); err != nil {
 		if are, ok := errors.AsType[prometheus.AlreadyRegisteredError](err); ok {
-			if existing, ok := are.ExistingCollector.(prometheus.Counter); ok {
+			if existing, ok := are.ExistingCollector.(C); ok {
 				return existing
 			}
 		}
