@@ -19,14 +19,19 @@ import (
 
 	v3endpointpb "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 
 	"github.com/spillway/spillway/clientlib"
 	"github.com/spillway/spillway/clientlib/clientcreds"
+	"github.com/spillway/spillway/load"
 	pb "github.com/spillway/spillway/registry/registryv1"
 	"github.com/spillway/spillway/registry/systemstore/etcdstore/etcdtest"
+	"github.com/spillway/spillway/replica/exchange"
+	"github.com/spillway/spillway/replica/exchange/meshv1"
 	"github.com/spillway/spillway/security/tlsconfig"
 	"github.com/spillway/spillway/security/tlsconfig/tlstest"
 )
@@ -354,19 +359,23 @@ func TestClientlibMTLS(t *testing.T) {
 }
 
 // TestMeshTLS: two replicas on one etcd, both on mTLS with certificates
-// of one CA: each dials the other's gRPC port for the load exchange with
-// its own certificate as client certificate, and the summaries arrive
-// (a replica whose dial failed would count them dropped, and the owner
-// would accept none).
+// of one CA, each its own identity: each dials the other's gRPC port for
+// the load exchange with its own certificate as client certificate, and
+// the summaries arrive (a replica whose dial failed would count them
+// dropped, and the owner would accept none). Issue 28's attack with the
+// default policy (every caller may mesh): a workload certificate of the
+// same CA claiming a replica id is refused, naming its identity.
 func TestMeshTLS(t *testing.T) {
 	etcd := etcdtest.Start(t)
 	e := newE2ETLS(t)
 	store := "etcd://" + strings.TrimPrefix(etcd.Endpoint, "http://") + "/" + etcdPrefix
 	var servers []*server
 	for i := range 2 {
+		own := e.ca.Issue(t, tlstest.Leaf{URIs: []string{fmt.Sprintf("spiffe://e2e/replica/r%d", i)}, DNS: []string{"localhost"}, IPs: []netip.Addr{tlstest.Loopback}}).
+			WriteFiles(t, e.dir, fmt.Sprintf("replica-%d", i), e.ca)
 		s := newServer(t, "--store", store, "--replica-id", fmt.Sprintf("r%d", i), "--election-ttl", "2s",
 			"--lrs-interval", "1s", "--weights-interval", "1s", "--mesh-shards", "4", "--mesh-stale-cycles", "6",
-			"--tls-cert", e.server.Cert, "--tls-key", e.server.Key, "--client-ca", e.server.CA)
+			"--tls-cert", own.Cert, "--tls-key", own.Key, "--client-ca", e.server.CA)
 		s.tls = e
 		servers = append(servers, s)
 		s.startNoWait()
@@ -417,6 +426,30 @@ func TestMeshTLS(t *testing.T) {
 		if n := dropped(servers[i]) - before; n > 0 {
 			t.Errorf("r%d dropped %v summaries once the replicas reached each other (a failed dial to the other replica?)", i, n)
 		}
+	}
+
+	// The workload certificate (identity "admin", same CA) claims r1.
+	creds, err := e.creds().TransportCredentials()
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := grpc.NewClient(servers[0].grpcAddr, grpc.WithTransportCredentials(creds))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st, err := meshv1.NewLoadExchangeClient(conn).Report(ctx)
+	if err == nil {
+		_ = st.Send(exchange.ToProto(load.Summary{Replica: "r1", At: time.Now(), Interval: time.Second}))
+		_, err = st.CloseAndRecv()
+	}
+	if s := status.Convert(err); s.Code() != codes.PermissionDenied || !strings.Contains(s.Message(), e2eClientID) {
+		t.Errorf("Report as r1 with the workload certificate = %v, want PermissionDenied naming %q", err, e2eClientID)
+	}
+	if v := servers[0].metric(`spillway_mesh_load_refused_total{reason="peer_identity"}`); v != "1" {
+		t.Errorf(`spillway_mesh_load_refused_total{reason="peer_identity"} = %q, want 1`, v)
 	}
 }
 

@@ -288,7 +288,7 @@ func (s *server) weights() (err error) {
 		portName: cfg.XDS.PortName, interval: cfg.XDS.WeightsInterval, report: cfg.XDS.LRSInterval,
 		xds: s.xds, utilizations: s.utilizations, strategies: strategies(s.svcCfg.store, za), local: s.planner,
 		storeUp: func() bool { return rep.Status().Up },
-		metrics: s.metrics, log: s.log, peerCreds: s.tls.peerCreds(), authz: s.policy,
+		metrics: s.metrics, log: s.log, peerCreds: s.tls.peerCreds(), identity: s.tls.peerIdentity(s.log), authz: s.policy,
 	})
 	if err != nil {
 		return err

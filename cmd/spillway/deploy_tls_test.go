@@ -96,6 +96,7 @@ func TestTLSManifests(t *testing.T) {
 	other := authn.Identity{Name: "spiffe://cluster.local/ns/shop/sa/web", Method: authn.Certificate}
 	sre := authn.Identity{Name: "spiffe://cluster.local/ns/sre/sa/oncall", Method: authn.Certificate}
 	anon := authn.Identity{Method: authn.None}
+	replica := authn.Identity{Name: "spillway.spillway.svc", Method: authn.Certificate}
 	for _, tc := range []struct {
 		id       authn.Identity
 		action   authz.Action
@@ -114,6 +115,10 @@ func TestTLSManifests(t *testing.T) {
 		{anon, authz.ReadRegistry, "payments", true},
 		{anon, authz.XDS, "payments", false},
 		{anon, authz.Register, "payments", false},
+		{replica, authz.Mesh, "", true},
+		{payments, authz.Mesh, "", false},
+		{sre, authz.Mesh, "", false},
+		{anon, authz.Mesh, "", false},
 	} {
 		err := policy.Authorize(authn.NewContext(context.Background(), tc.id), tc.action, tc.resource)
 		if (err == nil) != tc.allowed {

@@ -114,6 +114,9 @@ type meshInputs struct {
 	peerCreds credentials.TransportCredentials
 	// authz decides which callers may send load summaries (mesh).
 	authz exchange.Authorizer
+	// identity is the certificate identity peerCreds present, published
+	// in the member record ("" without TLS).
+	identity string
 }
 
 func (in meshInputs) dialCreds() credentials.TransportCredentials {
@@ -142,7 +145,7 @@ func newMeshWeights(in meshInputs) (*meshWeights, error) {
 	elect := func(name string) (systemstore.Elector, error) { return in.elect(name, in.ttl) }
 	m := &meshWeights{}
 	m.owners, err = ownership.New(ownership.Config{
-		KV: in.kv, ID: in.id, GRPCAddr: addr, Shards: in.cfg.Shards, TTL: in.ttl, Elect: elect,
+		KV: in.kv, ID: in.id, GRPCAddr: addr, Identity: in.identity, Shards: in.cfg.Shards, TTL: in.ttl, Elect: elect,
 		Logger: in.log.With("component", "mesh-ownership"), Registerer: in.metrics,
 	})
 	if err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -14,6 +15,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/spillway/spillway/security/authn"
 	"github.com/spillway/spillway/security/tlsconfig"
 )
 
@@ -140,6 +142,31 @@ func (s *serverTLS) peerCreds() credentials.TransportCredentials {
 		return insecure.NewCredentials()
 	}
 	return s.reloader.TransportCredentials(tlsconfig.ClientOptions{MinVersion: s.min})
+}
+
+// peerIdentity is the identity other replicas see when this one dials
+// them (peerCreds): its certificate's, by authn.FromTLS's rule; "" when
+// TLS is off or the certificate names none (then a verifying replica
+// takes no load summaries from this one, and the log says so). A
+// rotation to a certificate of another identity needs a restart.
+func (s *serverTLS) peerIdentity(log *slog.Logger) string {
+	if s == nil {
+		return ""
+	}
+	c := s.reloader.Certificate()
+	leaf := c.Leaf
+	if leaf == nil && len(c.Certificate) > 0 {
+		leaf, _ = x509.ParseCertificate(c.Certificate[0])
+	}
+	if leaf == nil {
+		return ""
+	}
+	id, err := authn.FromCertificate(leaf)
+	if err != nil {
+		log.Warn("--tls-cert names no identity for the member record: replicas verifying client certificates will refuse this one's load summaries", "err", err)
+		return ""
+	}
+	return id.Name
 }
 
 // warnPlaintext logs a warning for a plaintext listener on an address

@@ -11,37 +11,85 @@ import (
 
 	"google.golang.org/grpc/credentials"
 	grpcpeer "google.golang.org/grpc/peer"
+
+	"github.com/spillway/spillway/replica/ownership"
+	"github.com/spillway/spillway/security/authn"
 )
 
-// admitPeer checks a stream's peer: one with a verified client
-// certificate is the Authorizer's to judge; any other (plaintext, or TLS
-// without a client certificate) must come from the IP address of a live
-// member's GRPCAddr.
-func (s *Server) admitPeer(ctx context.Context) error {
+// sender is what a stream's peer proved about itself when it opened:
+// the identity of its verified client certificate, or else its IP
+// address. Each summary's replica id is checked against it (bind).
+type sender struct {
+	cert string     // the certificate identity; "" without one
+	ip   netip.Addr // the peer's address, unmapped; judged when cert is ""
+}
+
+// admitPeer reads a stream's peer. One with a verified client
+// certificate is known by the certificate's identity (authn.FromTLS),
+// and some live member's record must name that identity; any other
+// (plaintext, or TLS without a client certificate) must come from the
+// IP address of some live member's GRPCAddr.
+// The error's reason is reasonPeerIdentity or reasonPeerAddress.
+func (s *Server) admitPeer(ctx context.Context) (sender, string, error) {
 	p, ok := grpcpeer.FromContext(ctx)
 	if !ok || p.Addr == nil {
-		return errors.New("no peer address")
+		return sender{}, reasonPeerAddress, errors.New("no peer address")
 	}
 	if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok && len(ti.State.VerifiedChains) > 0 {
-		return nil
+		id, ok := authn.FromTLS(ti.State)
+		if !ok {
+			return sender{}, reasonPeerIdentity, errors.New("the client certificate has no usable URI or DNS SAN to name a replica")
+		}
+		from := sender{cert: id.Name}
+		for _, m := range s.members.Members() {
+			if s.bound(ctx, from, m) {
+				return from, "", nil
+			}
+		}
+		return sender{}, reasonPeerIdentity, fmt.Errorf("certificate identity %s is no live member's (member records name the identity of each replica's --tls-cert)", id.Name)
 	}
 	ap, err := netip.ParseAddrPort(p.Addr.String())
 	if err != nil {
-		return fmt.Errorf("peer address %s is not a live member's", p.Addr)
+		return sender{}, reasonPeerAddress, fmt.Errorf("peer address %s is not a live member's", p.Addr)
 	}
-	ip := ap.Addr().Unmap()
+	from := sender{ip: ap.Addr().Unmap()}
 	for _, m := range s.members.Members() {
-		host, _, err := net.SplitHostPort(m.GRPCAddr)
-		if err != nil {
-			continue
-		}
-		for _, a := range s.hosts.addrs(ctx, host) {
-			if a == ip {
-				return nil
-			}
+		if s.bound(ctx, from, m) {
+			return from, "", nil
 		}
 	}
-	return fmt.Errorf("peer address %s is not a live member's", ip)
+	return sender{}, reasonPeerAddress, fmt.Errorf("peer address %s is not a live member's", from.ip)
+}
+
+// bound reports whether from may speak for member m: its certificate
+// identity is the one m's record names, or, without a certificate, its
+// IP address is one of m's GRPCAddr host's.
+func (s *Server) bound(ctx context.Context, from sender, m ownership.Member) bool {
+	if from.cert != "" {
+		return m.Identity != "" && m.Identity == from.cert
+	}
+	host, _, err := net.SplitHostPort(m.GRPCAddr)
+	if err != nil {
+		return false
+	}
+	for _, a := range s.hosts.addrs(ctx, host) {
+		if a == from.ip {
+			return true
+		}
+	}
+	return false
+}
+
+// notBound says why from may not speak for member m.
+func notBound(from sender, m ownership.Member) error {
+	switch {
+	case from.cert == "":
+		return fmt.Errorf("replica %q is at %s, not at the peer address %s", m.ID, m.GRPCAddr, from.ip)
+	case m.Identity == "":
+		return fmt.Errorf("replica %q's member record names no certificate identity (it runs without --tls-cert, or a release before identities were recorded), so certificate %s cannot speak for it", m.ID, from.cert)
+	default:
+		return fmt.Errorf("replica %q is certificate identity %s, not %s", m.ID, m.Identity, from.cert)
+	}
 }
 
 // lookupHost resolves a member's host name.

@@ -37,10 +37,12 @@ type ServerConfig struct {
 	Authorizer Authorizer
 	// Members, or nil for no check (every replica id and peer address
 	// is taken): a summary's sender must be a live member other than
-	// Self, and a stream without a verified client certificate must
-	// come from the IP address of a live member's GRPCAddr (a name is
-	// resolved, and cached for 30 s). The senders held are bounded by
-	// the live members.
+	// Self, and the stream's peer must be that member: over a verified
+	// client certificate, the certificate's identity (authn.FromTLS) is
+	// the one the member's record names (Member.Identity); without one,
+	// the peer's IP address is one of the member's GRPCAddr host's (a
+	// name is resolved, and cached for 30 s). The senders held are
+	// bounded by the live members.
 	Members Membership
 	// Self is this replica's id, refused as a sender (its own summaries
 	// reach its Merged without the network); "" for none.
@@ -129,10 +131,11 @@ func (s *Server) Register(r grpc.ServiceRegistrar) { meshv1.RegisterLoadExchange
 // before any of it is stored; an invalid one ends the stream with
 // InvalidArgument naming the field, one past Merged's bounds with
 // ResourceExhausted. A stream carries one replica's summaries only. A
-// caller the Authorizer refuses, and with Members a peer address that is
-// no live member's, get PermissionDenied before anything is read; a
-// summary from a replica that is not a live member (or is Self) ends
-// the stream with PermissionDenied naming it and is not stored.
+// caller the Authorizer refuses, and with Members a peer that is no live
+// member (by certificate identity or address), get PermissionDenied
+// before anything is read; a summary from a replica that is not a live
+// member (or is Self), or is not the peer, ends the stream with
+// PermissionDenied naming it and is not stored.
 // Services not registered or not owned here are dropped, the rest
 // stored.
 func (s *Server) Report(stream grpc.ClientStreamingServer[meshv1.Summary, meshv1.ReportAck]) error {
@@ -144,10 +147,13 @@ func (s *Server) Report(stream grpc.ClientStreamingServer[meshv1.Summary, meshv1
 			return status.Error(codes.PermissionDenied, err.Error())
 		}
 	}
+	var from sender
 	if s.members != nil {
-		if err := s.admitPeer(ctx); err != nil {
-			return s.refuse(reasonPeerAddress, "", err)
+		f, reason, err := s.admitPeer(ctx)
+		if err != nil {
+			return s.refuse(reason, "", err)
 		}
+		from = f
 	}
 	var accepted uint64
 	var replica string
@@ -171,9 +177,13 @@ func (s *Server) Report(stream grpc.ClientStreamingServer[meshv1.Summary, meshv1
 		}
 		var live map[string]bool
 		if s.members != nil {
-			live = s.liveMembers()
+			var m ownership.Member
+			live, m = s.liveMembers(sum.Replica)
 			if sum.Replica == s.self || !live[sum.Replica] {
 				return s.refuse(reasonNotMember, sum.Replica, fmt.Errorf("replica %q is not a live member", sum.Replica))
+			}
+			if !s.bound(ctx, from, m) {
+				return s.refuse(reasonNotBound, sum.Replica, notBound(from, m))
 			}
 		}
 		replica = sum.Replica
@@ -197,8 +207,10 @@ func (s *Server) Report(stream grpc.ClientStreamingServer[meshv1.Summary, meshv1
 // and drop reasons (spillway_mesh_load_dropped_services_total): fixed
 // sets, so the label stays bounded.
 const (
-	reasonNotMember   = "not_member"
-	reasonPeerAddress = "peer_address"
+	reasonNotMember    = "not_member"
+	reasonPeerAddress  = "peer_address"  // a plaintext peer at no live member's address
+	reasonPeerIdentity = "peer_identity" // a certificate no live member's record names
+	reasonNotBound     = "not_bound"     // a live member, but not the stream's peer
 
 	dropUnregistered = "unregistered"
 	dropNotOwned     = "not_owned"
@@ -224,14 +236,19 @@ func (s *Server) warnLimited(reason, msg string, args ...any) {
 	}
 }
 
-// liveMembers returns the ids of the live members.
-func (s *Server) liveMembers() map[string]bool {
+// liveMembers returns the ids of the live members, and the member
+// named id among them (the zero Member if none is).
+func (s *Server) liveMembers(id string) (map[string]bool, ownership.Member) {
 	ms := s.members.Members()
 	live := make(map[string]bool, len(ms))
+	var found ownership.Member
 	for _, m := range ms {
 		live[m.ID] = true
+		if m.ID == id {
+			found = m
+		}
 	}
-	return live
+	return live, found
 }
 
 // keep returns sum's services registered here and owned here (or in a

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/spillway/spillway/registry/systemstore"
+	"github.com/spillway/spillway/security/authn"
 )
 
 // Defaults for Config's zero values.
@@ -31,6 +32,11 @@ type Config struct {
 	// port on; it is published in the member and ownership records. ""
 	// publishes none.
 	GRPCAddr string
+	// Identity is the identity of the certificate this replica dials
+	// other replicas with, published in its member record so that they
+	// take its load summaries from that certificate only; "" without
+	// TLS. A valid identity name (authn.ValidateName).
+	Identity string
 	// Shards is how many shards services are spread over (the
 	// --mesh-shards flag); zero means 16, at most MaxShards. Every replica
 	// on a store must use the same count: the first records it under
@@ -57,6 +63,8 @@ func (c *Config) validate() error {
 	switch {
 	case c.ID == "" || strings.Contains(c.ID, "/") || systemstore.ValidateKey(MembersPrefix+c.ID) != nil:
 		return fmt.Errorf("ownership config: ID %q: want letters, digits and -_.:=@+", c.ID)
+	case c.Identity != "" && authn.ValidateName(c.Identity) != nil:
+		return fmt.Errorf("ownership config: Identity: %w", authn.ValidateName(c.Identity))
 	case c.Elect != nil && c.KV == nil:
 		return errors.New("ownership config: KV is nil (it may only be nil when Elect is nil)")
 	case c.Shards < 0 || c.Shards > MaxShards:

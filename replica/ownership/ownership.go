@@ -34,6 +34,12 @@ type Member struct {
 	ID       string    `json:"id"`
 	GRPCAddr string    `json:"grpc_addr"`
 	Started  time.Time `json:"started"`
+	// Identity is the identity of the certificate this replica presents
+	// when it dials other replicas (authn.FromTLS's name), "" without
+	// TLS. Load summaries over a verified certificate are taken for this
+	// member only from that identity. Added after a770d6c; that
+	// release's readers ignore it (encoding/json drops unknown fields).
+	Identity string `json:"identity,omitempty"`
 }
 
 // memberRecord is the value of members/<id>.
@@ -150,7 +156,7 @@ func New(cfg Config) (*Owners, error) {
 	}
 	o := &Owners{
 		cfg: cfg, log: cfg.Logger,
-		self:    Member{ID: cfg.ID, GRPCAddr: cfg.GRPCAddr, Started: cfg.Now()},
+		self:    Member{ID: cfg.ID, GRPCAddr: cfg.GRPCAddr, Started: cfg.Now(), Identity: cfg.Identity},
 		changes: make(chan struct{}, 1),
 		trigger: make(chan struct{}, 1),
 		owned:   make([]atomic.Bool, cfg.Shards),

@@ -2,6 +2,7 @@ package ownership
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -561,6 +562,7 @@ func TestNewValidates(t *testing.T) {
 		{"negative_shards", Config{KV: kv, ID: "a", Shards: -1}, "Shards"},
 		{"too_many_shards", Config{KV: kv, ID: "a", Shards: MaxShards + 1}, "Shards"},
 		{"negative_ttl", Config{KV: kv, ID: "a", TTL: -time.Second}, "TTL"},
+		{"identity_with_space", Config{KV: kv, ID: "a", Identity: "spiffe://x/a b"}, "Identity"},
 		{"elect_fails", Config{KV: kv, ID: "a", Elect: func(string) (systemstore.Elector, error) { return nil, errors.New("boom") }}, "Elect(election/shard/00)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -569,6 +571,37 @@ func TestNewValidates(t *testing.T) {
 				t.Errorf("New = %v, want an error naming %s", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestMemberRecordIdentity: a member record carries the replica's
+// certificate identity, and a record of the previous release (a770d6c,
+// no identity field) still reads, with no identity.
+func TestMemberRecordIdentity(t *testing.T) {
+	at := time.Date(2026, 12, 4, 1, 0, 0, 0, time.UTC)
+	b, err := json.Marshal(memberRecord{Member: Member{ID: "r1", GRPCAddr: "10.0.0.1:9000", Started: at, Identity: "spiffe://prod/replica/r1"}, Expires: at})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := decodeMember(MembersPrefix+"r1", b)
+	if err != nil || got.Identity != "spiffe://prod/replica/r1" {
+		t.Errorf("decodeMember(new record) = %+v, %v; want the identity", got, err)
+	}
+	old := []byte(`{"id":"r1","grpc_addr":"10.0.0.1:9000","started":"2026-12-02T03:00:00Z","expires":"2026-12-02T03:00:05Z"}`)
+	got, err = decodeMember(MembersPrefix+"r1", old)
+	if err != nil || got.ID != "r1" || got.GRPCAddr != "10.0.0.1:9000" || got.Identity != "" {
+		t.Errorf("decodeMember(a770d6c record) = %+v, %v; want r1 without identity", got, err)
+	}
+	// The previous release decodes members with encoding/json into a
+	// struct without the field: the new record reads there too.
+	var prev struct {
+		ID       string    `json:"id"`
+		GRPCAddr string    `json:"grpc_addr"`
+		Started  time.Time `json:"started"`
+		Expires  time.Time `json:"expires"`
+	}
+	if err := json.Unmarshal(b, &prev); err != nil || prev.ID != "r1" || prev.GRPCAddr != "10.0.0.1:9000" {
+		t.Errorf("the previous release's decoding of a new record = %+v, %v", prev, err)
 	}
 }
 

@@ -2,6 +2,7 @@ package authn
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 )
@@ -28,7 +29,14 @@ func fromTLS(state tls.ConnectionState) (Identity, error) {
 	if len(state.VerifiedChains) == 0 || len(state.VerifiedChains[0]) == 0 {
 		return Identity{}, errNoVerifiedChain
 	}
-	leaf := state.VerifiedChains[0][0]
+	return FromCertificate(state.VerifiedChains[0][0])
+}
+
+// FromCertificate returns the identity cert names, by the rule FromTLS
+// applies to a verified client certificate: its first URI SAN, else its
+// first DNS SAN. A replica publishes its own certificate's identity so
+// that others know which certificate speaks for it.
+func FromCertificate(leaf *x509.Certificate) (Identity, error) {
 	var name, field string
 	switch {
 	case len(leaf.URIs) > 0 && leaf.URIs[0] != nil:
