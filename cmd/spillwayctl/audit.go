@@ -44,7 +44,7 @@ var auditCommand = &command{
 				}
 				q.Set("since", t.UTC().Format(time.RFC3339Nano))
 			}
-			out, err := callConfig(ctx, e, *httpAddr, http.MethodGet, audit.Path+"?"+q.Encode(), token(e), nil)
+			out, err := callConfig(ctx, e, *httpAddr, http.MethodGet, audit.Path+"?"+q.Encode(), token(e), nil, 0)
 			if err != nil {
 				return err
 			}

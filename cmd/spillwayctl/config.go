@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"text/tabwriter"
 	"time"
 
@@ -29,6 +30,7 @@ var configCommand = &command{
 		token := tokenFlag(fs)
 		httpAddr := httpFlag(fs, "config")
 		format := fs.String("o", "text", "output `format`: text or json; get also takes yaml (the config as written)")
+		ifVersion := ifVersionFlag(fs)
 		return func(ctx context.Context, e *env, args []string) error {
 			if len(args) == 0 {
 				return usagef("want list, get S, set S FILE, delete S or undelete S")
@@ -43,6 +45,8 @@ var configCommand = &command{
 				return usagef("%s wants %d arguments, got %d", sub, n, len(rest))
 			case *format != "text" && *format != "json" && !(*format == "yaml" && sub == "get"):
 				return usagef("-o %q: want text or json (or yaml for get)", *format)
+			case *ifVersion != 0 && sub != "set" && sub != "delete":
+				return usagef("--if-version is for set and delete")
 			}
 			method, path, tok := http.MethodGet, "/v1/config", ""
 			var body []byte
@@ -61,7 +65,7 @@ var configCommand = &command{
 			case "undelete":
 				method, path, tok = http.MethodPost, path+"/undelete", token(e)
 			}
-			out, err := callConfig(ctx, e, *httpAddr, method, path, tok, body)
+			out, err := callConfig(ctx, e, *httpAddr, method, path, tok, body, *ifVersion)
 			if err != nil {
 				return err
 			}
@@ -92,10 +96,18 @@ var configCommand = &command{
 	},
 }
 
+// ifVersionFlag defines --if-version: a set or delete applies only while
+// the setting is still at the version a get showed (-1: only if there
+// is none), sent as If-Match (If-None-Match: *).
+func ifVersionFlag(fs *flag.FlagSet) *int64 {
+	return fs.Int64("if-version", 0, "set, delete: apply only while the setting is at this `version` (what get shows; -1: only if there is none); else the server refuses it (HTTP 412) and nothing changes")
+}
+
 // callConfig sends one request to the HTTP API at addr (--http; "" asks
 // --server where it is) and returns the body of a 2xx answer; any other
-// answer is an error carrying the server's message.
-func callConfig(ctx context.Context, e *env, addr, method, path, token string, body []byte) ([]byte, error) {
+// answer is an error carrying the server's message. ifVersion non-zero
+// makes the request conditional (see ifVersionFlag).
+func callConfig(ctx context.Context, e *env, addr, method, path, token string, body []byte, ifVersion int64) ([]byte, error) {
 	api, err := e.httpAPI(ctx, addr, token)
 	if err != nil {
 		return nil, err
@@ -114,6 +126,14 @@ func callConfig(ctx context.Context, e *env, addr, method, path, token string, b
 		// server refuses a write whose type a web page could send
 		// (security/webguard).
 		req.Header.Set("Content-Type", "application/yaml")
+	}
+	switch {
+	case ifVersion == -1:
+		req.Header.Set("If-None-Match", "*")
+	case ifVersion > 0:
+		req.Header.Set("If-Match", strconv.Quote(strconv.FormatInt(ifVersion, 10)))
+	case ifVersion < 0:
+		return nil, usagef("--if-version %d: want a version a get showed, or -1", ifVersion)
 	}
 	client, err := api.creds.HTTPClient()
 	if err != nil {

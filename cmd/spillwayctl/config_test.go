@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -46,6 +47,12 @@ func TestConfigCommand(t *testing.T) {
 			func() bool { _, st, ok := store.Get("cart"); return ok && st.Deleted }},
 		{"undelete", []string{"undelete", "--token", testToken, "cart"}, exitOK, "service cart: active",
 			func() bool { _, st, ok := store.Get("cart"); return ok && !st.Deleted }},
+		{"setIfVersionStale", []string{"set", "--token", testToken, "--if-version", "999999", "cart", good}, exitError, "version 999999 was read, the current one is",
+			func() bool { _, st, ok := store.Get("cart"); return ok && st.Version != 999999 }},
+		{"setIfNoneExisting", []string{"set", "--token", testToken, "--if-version", "-1", "cart", good}, exitError, "(HTTP 412)", nil},
+		{"deleteIfVersionStale", []string{"delete", "--token", testToken, "--if-version", "999999", "cart"}, exitError, "(HTTP 412)",
+			func() bool { _, st, ok := store.Get("cart"); return ok && !st.Deleted }},
+		{"ifVersionOnGet", []string{"get", "--if-version", "3", "cart"}, exitUsage, "--if-version is for set and delete", nil},
 		{"getUnknown", []string{"get", "search"}, exitOK, "no config, the defaults apply", nil},
 		{"usage", []string{"get"}, exitUsage, "get wants 1 arguments", nil},
 	}
@@ -65,5 +72,21 @@ func TestConfigCommand(t *testing.T) {
 				t.Fatalf("spillwayctl %v: the store did not change as expected", args)
 			}
 		})
+	}
+
+	// At the version get shows, a conditional set applies.
+	_, st, _ := store.Get("cart")
+	var stdout, stderr bytes.Buffer
+	args := []string{"config", "--http", addr, "set", "--token", testToken, "--if-version", fmt.Sprint(st.Version), "cart", bad}
+	if code := run(context.Background(), args, &stdout, &stderr); code != exitError || !strings.Contains(stderr.String(), "headroom") {
+		t.Errorf("spillwayctl %v = %d %q, want the config's own error (the version matched)", args, code, stderr.String())
+	}
+	stderr.Reset()
+	args[len(args)-1] = good
+	if code := run(context.Background(), args, &stdout, &stderr); code != exitOK {
+		t.Errorf("spillwayctl %v = %d %q, want applied at the current version", args, code, stderr.String())
+	}
+	if _, now, _ := store.Get("cart"); now.Version == st.Version {
+		t.Errorf("version still %d after a conditional set", now.Version)
 	}
 }

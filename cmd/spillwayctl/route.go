@@ -34,6 +34,7 @@ var routeCommand = &command{
 		path := fs.String("path", "", "validate: the gRPC method `path` of a sample request (/package.Service/Method)")
 		var headers headerFlags
 		fs.Var(&headers, "header", "validate: a `name: value` header of the sample request (repeatable)")
+		ifVersion := ifVersionFlag(fs)
 		return func(ctx context.Context, e *env, args []string) error {
 			if len(args) == 0 {
 				return usagef("want list, get S, set S FILE, delete S or validate S FILE")
@@ -53,6 +54,8 @@ var routeCommand = &command{
 				return usagef("-o %q: want text or json (or yaml for get)", *format)
 			case (*path != "" || len(headers) > 0) && sub != "validate":
 				return usagef("--path and --header are for validate")
+			case *ifVersion != 0 && sub != "set" && sub != "delete":
+				return usagef("--if-version is for set and delete")
 			}
 			method, p, tok := http.MethodGet, "/v1/routes", ""
 			var body []byte
@@ -88,7 +91,7 @@ var routeCommand = &command{
 					p += "?" + q.Encode()
 				}
 			}
-			out, err := callConfig(ctx, e, *httpAddr, method, p, tok, body)
+			out, err := callConfig(ctx, e, *httpAddr, method, p, tok, body, *ifVersion)
 			if err != nil {
 				return err
 			}

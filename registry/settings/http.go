@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/spillway/spillway/internal/httpjson"
@@ -135,6 +136,7 @@ func (s *Store[T]) Handler(hc HandlerConfig) *http.ServeMux {
 			s.Fail(w, err)
 			return
 		}
+		s.setETag(w, svc)
 		httpjson.Write(w, http.StatusOK, view(svc))
 	})
 	mux.HandleFunc("PUT "+path+"/{service}", func(w http.ResponseWriter, r *http.Request) {
@@ -142,14 +144,25 @@ func (s *Store[T]) Handler(hc HandlerConfig) *http.ServeMux {
 		if !auth(w, r, svc) {
 			return
 		}
+		cond, ok := s.precondition(w, r, svc)
+		if !ok {
+			return
+		}
 		body, ok := s.ReadBody(w, r)
 		if !ok {
 			return
 		}
-		if _, err := s.Set(r.Context(), svc, body, SourceAPI, ""); err != nil {
+		var err error
+		if cond != nil {
+			_, err = s.SetIf(r.Context(), svc, body, *cond)
+		} else {
+			_, err = s.Set(r.Context(), svc, body, SourceAPI, "")
+		}
+		if err != nil {
 			s.Fail(w, err)
 			return
 		}
+		s.setETag(w, svc)
 		httpjson.Write(w, http.StatusOK, putView(svc))
 	})
 	mux.HandleFunc("DELETE "+path+"/{service}", func(w http.ResponseWriter, r *http.Request) {
@@ -157,7 +170,17 @@ func (s *Store[T]) Handler(hc HandlerConfig) *http.ServeMux {
 		if !auth(w, r, svc) {
 			return
 		}
-		if _, err := s.Delete(r.Context(), svc, SourceAPI); err != nil {
+		cond, ok := s.precondition(w, r, svc)
+		if !ok {
+			return
+		}
+		var err error
+		if cond != nil {
+			_, err = s.DeleteIf(r.Context(), svc, *cond)
+		} else {
+			_, err = s.Delete(r.Context(), svc, SourceAPI)
+		}
+		if err != nil {
 			s.Fail(w, err)
 			return
 		}
@@ -177,6 +200,57 @@ func (s *Store[T]) Handler(hc HandlerConfig) *http.ServeMux {
 		})
 	}
 	return mux
+}
+
+// setETag sets the ETag of service's setting, its version in quotes,
+// when it has one.
+func (s *Store[T]) setETag(w http.ResponseWriter, service string) {
+	if svc, err := s.CheckService(service); err == nil {
+		if e, ok := s.current(svc); ok {
+			w.Header().Set("ETag", strconv.Quote(strconv.FormatInt(e.status.Version, 10)))
+		}
+	}
+}
+
+// precondition reads a write's condition (RFC 9110 13.1): If-Match with
+// the ETag (or bare version) the caller read, `If-None-Match: *` for
+// "only if there is none" (version 0). nil: unconditional. A malformed
+// header is answered 400 and returns false.
+func (s *Store[T]) precondition(w http.ResponseWriter, r *http.Request, service string) (*int64, bool) {
+	if v := r.Header.Get("If-None-Match"); v != "" {
+		if strings.TrimSpace(v) != "*" {
+			httpjson.WriteError(w, http.StatusBadRequest, "If-None-Match", fmt.Sprintf("If-None-Match: %.40q: only * (create only) is supported", v))
+			return nil, false
+		}
+		zero := int64(0)
+		return &zero, true
+	}
+	v := strings.TrimSpace(r.Header.Get("If-Match"))
+	if v == "" {
+		return nil, true
+	}
+	if v == "*" {
+		var e entry[T]
+		ok := false
+		if svc, err := s.CheckService(service); err == nil {
+			e, ok = s.current(svc)
+		}
+		if !ok {
+			httpjson.WriteError(w, http.StatusPreconditionFailed, "If-Match", fmt.Sprintf("If-Match: *: service %s has no %s", service, s.kind.Name))
+			return nil, false
+		}
+		return &e.status.Version, true
+	}
+	unq := strings.TrimPrefix(v, "W/")
+	if len(unq) >= 2 && unq[0] == '"' && unq[len(unq)-1] == '"' {
+		unq = unq[1 : len(unq)-1]
+	}
+	n, err := strconv.ParseInt(unq, 10, 64)
+	if err != nil || n < 1 {
+		httpjson.WriteError(w, http.StatusBadRequest, "If-Match", fmt.Sprintf("If-Match: %.40q: want the ETag (a version in quotes, e.g. \"57\") a GET returned", v))
+		return nil, false
+	}
+	return &n, true
 }
 
 // ReadBody reads a request's body of at most Kind.MaxBody bytes, for the
@@ -205,6 +279,8 @@ func (s *Store[T]) Fail(w http.ResponseWriter, err error) {
 		}
 	}
 	switch {
+	case errors.Is(err, systemstore.ErrConflict):
+		httpjson.WriteError(w, http.StatusPreconditionFailed, "If-Match", err.Error())
 	case errors.Is(err, s.kind.ErrInvalid):
 		httpjson.WriteError(w, http.StatusBadRequest, "service", err.Error())
 	case s.kind.ErrOwnedByFile != nil && errors.Is(err, s.kind.ErrOwnedByFile):

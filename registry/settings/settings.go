@@ -314,7 +314,21 @@ func (s *Store[T]) Validate(service string, text []byte) (T, error) {
 // source (file is the file's name, for SourceDir; both are kept only for
 // a kind with Sources). The API (SourceAPI) may not set a service a file
 // owns: Kind.ErrOwnedByFile. A refused Set changes nothing.
-func (s *Store[T]) Set(ctx context.Context, service string, text []byte, source, file string) (_ Status, err error) {
+func (s *Store[T]) Set(ctx context.Context, service string, text []byte, source, file string) (Status, error) {
+	return s.set(ctx, service, text, source, file, nil)
+}
+
+// SetIf is an API Set only while service's setting is at version (the
+// Status.Version the caller read; 0: it has none): the check and the
+// write are one store transaction, so of writers that read one version
+// exactly one wins. Otherwise nothing changes and the error wraps
+// systemstore.ErrConflict, naming the current version.
+func (s *Store[T]) SetIf(ctx context.Context, service string, text []byte, version int64) (Status, error) {
+	return s.set(ctx, service, text, SourceAPI, "", &version)
+}
+
+// set is Set, conditional on the record's version when cond is non-nil.
+func (s *Store[T]) set(ctx context.Context, service string, text []byte, source, file string, cond *int64) (_ Status, err error) {
 	old := s.render(service)
 	defer s.record(ctx, service, "put", func() (string, string) { return old, string(text) }, &err)
 	service, err = s.CheckService(service)
@@ -335,7 +349,7 @@ func (s *Store[T]) Set(ctx context.Context, service string, text []byte, source,
 	if s.kind.Sources {
 		rec.Source, rec.File = &source, file
 	}
-	if err := s.write(ctx, service, rec); err != nil {
+	if err := s.writeIf(ctx, service, rec, cond); err != nil {
 		return Status{}, err
 	}
 	e, _ := s.current(service)
@@ -357,7 +371,20 @@ func (s *Store[T]) guard(service, source string) error {
 // applying, shown as deleted, for the tombstone time (deleting a
 // tombstone changes nothing); without, the record is removed and the
 // returned Status is zero. No setting: Kind.ErrNotFound.
-func (s *Store[T]) Delete(ctx context.Context, service, source string) (_ Status, err error) {
+func (s *Store[T]) Delete(ctx context.Context, service, source string) (Status, error) {
+	return s.delete(ctx, service, source, nil)
+}
+
+// DeleteIf is an API Delete only while service's setting is at version
+// (the Status.Version the caller read), in one store transaction;
+// otherwise nothing changes and the error wraps systemstore.ErrConflict.
+func (s *Store[T]) DeleteIf(ctx context.Context, service string, version int64) (Status, error) {
+	return s.delete(ctx, service, SourceAPI, &version)
+}
+
+// delete is Delete, conditional on the record's version when cond is
+// non-nil.
+func (s *Store[T]) delete(ctx context.Context, service, source string, cond *int64) (_ Status, err error) {
 	old := s.render(service)
 	defer s.record(ctx, service, "delete", func() (string, string) { return old, s.render(service) }, &err)
 	service, err = s.CheckService(service)
@@ -372,16 +399,16 @@ func (s *Store[T]) Delete(ctx context.Context, service, source string) (_ Status
 		return Status{}, fmt.Errorf("service %s: %w", service, s.kind.ErrNotFound)
 	}
 	if s.tombstone == 0 {
-		return Status{}, s.write(ctx, service, nil)
+		return Status{}, s.writeIf(ctx, service, nil, cond)
 	}
-	if e.status.Deleted {
+	if e.status.Deleted && (cond == nil || *cond == e.status.Version) {
 		old = e.status.YAML + DeletedMark // no change: the entry shows old == new
 		return e.status, nil
 	}
 	now := s.now().UTC()
 	rec := s.recordOf(e.status)
 	rec.DeletedAt = &now
-	if err := s.write(ctx, service, rec); err != nil {
+	if err := s.writeIf(ctx, service, rec, cond); err != nil {
 		return Status{}, err
 	}
 	e, _ = s.current(service)
@@ -421,6 +448,16 @@ func (s *Store[T]) Undelete(ctx context.Context, service string) (_ Status, err 
 // write stores rec (or deletes, rec nil) in the KV and then the view.
 func (s *Store[T]) write(ctx context.Context, service string, rec *record) error {
 	_, err := s.recs.Write(ctx, service, rec)
+	return err
+}
+
+// writeIf is write, only while the record is at *cond when cond is
+// non-nil.
+func (s *Store[T]) writeIf(ctx context.Context, service string, rec *record, cond *int64) error {
+	if cond == nil {
+		return s.write(ctx, service, rec)
+	}
+	_, err := s.recs.WriteIf(ctx, service, rec, *cond)
 	return err
 }
 

@@ -3,6 +3,7 @@ package systemstore
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -33,6 +34,7 @@ type Records[R, V any] struct {
 
 	view   atomic.Pointer[map[string]stored[V]]
 	memRev atomic.Int64 // numbers the writes without a KV
+	memMu  sync.Mutex   // without a KV: makes WriteIf's check and write one step
 	listed atomic.Int64 // the revision the last Init listed
 
 	// mu serialises changes of the view and guards changed and version.
@@ -119,6 +121,10 @@ func (r *Records[R, V]) Version() uint64 {
 // ErrUnavailable and changes nothing.
 func (r *Records[R, V]) Write(ctx context.Context, service string, rec *R) (int64, error) {
 	var rev int64
+	if r.kv == nil {
+		r.memMu.Lock()
+		defer r.memMu.Unlock()
+	}
 	if r.kv != nil {
 		var err error
 		if rec == nil {
@@ -138,6 +144,70 @@ func (r *Records[R, V]) Write(ctx context.Context, service string, rec *R) (int6
 	}
 	r.apply(service, rec, rev)
 	return rev, nil
+}
+
+// WriteIf is Write only while service's record is at rev (0: it has
+// none), the check and the write one store transaction (a CondPutter or
+// CondDeleter KV; every driver is one). Otherwise it writes nothing and
+// returns an error wrapping ErrConflict that names the current
+// revision, which it also returns (0: none). A delete (rec nil) of no
+// record is a conflict too.
+func (r *Records[R, V]) WriteIf(ctx context.Context, service string, rec *R, rev int64) (int64, error) {
+	conflict := func(cur int64) (int64, error) {
+		if cur == 0 {
+			return 0, fmt.Errorf("%s: %s: %w: version %d was read, and there is none now", r.name, service, ErrConflict, rev)
+		}
+		return cur, fmt.Errorf("%s: %s: %w: version %d was read, the current one is %d", r.name, service, ErrConflict, rev, cur)
+	}
+	if r.kv == nil {
+		r.memMu.Lock()
+		defer r.memMu.Unlock()
+		_, cur, _ := r.Get(service)
+		if cur != rev || (rec == nil && cur == 0) {
+			return conflict(cur)
+		}
+		rev = r.memRev.Add(1)
+		r.apply(service, rec, rev)
+		return rev, nil
+	}
+	key := r.prefix + service
+	var newRev int64
+	if rec == nil {
+		cd, ok := r.kv.(CondDeleter)
+		if !ok {
+			return 0, fmt.Errorf("%s: delete %s: the store has no conditional delete", r.name, service)
+		}
+		deleted, err := cd.DeleteIf(ctx, key, rev)
+		if err != nil {
+			return 0, fmt.Errorf("%s: delete %s: %w: %w", r.name, service, ErrUnavailable, err)
+		}
+		if !deleted {
+			_, cur, err := r.kv.Get(ctx, key)
+			if err != nil && !errors.Is(err, ErrNotFound) {
+				return 0, fmt.Errorf("%s: delete %s: %w: %w", r.name, service, ErrUnavailable, err)
+			}
+			return conflict(cur)
+		}
+	} else {
+		cp, ok := r.kv.(CondPutter)
+		if !ok {
+			return 0, fmt.Errorf("%s: store %s: the store has no conditional write", r.name, service)
+		}
+		b, err := json.Marshal(rec)
+		if err != nil {
+			return 0, err
+		}
+		got, ok, err := cp.PutIf(ctx, key, b, rev)
+		if err != nil {
+			return 0, fmt.Errorf("%s: store %s: %w: %w", r.name, service, ErrUnavailable, err)
+		}
+		if !ok {
+			return conflict(got)
+		}
+		newRev = got
+	}
+	r.apply(service, rec, newRev)
+	return newRev, nil
 }
 
 // Forget drops service from the view without touching the KV: for a

@@ -71,22 +71,37 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 	return nil
 }
 
-// CondDeleter is a KV that deletes a key only while it is at a revision
-// (etcd: a transaction comparing the mod revision). etcdstore implements
-// it.
+// CondDeleter is a KV that deletes a key only while it is at a revision,
+// the check and the delete one transaction (etcd: a transaction on the
+// mod revision; Spanner: a read-write transaction; bbolt: one write
+// transaction). Every driver implements it.
 type CondDeleter interface {
 	// DeleteIf deletes key if its last write is at rev, and reports
-	// whether it did.
+	// whether it did (false: key is absent or at another revision).
 	DeleteIf(ctx context.Context, key string, rev int64) (deleted bool, err error)
 }
+
+// CondPutter is a KV that writes a key only while it is at a revision,
+// the check and the write one transaction. Every driver implements it.
+type CondPutter interface {
+	// PutIf stores value under key if key's last write is at rev, or
+	// with rev 0 if key is absent, and returns the write's revision.
+	// Otherwise it writes nothing and returns ok false with the key's
+	// current revision (0: absent).
+	PutIf(ctx context.Context, key string, value []byte, rev int64) (newRev int64, ok bool, err error)
+}
+
+// ErrConflict is wrapped by a conditional write that found its key at
+// another revision than the one the caller read.
+var ErrConflict = errors.New("changed since it was read")
 
 // DeleteLease removes the record with key only while it still holds lease
 // leaseID, and reports whether it removed it: a lease expires once, and an
 // expiry never removes a newer registration of the same endpoint made on
 // another replica. A record that is not there at all is an error wrapping
-// ErrNotFound (someone else removed it). On a KV that is a CondDeleter the check and the delete
-// are one transaction; otherwise (bbolt: one process, whose caller holds
-// the key's lock) a read then a delete.
+// ErrNotFound (someone else removed it). On a KV that is a CondDeleter
+// (every driver) the check and the delete are one transaction; on
+// another, a read then a delete.
 func (s *Store) DeleteLease(ctx context.Context, key, leaseID string) (bool, error) {
 	k := RegistrationsPrefix + key
 	v, rev, err := s.kv.Get(ctx, k)

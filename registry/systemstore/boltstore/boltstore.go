@@ -472,3 +472,76 @@ func OpenStore(dir string) (*systemstore.Store, error) {
 	}
 	return systemstore.NewStore(kv), nil
 }
+
+var (
+	_ systemstore.CondPutter  = (*KV)(nil)
+	_ systemstore.CondDeleter = (*KV)(nil)
+)
+
+// current is key's revision in tx: 0 when absent or a tombstone.
+func current(tx *bolt.Tx, key string) int64 {
+	e := tx.Bucket(kvBucket).Get([]byte(key))
+	if len(e) < entryHeader || e[8] == kindTombstone {
+		return 0
+	}
+	return u64(e[:8])
+}
+
+// PutIf implements systemstore.CondPutter: the check and the write are
+// one bolt write transaction.
+func (b *KV) PutIf(_ context.Context, key string, value []byte, rev int64) (int64, bool, error) {
+	if err := systemstore.ValidatePut(key, value); err != nil {
+		return 0, false, fmt.Errorf("put: %w", err)
+	}
+	if b.isClosed() {
+		return 0, false, fmt.Errorf("put %s: %w", key, systemstore.ErrClosed)
+	}
+	v := bytes.Clone(value)
+	var got int64
+	var ok bool
+	err := b.db.Batch(func(tx *bolt.Tx) error {
+		got, ok = current(tx, key), false
+		if got != rev {
+			return nil
+		}
+		var err error
+		got, err = b.write(tx, key, kindValue, v)
+		ok = err == nil
+		return err
+	})
+	if err != nil {
+		return 0, false, fmt.Errorf("put %s: %w", key, err)
+	}
+	if ok {
+		b.kick()
+	}
+	return got, ok, nil
+}
+
+// DeleteIf implements systemstore.CondDeleter: a tombstone written only
+// while key is at rev, in one bolt write transaction.
+func (b *KV) DeleteIf(_ context.Context, key string, rev int64) (bool, error) {
+	if err := systemstore.ValidateKey(key); err != nil {
+		return false, fmt.Errorf("delete: %w", err)
+	}
+	if b.isClosed() {
+		return false, fmt.Errorf("delete %s: %w", key, systemstore.ErrClosed)
+	}
+	var deleted bool
+	err := b.db.Batch(func(tx *bolt.Tx) error {
+		deleted = false
+		if cur := current(tx, key); cur == 0 || cur != rev {
+			return nil
+		}
+		_, err := b.write(tx, key, kindTombstone, nil)
+		deleted = err == nil
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("delete %s: %w", key, err)
+	}
+	if deleted {
+		b.kick()
+	}
+	return deleted, nil
+}

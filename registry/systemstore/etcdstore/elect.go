@@ -28,6 +28,9 @@ func (s *KV) DeleteIf(ctx context.Context, key string, rev int64) (bool, error) 
 	if err := systemstore.ValidateKey(key); err != nil {
 		return false, fmt.Errorf("delete: %w", err)
 	}
+	if rev <= 0 {
+		return false, nil // an absent key's mod revision is 0: nothing to delete
+	}
 	ctx, cancel, err := s.op(ctx)
 	if err != nil {
 		return false, s.fail("delete", key, err)
@@ -98,4 +101,36 @@ func (e *Election) Campaign(ctx context.Context, id string) (<-chan struct{}, fu
 		close(lost)
 	}()
 	return lost, resign, nil
+}
+
+var _ systemstore.CondPutter = (*KV)(nil)
+
+// PutIf implements systemstore.CondPutter with one transaction: put key
+// if its mod revision is rev (0: the key is absent, whose mod revision
+// etcd compares as 0), else read its revision.
+func (s *KV) PutIf(ctx context.Context, key string, value []byte, rev int64) (int64, bool, error) {
+	if err := systemstore.ValidatePut(key, value); err != nil {
+		return 0, false, fmt.Errorf("put: %w", err)
+	}
+	ctx, cancel, err := s.op(ctx)
+	if err != nil {
+		return 0, false, s.fail("put", key, err)
+	}
+	defer cancel()
+	k := s.prefix + key
+	resp, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(k), "=", rev)).
+		Then(clientv3.OpPut(k, string(value))).Else(clientv3.OpGet(k, clientv3.WithKeysOnly())).Commit()
+	if err != nil {
+		return 0, false, s.fail("put", key, err)
+	}
+	if resp.Succeeded {
+		return resp.Header.Revision, true, nil
+	}
+	var cur int64
+	if len(resp.Responses) == 1 {
+		if kvs := resp.Responses[0].GetResponseRange().GetKvs(); len(kvs) == 1 {
+			cur = kvs[0].ModRevision
+		}
+	}
+	return cur, false, nil
 }

@@ -315,6 +315,98 @@ func (s *KV) Delete(ctx context.Context, key string) (int64, error) {
 	return rev(ts), nil
 }
 
+var (
+	_ systemstore.CondPutter  = (*KV)(nil)
+	_ systemstore.CondDeleter = (*KV)(nil)
+)
+
+// currentRev reads key's revision in tx: 0 when absent or a tombstone.
+func currentRev(ctx context.Context, tx *spanner.ReadWriteTransaction, key string) (int64, error) {
+	row, err := tx.ReadRow(ctx, kvTable, spanner.Key{key}, []string{"Deleted", "Written"})
+	if spanner.ErrCode(err) == codes.NotFound {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	var deleted bool
+	var written time.Time
+	if err := row.Columns(&deleted, &written); err != nil {
+		return 0, err
+	}
+	if deleted {
+		return 0, nil
+	}
+	return rev(written), nil
+}
+
+// PutIf implements systemstore.CondPutter: the check and the write in
+// one read-write transaction.
+func (s *KV) PutIf(ctx context.Context, key string, value []byte, want int64) (int64, bool, error) {
+	if err := systemstore.ValidatePut(key, value); err != nil {
+		return 0, false, fmt.Errorf("put: %w", err)
+	}
+	ctx, cancel, err := s.op(ctx)
+	if err != nil {
+		return 0, false, s.fail("put", key, err)
+	}
+	defer cancel()
+	if value == nil {
+		value = []byte{} // NULL is reserved for tombstones
+	}
+	var cur int64
+	var ok bool
+	ts, err := s.client.ReadWriteTransaction(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
+		var err error
+		if cur, err = currentRev(ctx, tx, key); err != nil {
+			return err
+		}
+		if ok = cur == want; !ok {
+			return nil
+		}
+		return tx.BufferWrite([]*spanner.Mutation{
+			spanner.InsertOrUpdate(kvTable, kvCols, []any{key, value, false, spanner.CommitTimestamp}),
+		})
+	})
+	if err != nil {
+		return 0, false, s.fail("put", key, err)
+	}
+	if !ok {
+		return cur, false, nil
+	}
+	return rev(ts), true, nil
+}
+
+// DeleteIf implements systemstore.CondDeleter: a tombstone written only
+// while key is at rev, in one read-write transaction.
+func (s *KV) DeleteIf(ctx context.Context, key string, want int64) (bool, error) {
+	if err := systemstore.ValidateKey(key); err != nil {
+		return false, fmt.Errorf("delete: %w", err)
+	}
+	ctx, cancel, err := s.op(ctx)
+	if err != nil {
+		return false, s.fail("delete", key, err)
+	}
+	defer cancel()
+	var ok bool
+	_, err = s.client.ReadWriteTransaction(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
+		cur, err := currentRev(ctx, tx, key)
+		if err != nil {
+			return err
+		}
+		if ok = cur != 0 && cur == want; !ok {
+			return nil
+		}
+		return tx.BufferWrite([]*spanner.Mutation{
+			spanner.Update(kvTable, kvCols, []any{key, nil, true, spanner.CommitTimestamp}),
+		})
+	})
+	if err != nil {
+		return false, s.fail("delete", key, err)
+	}
+	return ok, nil
+}
+
 // Get implements systemstore.KV.
 func (s *KV) Get(ctx context.Context, key string) ([]byte, int64, error) {
 	if err := systemstore.ValidateKey(key); err != nil {

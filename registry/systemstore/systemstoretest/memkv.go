@@ -102,6 +102,24 @@ func (m *MemKV) DeleteIf(_ context.Context, key string, rev int64) (bool, error)
 	return true, nil
 }
 
+// PutIf implements systemstore.CondPutter.
+func (m *MemKV) PutIf(_ context.Context, key string, value []byte, rev int64) (int64, bool, error) {
+	if err := systemstore.ValidatePut(key, value); err != nil {
+		return 0, false, err
+	}
+	if err := m.check(); err != nil {
+		return 0, false, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if cur := m.data[key].Rev; cur != rev {
+		return cur, false, nil
+	}
+	newRev := m.write(systemstore.WatchEvent{Type: systemstore.EventPut, Key: key, Value: slices.Clone(value)})
+	m.data[key] = systemstore.KeyValue{Key: key, Value: slices.Clone(value), Rev: newRev}
+	return newRev, true, nil
+}
+
 func (m *MemKV) Get(_ context.Context, key string) ([]byte, int64, error) {
 	if err := m.check(); err != nil {
 		return nil, 0, err

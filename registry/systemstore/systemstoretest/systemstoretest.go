@@ -28,6 +28,11 @@ type Backend struct {
 	// Compact drops the history up to and including rev, so that a watch
 	// from before rev fails with ErrCompacted.
 	Compact func(t *testing.T, kv systemstore.KV, rev int64)
+	// NoIsolation, when set, says why concurrent transactions of the
+	// backend are not isolated (spannertest does not simulate them), so
+	// the conditional-write race is not run on it: its outcome would
+	// measure the fake, not the driver.
+	NoIsolation string
 }
 
 // wait bounds how long the suite waits for an event that must come: a
@@ -53,6 +58,15 @@ func RunConformance(t *testing.T, b Backend) {
 		{"bad_input", testBadInput},
 		{"closed", testClosed},
 		{"compacted", testCompacted},
+		{"conditional_writes", testConditional},
+	}
+	if b.NoIsolation == "" {
+		tests = append(tests, struct {
+			name string
+			fn   func(t *testing.T, b Backend)
+		}{"conditional_race", testConditionalRace})
+	} else {
+		t.Logf("conditional_race not run: %s", b.NoIsolation)
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, b) })
@@ -557,5 +571,93 @@ func testCompacted(t *testing.T, b Backend) {
 	kvs, _ := list(t, c2, "h/")
 	if got := keysValues(kvs); got != "h/b=2 h/c=3" {
 		t.Errorf("List(h/) after compaction = %s, want h/b=2 h/c=3", got)
+	}
+}
+
+// testConditional: PutIf and DeleteIf write only at the revision given
+// (0: absent, a deleted key included), report the current revision when
+// they do not, change nothing then, and are seen by a watch.
+func testConditional(t *testing.T, b Backend) {
+	_, c1, c2 := clients(t, b)
+	ctx := context.Background()
+	cp, ok1 := c1.(systemstore.CondPutter)
+	cd, ok2 := c1.(systemstore.CondDeleter)
+	if !ok1 || !ok2 {
+		t.Fatalf("%T does not implement CondPutter and CondDeleter", c1)
+	}
+	_, start := list(t, c2, "")
+	watch := c2.Watch(ctx, "cond/", start)
+
+	r1, ok, err := cp.PutIf(ctx, "cond/a", []byte("one"), 0)
+	if err != nil || !ok || r1 <= start {
+		t.Fatalf("PutIf(absent, 0) = %d, %v, %v; want written after %d", r1, ok, err, start)
+	}
+	if ev := next(t, watch); ev.Type != systemstore.EventPut || ev.Key != "cond/a" || string(ev.Value) != "one" || ev.Rev != r1 {
+		t.Errorf("watch after PutIf = %s, want put cond/a=one at %d", evString(ev), r1)
+	}
+	for _, stale := range []int64{0, r1 - 1, r1 + 1000} {
+		cur, ok, err := cp.PutIf(ctx, "cond/a", []byte("lost"), stale)
+		if err != nil || ok || cur != r1 {
+			t.Errorf("PutIf(cond/a at %d, which is at %d) = %d, %v, %v; want refused with %d", stale, r1, cur, ok, err, r1)
+		}
+	}
+	if v, rev, err := c2.Get(ctx, "cond/a"); err != nil || string(v) != "one" || rev != r1 {
+		t.Errorf("Get after refused PutIfs = %q at %d, %v; want one at %d", v, rev, err, r1)
+	}
+	r2, ok, err := cp.PutIf(ctx, "cond/a", []byte("two"), r1)
+	if err != nil || !ok || r2 <= r1 {
+		t.Fatalf("PutIf(cond/a at %d) = %d, %v, %v; want written after %d", r1, r2, ok, err, r1)
+	}
+	if deleted, err := cd.DeleteIf(ctx, "cond/a", r1); err != nil || deleted {
+		t.Errorf("DeleteIf(cond/a at %d, which is at %d) = %v, %v; want not deleted", r1, r2, deleted, err)
+	}
+	if deleted, err := cd.DeleteIf(ctx, "cond/missing", 0); err != nil || deleted {
+		t.Errorf("DeleteIf(absent, 0) = %v, %v; want not deleted", deleted, err)
+	}
+	if deleted, err := cd.DeleteIf(ctx, "cond/a", r2); err != nil || !deleted {
+		t.Fatalf("DeleteIf(cond/a at %d) = %v, %v; want deleted", r2, deleted, err)
+	}
+	if _, _, err := c2.Get(ctx, "cond/a"); !errors.Is(err, systemstore.ErrNotFound) {
+		t.Errorf("Get after DeleteIf = %v, want ErrNotFound", err)
+	}
+	if r3, ok, err := cp.PutIf(ctx, "cond/a", []byte("three"), 0); err != nil || !ok || r3 <= r2 {
+		t.Errorf("PutIf(deleted key, 0) = %d, %v, %v; want written", r3, ok, err)
+	}
+}
+
+// testConditionalRace: writers on two clients that read one revision
+// race PutIf at it; exactly one wins, and the key holds its value.
+func testConditionalRace(t *testing.T, b Backend) {
+	_, c1, c2 := clients(t, b)
+	ctx := context.Background()
+	rev := mustPut(t, c1, "race/k", "start")
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var winners []string
+	for i := range 16 {
+		c := c1
+		if i%2 == 1 {
+			c = c2
+		}
+		wg.Go(func() {
+			v := fmt.Sprintf("w%02d", i)
+			_, ok, err := c.(systemstore.CondPutter).PutIf(ctx, "race/k", []byte(v), rev)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if ok {
+				mu.Lock()
+				winners = append(winners, v)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if len(winners) != 1 {
+		t.Fatalf("PutIf winners at one revision = %v, want exactly one", winners)
+	}
+	if v, _, err := c2.Get(ctx, "race/k"); err != nil || string(v) != winners[0] {
+		t.Errorf("race/k = %q, %v; want the winner's %s", v, err, winners[0])
 	}
 }
