@@ -66,6 +66,10 @@ type server struct {
 	logs *syncBuffer
 	done chan struct{}
 
+	// binary, when set, is the spillway binary to run instead of this
+	// tree's (the upgrade test runs the previous release's).
+	binary string
+
 	// tls, when set (newTLSServer), is the server's TLS: every helper
 	// below speaks TLS with its client certificate.
 	tls *e2eTLS
@@ -118,7 +122,11 @@ func (s *server) flag(name string) string {
 // startNoWait starts the process without waiting for it to be ready.
 func (s *server) startNoWait() {
 	s.t.Helper()
-	s.cmd = exec.Command(bin.spillway, s.args...)
+	binary := bin.spillway
+	if s.binary != "" {
+		binary = s.binary
+	}
+	s.cmd = exec.Command(binary, s.args...)
 	s.cmd.Dir = s.dir
 	s.logs = &syncBuffer{}
 	s.cmd.Stdout, s.cmd.Stderr = s.logs, s.logs

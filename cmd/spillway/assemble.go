@@ -54,6 +54,7 @@ type server struct {
 	log     *slog.Logger
 	store   *registry.Store
 	metrics *prometheus.Registry
+	unary   unaryInFlight // for the drain (drain.go)
 
 	tls    *serverTLS // nil: plaintext
 	token  string     // --admin-token-file's; "" when none

@@ -17,20 +17,27 @@ import (
 	"github.com/spillway/spillway/weights"
 )
 
-// run assembles the server (assemble.go), serves until ctx ends, then
-// drains and returns.
+// run assembles the server (assemble.go), serves until ctx ends (the
+// signal), then drains and returns. The components run on their own
+// context, which a failure ends at once but the signal ends only after
+// the listeners are drained (drain.go): what answers the last RPCs keeps
+// running while they finish.
 func run(ctx context.Context, cfg Config, log *slog.Logger) error {
-	s, err := assemble(ctx, cfg, log)
+	work, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer cancel(nil)
+	// A signal while starting stops the start.
+	starting := context.AfterFunc(ctx, func() { cancel(nil) })
+	defer starting()
+
+	s, err := assemble(work, cfg, log)
 	if err != nil {
 		return err
 	}
 	defer s.close()
 
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
 	var wg sync.WaitGroup
 	fail := func(what string, err error) {
-		if err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, grpc.ErrServerStopped) && ctx.Err() == nil {
+		if err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, grpc.ErrServerStopped) && work.Err() == nil {
 			cancel(fmt.Errorf("%s: %w", what, err))
 		}
 	}
@@ -40,8 +47,8 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}()
 	// DNS answers from the start: SERVFAIL until the store is synced, never
 	// a false NXDOMAIN while sources load.
-	wg.Go(func() { fail("dns server", s.dns.Serve(ctx, s.lis.dnsUDP, s.lis.dnsTCP)) })
-	kube, err := s.restore(ctx, &wg, fail)
+	wg.Go(func() { fail("dns server", s.dns.Serve(work, s.lis.dnsUDP, s.lis.dnsTCP)) })
+	kube, err := s.restore(work, &wg, fail)
 	if err != nil {
 		return err
 	}
@@ -54,7 +61,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		warnPlaintext(log, "grpc", s.lis.grpc.Addr())
 		warnPlaintext(log, "http", s.lis.http.Addr())
 	}
-	s.runAll(ctx, &wg, fail)
+	s.runAll(work, &wg, fail)
 	wg.Go(func() { fail("grpc server", grpcSrv.Serve(s.lis.grpc)) })
 	wg.Go(func() { fail("http server", serveHTTP()) })
 	dnsAddr, grpcAddr, httpAddr := s.lis.dnsUDP.LocalAddr().String(), s.lis.grpc.Addr().String(), s.lis.http.Addr().String()
@@ -65,16 +72,26 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		cfg.hooks.serving(dnsAddr, grpcAddr, httpAddr)
 	}
 
-	<-ctx.Done()
-	cause := context.Cause(ctx)
-	if errors.Is(cause, context.Canceled) {
+	// From here the signal drains before the components stop (unless it
+	// came while starting, and stopped them already).
+	starting()
+	select {
+	case <-ctx.Done():
+	case <-work.Done():
+	}
+	cause := context.Cause(work)
+	if cause == nil || errors.Is(cause, context.Canceled) {
 		cause = nil
 		log.Info("shutting down", "grace", cfg.ShutdownGrace)
 	} else {
 		log.Error("shutting down after a failure", "err", cause)
 	}
-	shutdown(cfg.ShutdownGrace, grpcSrv, httpSrv)
+	start := time.Now()
+	s.drain(cfg.ShutdownGrace, grpcSrv, httpSrv)
+	drained := time.Since(start)
+	cancel(nil)
 	wg.Wait()
+	log.Info("stopped", "drain", drained.Round(time.Millisecond), "total", time.Since(start).Round(time.Millisecond))
 	return cause
 }
 
@@ -150,24 +167,4 @@ func nsAddr(dnsAddr string) netip.Addr {
 		return netip.Addr{}
 	}
 	return ap.Addr().Unmap()
-}
-
-// shutdown drains both servers, cutting them off after grace.
-func shutdown(grace time.Duration, g *grpc.Server, h *http.Server) {
-	ctx, cancel := context.WithTimeout(context.Background(), grace)
-	defer cancel()
-	done := make(chan struct{})
-	go func() {
-		g.GracefulStop()
-		close(done)
-	}()
-	if err := h.Shutdown(ctx); err != nil {
-		h.Close()
-	}
-	select {
-	case <-done:
-	case <-ctx.Done():
-		g.Stop()
-		<-done
-	}
 }

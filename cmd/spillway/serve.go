@@ -119,7 +119,7 @@ func (s *server) restore(ctx context.Context, wg *sync.WaitGroup, fail func(stri
 // grpcServer registers every gRPC API. Admission's interceptors come
 // first, so a call the others refuse still ends its connection's setup.
 func (s *server) grpcServer() *grpc.Server {
-	opts := append(s.cfg.GRPC.serverOptions(), grpc.ChainUnaryInterceptor(s.lis.grpc.UnaryServerInterceptor()), grpc.ChainStreamInterceptor(s.lis.grpc.StreamServerInterceptor()))
+	opts := append(s.cfg.GRPC.serverOptions(), grpc.ChainUnaryInterceptor(s.unary.interceptor(), s.lis.grpc.UnaryServerInterceptor()), grpc.ChainStreamInterceptor(s.lis.grpc.StreamServerInterceptor()))
 	opts = append(opts, s.auth.grpcOptions()...)
 	opts = append(opts, s.cfg.GRPC.identityStreamLimit(s.metrics, s.component("grpc"))) // after auth: counts by its identity
 	g := grpc.NewServer(s.tls.grpcOptions(opts)...)

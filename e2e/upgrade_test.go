@@ -1,0 +1,355 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/spillway/spillway/internal/testwait"
+	pb "github.com/spillway/spillway/registry/registryv1"
+	"github.com/spillway/spillway/registry/systemstore/etcdstore/etcdtest"
+)
+
+// previousRelease is the commit of the release before this tree: the
+// upgrade test rolls a cluster from it to this tree and back. Move it
+// forward with each release.
+const previousRelease = "a770d6c"
+
+// release is a build of another commit's binaries.
+type release struct{ spillway, spillwayctl string }
+
+// buildRelease builds spillway and spillwayctl at commit from this
+// repository's history (git archive, then go build with this module
+// cache; -race as this test binary is).
+func buildRelease(t *testing.T, commit string) release {
+	t.Helper()
+	dir := t.TempDir()
+	src := filepath.Join(dir, "src")
+	if err := os.Mkdir(src, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	archive := exec.Command("sh", "-c", `git archive --format=tar "$1" | tar -x -C "$2"`, "sh", commit, src)
+	archive.Dir = ".."
+	if out, err := archive.CombinedOutput(); err != nil {
+		t.Fatalf("git archive %s (the upgrade test needs the repository's history): %v\n%s", commit, err, out)
+	}
+	r := release{spillway: filepath.Join(dir, "spillway"), spillwayctl: filepath.Join(dir, "spillwayctl")}
+	for out, pkg := range map[string]string{r.spillway: "./cmd/spillway", r.spillwayctl: "./cmd/spillwayctl"} {
+		args := []string{"build", "-o", out}
+		if raceEnabled {
+			args = append(args, "-race")
+		}
+		cmd := exec.Command("go", append(args, pkg)...)
+		cmd.Dir = src
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("go build %s at %s: %v\n%s", pkg, commit, err, b)
+		}
+	}
+	return r
+}
+
+// upgradeWatch records, while a cluster is rolled, what its clients see:
+// every xDS RPC's outcome, every DNS poll of every replica, and the
+// shards' weights heartbeats in etcd.
+type upgradeWatch struct {
+	rpcs, rpcFailures atomic.Int64
+
+	mu         sync.Mutex
+	firstFail  string
+	polls      int                  // DNS answers checked
+	violations []string             // DNS answers missing an endpoint
+	lastBeat   map[string]time.Time // weights/shard/NN: last write seen
+	maxGap     time.Duration        // the longest time a shard went without a heartbeat
+	handovers  []time.Duration      // a shard's last heartbeat of one owner to the first of the next
+}
+
+// TestRollingUpgrade (issue 27, point 2): three replicas of the previous
+// release on real etcd, mesh-wide weights on, three backends registered
+// by agents (of the previous release) with a 3 s TTL listing every
+// replica, and real grpc-go xDS clients on two replicas making RPCs the
+// whole time. Each replica in turn gets SIGTERM and restarts on this
+// tree's binary with the same flags and data dir; then back again. At no
+// point may an RPC fail, a replica that answers DNS leave out an agent's
+// endpoint, or a shard's weights stop being published; a registration
+// through a replica just restarted must reach the others.
+func TestRollingUpgrade(t *testing.T) {
+	old := buildRelease(t, previousRelease)
+	etcd := etcdtest.Start(t)
+	tokenFile := filepath.Join(t.TempDir(), "admin-token")
+	if err := os.WriteFile(tokenFile, []byte(e2eToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	store := "etcd://" + strings.TrimPrefix(etcd.Endpoint, "http://") + "/" + etcdPrefix
+	var servers []*server
+	for i := range 3 {
+		s := newServer(t, "--store", store, "--replica-id", fmt.Sprintf("r%d", i),
+			"--lastseen-flush", "1s", "--election-ttl", "2s", "--lease-tick", "500ms", "--lease-min-ttl", "1s",
+			"--admin-token-file", tokenFile, "--log-level", "info", "--shutdown-grace", "3s",
+			"--mesh-shards", "4", "--lrs-interval", "1s", "--weights-interval", "1s", "--mesh-stale-cycles", "6")
+		s.binary = old.spillway
+		servers = append(servers, s)
+		s.startNoWait()
+	}
+	for _, s := range servers {
+		s.waitReady()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+
+	list := servers[0].grpcAddr + "," + servers[1].grpcAddr + "," + servers[2].grpcAddr
+	var ids []string
+	for i, zone := range []string{"zone-a", "zone-b", "zone-c"} {
+		be := startXDSBackend(t, fmt.Sprintf("vm-%d", i), zone)
+		ids = append(ids, be.id)
+		p := &agentProc{logs: &syncBuffer{}, done: make(chan struct{})}
+		p.cmd = exec.Command(old.spillwayctl, "agent", "--server", list, "--service", xdsService, "--address", "127.0.0.1",
+			"--port", fmt.Sprintf("grpc=%d", be.port), "--zone", zone, "--region", "r1", "--id", be.id, "--ttl", "3s")
+		p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
+		if err := p.cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		go func() { p.cmd.Wait(); close(p.done) }()
+		t.Cleanup(func() { p.cmd.Process.Kill(); <-p.done })
+	}
+	want := map[string]bool{}
+	for _, id := range ids {
+		want[id] = true
+	}
+	testwait.For(t, 60*time.Second, "every agent's endpoint on every replica", func() (bool, string) {
+		for _, s := range servers {
+			got, err := listIDs(s, xdsService)
+			if err != nil || len(got) != len(ids) {
+				return false, fmt.Sprintf("%s: %v %v", s.flag("--replica-id"), got, err)
+			}
+		}
+		return true, ""
+	})
+
+	w := &upgradeWatch{lastBeat: map[string]time.Time{}}
+	var wg sync.WaitGroup
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer func() { stopWatch(); wg.Wait() }()
+	for i, zone := range []string{"zone-a", "zone-b"} {
+		conn := dialXDSZone(t, servers[i].grpcAddr, xdsService, zone)
+		hc := healthpb.NewHealthClient(conn)
+		// Wait for the first answer before counting: the client is
+		// starting, not failing.
+		testwait.For(t, 60*time.Second, "the xDS client on "+servers[i].flag("--replica-id")+" reaches a backend", func() (bool, string) {
+			rctx, c := context.WithTimeout(ctx, 2*time.Second)
+			defer c()
+			_, err := hc.Check(rctx, &healthpb.HealthCheckRequest{})
+			return err == nil, fmt.Sprint(err)
+		})
+		wg.Go(func() { w.rpcLoop(watchCtx, hc, zone) })
+	}
+	wg.Go(func() { w.dnsLoop(watchCtx, servers, ids) })
+	wg.Go(func() { w.beatLoop(watchCtx, t, etcd.Endpoint) })
+
+	probe := 0
+	roll := func(to string, binary string) {
+		for _, s := range servers {
+			id := s.flag("--replica-id")
+			term := time.Now()
+			s.stop()
+			exited := time.Now()
+			s.binary = binary
+			s.startNoWait()
+			s.waitReady()
+			clients.Delete(s) // a cached client may be backing off from the dead time
+			t.Logf("%s: %s exited %v after SIGTERM, ready on the %s binary %v after it started", to, id,
+				exited.Sub(term).Round(time.Millisecond), to, time.Since(exited).Round(time.Millisecond))
+			// A registration through the replica just restarted reaches
+			// the others.
+			probe++
+			pid := fmt.Sprintf("probe-%d", probe)
+			rctx, c := context.WithTimeout(ctx, 10*time.Second)
+			_, err := rclient(s).Register(rctx, &pb.RegisterRequest{Service: "probes", TtlSeconds: 3600, Endpoint: &pb.Endpoint{
+				Id: pid, Address: "127.0.0.1", Ports: []*pb.Port{{Name: "grpc", Number: uint32(9000 + probe)}},
+				Locality: &pb.Locality{Region: "r1", Zone: "zone-a"}}})
+			c()
+			if err != nil {
+				t.Fatalf("%s: register %s through %s: %v", to, pid, id, err)
+			}
+			registered := time.Now()
+			testwait.For(t, 30*time.Second, pid+" on every replica", func() (bool, string) {
+				for _, o := range servers {
+					got, err := listIDs(o, "probes")
+					if err != nil || !got[pid] {
+						return false, fmt.Sprintf("%s: %v", o.flag("--replica-id"), err)
+					}
+				}
+				return true, ""
+			})
+			t.Logf("%s: %s registered through %s, on every replica %v later", to, pid, id, time.Since(registered).Round(time.Millisecond))
+		}
+	}
+	roll("upgrade", bin.spillway)
+	roll("rollback", old.spillway)
+	// The clients keep going a little on the rolled-back cluster.
+	time.Sleep(3 * time.Second)
+	stopWatch()
+	wg.Wait()
+
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	slices.Sort(w.handovers)
+	var median time.Duration
+	if len(w.handovers) > 0 {
+		median = w.handovers[len(w.handovers)/2]
+	}
+	t.Logf("%d xDS RPCs, %d failed; %d DNS answers checked, %d missed an endpoint; longest weights heartbeat gap of a shard %v; %d shard handovers, median %v, longest %v",
+		w.rpcs.Load(), w.rpcFailures.Load(), w.polls, len(w.violations), w.maxGap.Round(time.Millisecond),
+		len(w.handovers), median.Round(time.Millisecond), w.maxGap.Round(time.Millisecond))
+	if n := w.rpcFailures.Load(); n > 0 {
+		t.Errorf("%d of %d xDS RPCs failed during the rolls; first: %s", n, w.rpcs.Load(), w.firstFail)
+	}
+	if len(w.violations) > 0 {
+		t.Errorf("%d DNS answers left out an agent's endpoint; first ones: %v", len(w.violations), w.violations[:min(5, len(w.violations))])
+	}
+	if w.polls < 50 {
+		t.Errorf("only %d DNS answers checked: the poll did not run", w.polls)
+	}
+	if len(w.lastBeat) != 4 {
+		t.Errorf("weights heartbeats seen for shards %v, want all 4", w.lastBeat)
+	}
+	// "Keeps being published": no shard goes longer without its owner's
+	// heartbeat than a handover takes (the election TTL plus the stale
+	// window the replicas wait, 6 cycles) — past that every replica falls
+	// back to its own view.
+	if limit := 2*time.Second + 6*time.Second; w.maxGap > limit {
+		t.Errorf("a shard went %v without a weights heartbeat, more than a handover (%v): weights stopped being published", w.maxGap, limit)
+	}
+}
+
+// listIDs lists the endpoint ids of service on s, or the error (a
+// replica restarting).
+func listIDs(s *server, service string) (map[string]bool, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	resp, err := rclient(s).ListEndpoints(ctx, &pb.ListEndpointsRequest{Service: service})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	for _, e := range resp.Endpoints {
+		out[e.Id] = true
+	}
+	return out, nil
+}
+
+// rpcLoop makes health RPCs through the xDS client until ctx ends.
+func (w *upgradeWatch) rpcLoop(ctx context.Context, hc healthpb.HealthClient, zone string) {
+	for ctx.Err() == nil {
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err := hc.Check(rctx, &healthpb.HealthCheckRequest{})
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		w.rpcs.Add(1)
+		if err != nil {
+			if w.rpcFailures.Add(1) == 1 {
+				w.mu.Lock()
+				w.firstFail = fmt.Sprintf("%s at %s: %v", zone, time.Now().Format(time.StampMilli), err)
+				w.mu.Unlock()
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// dnsLoop asks every replica for the service's SRV records every 250 ms;
+// a replica that answers NOERROR must list every agent's endpoint (a
+// replica down, or SERVFAIL while it syncs, is not answering).
+func (w *upgradeWatch) dnsLoop(ctx context.Context, servers []*server, ids []string) {
+	c := &dns.Client{Net: "udp", Timeout: time.Second}
+	q := new(dns.Msg)
+	q.SetQuestion("_grpc._tcp."+xdsService+".spillway.internal.", dns.TypeSRV)
+	q.SetEdns0(1232, false)
+	for ctx.Err() == nil {
+		for _, s := range servers {
+			r, _, err := c.ExchangeContext(ctx, q, s.flag("--dns-addr"))
+			if err != nil || r.Rcode != dns.RcodeSuccess || r.Truncated {
+				continue
+			}
+			var got []string
+			for _, rr := range r.Answer {
+				if srv, ok := rr.(*dns.SRV); ok {
+					got = append(got, strings.SplitN(srv.Target, ".", 2)[0])
+				}
+			}
+			slices.Sort(got)
+			w.mu.Lock()
+			w.polls++
+			if !slices.Equal(got, ids) {
+				w.violations = append(w.violations, fmt.Sprintf("%s at %s: %v", s.flag("--replica-id"), time.Now().Format(time.StampMilli), got))
+			}
+			w.mu.Unlock()
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// beatLoop watches the shards' weights heartbeats in etcd and keeps the
+// longest gap between two of a shard's writes (or from the last write to
+// now, when the loop ends) and, at each change of a shard's owner, the
+// time from the old owner's last heartbeat to the new owner's first: the
+// handover.
+func (w *upgradeWatch) beatLoop(ctx context.Context, t *testing.T, endpoint string) {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	defer cli.Close()
+	prefix := "/" + etcdPrefix + "/weights/shard/"
+	owner := map[string]string{}
+	for resp := range cli.Watch(ctx, prefix, clientv3.WithPrefix()) {
+		now := time.Now()
+		w.mu.Lock()
+		for _, e := range resp.Events {
+			shard := strings.TrimPrefix(string(e.Kv.Key), prefix)
+			var hb struct {
+				Owner string `json:"owner"`
+			}
+			_ = json.Unmarshal(e.Kv.Value, &hb)
+			if last, ok := w.lastBeat[shard]; ok {
+				w.maxGap = max(w.maxGap, now.Sub(last))
+				if prev := owner[shard]; prev != "" && hb.Owner != "" && prev != hb.Owner {
+					w.handovers = append(w.handovers, now.Sub(last))
+				}
+			}
+			w.lastBeat[shard] = now
+			if hb.Owner != "" {
+				owner[shard] = hb.Owner
+			}
+		}
+		w.mu.Unlock()
+	}
+	now := time.Now()
+	w.mu.Lock()
+	for _, last := range w.lastBeat {
+		w.maxGap = max(w.maxGap, now.Sub(last))
+	}
+	w.mu.Unlock()
+}
