@@ -64,9 +64,16 @@ func (s *Server) admitPeer(ctx context.Context) (sender, string, error) {
 // bound reports whether from may speak for member m: its certificate
 // identity is the one m's record names, or, without a certificate, its
 // IP address is one of m's GRPCAddr host's.
+//
+// A member record without an identity is of a release before identities
+// were recorded (or of a replica without --tls-cert): over a certificate
+// it is taken as that release took it, on the Authorizer's mesh grant
+// alone, so that a rolling upgrade under mTLS keeps every member's load
+// (and acknowledgements) flowing; the binding holds for each member from
+// its upgrade on.
 func (s *Server) bound(ctx context.Context, from sender, m ownership.Member) bool {
 	if from.cert != "" {
-		return m.Identity != "" && m.Identity == from.cert
+		return m.Identity == "" || m.Identity == from.cert
 	}
 	host, _, err := net.SplitHostPort(m.GRPCAddr)
 	if err != nil {
@@ -85,8 +92,6 @@ func notBound(from sender, m ownership.Member) error {
 	switch {
 	case from.cert == "":
 		return fmt.Errorf("replica %q is at %s, not at the peer address %s", m.ID, m.GRPCAddr, from.ip)
-	case m.Identity == "":
-		return fmt.Errorf("replica %q's member record names no certificate identity (it runs without --tls-cert, or a release before identities were recorded), so certificate %s cannot speak for it", m.ID, from.cert)
 	default:
 		return fmt.Errorf("replica %q is certificate identity %s, not %s", m.ID, m.Identity, from.cert)
 	}
