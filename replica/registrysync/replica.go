@@ -8,6 +8,7 @@ import (
 	"hash/fnv"
 	"log/slog"
 	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -29,7 +30,11 @@ const (
 const (
 	DefaultFlush  = 10 * time.Second // the default TTL / 3
 	DefaultShards = 32
-	DefaultProbe  = time.Second
+	// DefaultValueBytes is a stamp value's bound: the store's value limit
+	// less room for the request around it (etcd refuses a request over
+	// 1.5 MiB by default; systemstore.MaxValueLen is 1 MiB).
+	DefaultValueBytes = systemstore.MaxValueLen - 4<<10
+	DefaultProbe      = time.Second
 	// retry is the pause after a failed List or Campaign.
 	retry = time.Second
 )
@@ -69,6 +74,11 @@ type Config struct {
 	// Shards is how many values this replica's stamps are spread over;
 	// zero means 32.
 	Shards int
+	// ValueBytes bounds one stored stamp value; a shard whose stamps
+	// encode larger is split over more keys (<shard>, <shard>-1, ...), so
+	// a replica holds any number of leases under the store's request
+	// limit. Zero means DefaultValueBytes.
+	ValueBytes int
 	// Probe is how often the store is checked; zero means 1 s.
 	Probe time.Duration
 	// MaxTTL is the longest lease TTL (lease.Config.MaxTTL); a stamp value
@@ -108,6 +118,7 @@ type Replica struct {
 
 	// Flusher only.
 	written map[int]map[string]int64 // shard → lease id → stamp last written
+	chunks  map[int]int              // shard → values it was last written in (0: none)
 
 	// leases is the lease manager this replica feeds; set by Init, before
 	// Run.
@@ -131,6 +142,8 @@ func New(cfg Config) (*Replica, error) {
 		return nil, fmt.Errorf("replica config: Probe %v is negative", cfg.Probe)
 	case cfg.MaxTTL < 0:
 		return nil, fmt.Errorf("replica config: MaxTTL %v is negative", cfg.MaxTTL)
+	case cfg.ValueBytes != 0 && (cfg.ValueBytes < 1024 || cfg.ValueBytes > systemstore.MaxValueLen):
+		return nil, fmt.Errorf("replica config: ValueBytes %d: want 1024 to %d (0 for %d)", cfg.ValueBytes, systemstore.MaxValueLen, DefaultValueBytes)
 	}
 	if err := systemstore.ValidateKey(LastSeenPrefix + cfg.ID); err != nil || cfg.ID == "" || strings.Contains(cfg.ID, "/") {
 		return nil, fmt.Errorf("replica config: ID %q: want letters, digits and -_.:=@+", cfg.ID)
@@ -143,6 +156,9 @@ func New(cfg Config) (*Replica, error) {
 	}
 	if cfg.Probe == 0 {
 		cfg.Probe = DefaultProbe
+	}
+	if cfg.ValueBytes == 0 {
+		cfg.ValueBytes = DefaultValueBytes
 	}
 	if cfg.MaxTTL == 0 {
 		cfg.MaxTTL = lease.DefaultMaxTTL
@@ -160,6 +176,7 @@ func New(cfg Config) (*Replica, error) {
 		resync:   make(chan struct{}),
 		newest:   map[string]int64{},
 		written:  map[int]map[string]int64{},
+		chunks:   map[int]int{},
 	}
 	r.metrics = newMetrics(r)
 	if cfg.Registerer != nil {
@@ -572,17 +589,7 @@ func (r *Replica) Flush(ctx context.Context) error {
 		if maps.Equal(cur, old) {
 			continue
 		}
-		key := fmt.Sprintf("%s%03d", r.ownPrefix(), sh)
-		var err error
-		if len(cur) == 0 {
-			_, err = r.cfg.KV.Delete(ctx, key)
-		} else {
-			var b []byte
-			b, err = json.Marshal(stamps{Stamps: cur})
-			if err == nil {
-				_, err = r.cfg.KV.Put(ctx, key, b)
-			}
-		}
+		err := r.writeShard(ctx, sh, cur)
 		if err != nil {
 			errs = append(errs, err)
 			if !errors.Is(err, systemstore.ErrInvalid) {
@@ -591,10 +598,79 @@ func (r *Replica) Flush(ctx context.Context) error {
 			continue
 		}
 		r.written[sh] = cur
-		r.metrics.writes.Inc()
 		r.metrics.stampsWritten.Add(float64(len(cur)))
 	}
 	return errors.Join(errs...)
+}
+
+// stampKey is the key of shard sh's chunk c: "<shard>" for the first,
+// "<shard>-<c>" for the others. Readers take every value under
+// "lastseen/<replica>/" whatever its key (a770d6c did too), so chunks
+// need nothing of them.
+func (r *Replica) stampKey(sh, c int) string {
+	if c == 0 {
+		return fmt.Sprintf("%s%03d", r.ownPrefix(), sh)
+	}
+	return fmt.Sprintf("%s%03d-%d", r.ownPrefix(), sh, c)
+}
+
+// writeShard stores shard sh's stamps in as few values of at most
+// ValueBytes as they fit (lease ids in order, so the same stamps give
+// the same chunks), then deletes the chunks of the last write past the
+// new count. A shard with no stamps deletes them all.
+func (r *Replica) writeShard(ctx context.Context, sh int, cur map[string]int64) error {
+	var values [][]byte
+	if len(cur) > 0 {
+		var err error
+		if values, err = chunkStamps(cur, r.cfg.ValueBytes); err != nil {
+			return err
+		}
+	}
+	for c, b := range values {
+		if _, err := r.cfg.KV.Put(ctx, r.stampKey(sh, c), b); err != nil {
+			return err
+		}
+		r.metrics.writes.Inc()
+	}
+	for c := len(values); c < r.chunks[sh]; c++ {
+		if _, err := r.cfg.KV.Delete(ctx, r.stampKey(sh, c)); err != nil {
+			return err
+		}
+		r.metrics.writes.Inc()
+	}
+	r.chunks[sh] = len(values)
+	return nil
+}
+
+// stampOverhead bounds the JSON of one stamp besides its lease id:
+// quotes, colon, comma and an int64.
+const stampOverhead = 24
+
+// chunkStamps encodes stamps into values of at most limit bytes each.
+func chunkStamps(all map[string]int64, limit int) ([][]byte, error) {
+	ids := slices.Sorted(maps.Keys(all))
+	var out [][]byte
+	for len(ids) > 0 {
+		size, n := len(`{"stamps":{}}`), 0
+		for n < len(ids) && size+len(ids[n])+stampOverhead <= limit {
+			size += len(ids[n]) + stampOverhead
+			n++
+		}
+		if n == 0 {
+			return nil, fmt.Errorf("last-seen stamps: lease id %.40q does not fit a value of %d bytes: %w", ids[0], limit, systemstore.ErrInvalid)
+		}
+		part := make(map[string]int64, n)
+		for _, id := range ids[:n] {
+			part[id] = all[id]
+		}
+		b, err := json.Marshal(stamps{Stamps: part})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, b)
+		ids = ids[n:]
+	}
+	return out, nil
 }
 
 func (r *Replica) probeLoop(ctx context.Context) {

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/spillway/spillway/registry/systemstore/etcdstore"
+	"github.com/spillway/spillway/registry/systemstore/etcdstore/etcdtest"
 	"github.com/spillway/spillway/registry/systemstore/systemstoretest"
 	"net/netip"
 	"strings"
@@ -402,6 +404,149 @@ func TestFlushBatchesHeartbeats(t *testing.T) {
 	if got := kv.KeysUnder(LastSeenPrefix + "a/"); got != 32 {
 		t.Errorf("stamp shards stored = %d, want 32", got)
 	}
+}
+
+// TestStampsChunkedUnderTheLimit (issue 27, point 6), with the value
+// limit lowered to 4 KiB so that 20,000 leases need what 2M would at the
+// real limit: every stored value stays under the limit, the values under
+// the replica's prefix hold every stamp (readers take every value there,
+// whatever its key), and when leases go the chunks past the new count
+// are deleted.
+func TestStampsChunkedUnderTheLimit(t *testing.T) {
+	const leases, limit = 20000, 4096
+	m, ids := manyLeases(t, leases)
+	kv := systemstoretest.NewMemKV()
+	r, err := New(Config{KV: kv, Name: "memkv://test", ID: "a", Shards: 4, ValueBytes: limit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := r.Init(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		if _, err := m.Heartbeat(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stored := func() (map[string]int64, int) {
+		t.Helper()
+		kvs, _, err := kv.List(ctx, LastSeenPrefix+"a/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		all := map[string]int64{}
+		for _, e := range kvs {
+			if len(e.Value) > limit {
+				t.Errorf("%s: %d bytes, over the limit of %d", e.Key, len(e.Value), limit)
+			}
+			var v stamps
+			if err := json.Unmarshal(e.Value, &v); err != nil {
+				t.Fatalf("%s: %v", e.Key, err)
+			}
+			for id, ns := range v.Stamps {
+				if _, dup := all[id]; dup {
+					t.Errorf("lease %s in two values", id)
+				}
+				all[id] = ns
+			}
+		}
+		return all, len(kvs)
+	}
+	if err := r.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	all, keys := stored()
+	if len(all) != leases {
+		t.Errorf("stored stamps = %d, want %d", len(all), leases)
+	}
+	if keys <= 4 {
+		t.Errorf("values = %d, want the 4 shards split further", keys)
+	}
+	t.Logf("%d leases in %d values of at most %d bytes", leases, keys, limit)
+
+	// Most leases go: their shards shrink, and the chunks past the new
+	// count are deleted.
+	for _, id := range ids[:leases*9/10] {
+		if _, err := m.Deregister(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	after, fewer := stored()
+	if len(after) != leases/10 {
+		t.Errorf("stored stamps after deregistering 90%% = %d, want %d", len(after), leases/10)
+	}
+	for _, id := range ids[leases*9/10:] {
+		if _, ok := after[id]; !ok {
+			t.Fatalf("lease %s still live but its stamp is gone", id)
+		}
+	}
+	if fewer >= keys {
+		t.Errorf("values after the shrink = %d, want fewer than %d", fewer, keys)
+	}
+	// A lease id that cannot fit any value is refused, naming it.
+	if _, err := chunkStamps(map[string]int64{strings.Repeat("x", limit): 1}, limit); !errors.Is(err, systemstore.ErrInvalid) {
+		t.Errorf("chunkStamps of an id longer than a value = %v, want ErrInvalid", err)
+	}
+}
+
+// TestStampsChunkedOnEtcd: at the default value bound, one shard of
+// 40,000 leases (about 2.4 MB of stamps, more than a value or an etcd
+// request may hold) is written to a real etcd in values it takes; read
+// back, they hold every stamp. Before chunking this flush failed.
+func TestStampsChunkedOnEtcd(t *testing.T) {
+	const leases = 40000
+	srv := etcdtest.Start(t)
+	kv, err := etcdstore.Open(context.Background(), etcdstore.Config{Endpoints: []string{srv.Endpoint}, Prefix: "/stamps-test/", RequestTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { kv.Close() })
+	m, err := lease.New(lease.Config{Store: registry.NewStore(), Storage: systemstore.NewMemory()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := New(Config{KV: kv, Name: "etcd", ID: "a", Shards: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	// Init first: it makes the manager hold what etcd holds (nothing);
+	// the leases are this replica's from then on.
+	if err := r.Init(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	for i := range leases {
+		l, err := m.Register(ctx, fmt.Sprintf("svc-%d", i%100), vm(i), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m.Heartbeat(l.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.Flush(ctx); err != nil {
+		t.Fatalf("Flush of %d leases in one shard: %v", leases, err)
+	}
+	kvs, _, err := kv.List(ctx, LastSeenPrefix+"a/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := 0
+	for _, e := range kvs {
+		var v stamps
+		if err := json.Unmarshal(e.Value, &v); err != nil {
+			t.Fatalf("%s: %v", e.Key, err)
+		}
+		got += len(v.Stamps)
+	}
+	if got != leases || len(kvs) < 2 {
+		t.Errorf("etcd holds %d stamps in %d values, want %d in at least 2", got, len(kvs), leases)
+	}
+	t.Logf("%d leases of one shard in %d etcd values", leases, len(kvs))
 }
 
 // manyLeases registers n leases in a lease manager over memory storage.
