@@ -67,6 +67,65 @@ type revStorage interface {
 	PutRev(ctx context.Context, r systemstore.Record) (int64, error)
 }
 
+// condStorage is a Storage that writes a record only while its key is at
+// a revision (*systemstore.Store over a CondPutter KV: every driver).
+type condStorage interface {
+	PutRevIf(ctx context.Context, r systemstore.Record, ifRev int64) (rev int64, ok bool, cur *systemstore.Record, curRev int64, err error)
+}
+
+// ErrBusy: an endpoint's registration kept changing on other replicas
+// while this one tried to write it; the caller may try again. It maps
+// to gRPC ABORTED and HTTP 409.
+var ErrBusy = errors.New("the endpoint's registration is changing on another replica; try again")
+
+// putRecordTries bounds the compare-and-swap rounds of one registration.
+const putRecordTries = 3
+
+// putRecord stores rec, the record of the new lease l. With conditional
+// writes (condStorage) it applies only while the key is at the revision
+// this replica last saw it at (held's, or none): a registration of the
+// same endpoint that another replica wrote and whose event has not
+// arrived here is read back and judged by its owner before it is
+// replaced, so two replicas never hand one endpoint to two identities.
+// The caller holds the key lock.
+func (m *Manager) putRecord(ctx context.Context, l *lease, rec systemstore.Record, held *lease, caller authn.Identity) error {
+	cs, ok := m.cfg.Storage.(condStorage)
+	if !ok {
+		var err error
+		if rs, ok := m.cfg.Storage.(revStorage); ok {
+			l.rev, err = rs.PutRev(ctx, rec)
+		} else {
+			err = m.cfg.Storage.Put(ctx, rec)
+		}
+		return err
+	}
+	var ifRev int64
+	if held != nil {
+		ifRev = held.rev
+	}
+	for round := range putRecordTries {
+		rev, ok, cur, curRev, err := cs.PutRevIf(ctx, rec, ifRev)
+		if err != nil {
+			return err
+		}
+		if ok {
+			l.rev = rev
+			return nil
+		}
+		if round > 0 || held == nil || held.rev != 0 {
+			// A lease restored from a list has no revision: its first
+			// round fails as expected, it is not a race.
+			m.metrics.raced.Inc()
+		}
+		if cur != nil && !mayUse(cur.Owner, caller) {
+			m.metrics.notOwner.Inc()
+			return &OwnerError{Identity: caller.String(), Action: "register", LeaseID: cur.LeaseID, Service: rec.Service, Endpoint: rec.Endpoint.ID, Owner: cur.Owner}
+		}
+		ifRev = curRev // the caller may replace what is there: at its revision
+	}
+	return ErrBusy
+}
+
 // leaseDeleter is a Storage that removes a record only while it holds a
 // given lease (*systemstore.Store): an expiry removes each lease once and
 // never a newer registration made on another replica.
@@ -337,12 +396,7 @@ func (m *Manager) Register(ctx context.Context, service string, e *registry.Endp
 	l.renew(now)
 	l.localSeen.Store(now.UnixNano())
 	rec := systemstore.Record{LeaseID: l.id, Service: service, TTL: ttl, Endpoint: *e, Owner: caller.Name}
-	if rs, ok := m.cfg.Storage.(revStorage); ok {
-		l.rev, err = rs.PutRev(ctx, rec)
-	} else {
-		err = m.cfg.Storage.Put(ctx, rec)
-	}
-	if err != nil {
+	if err := m.putRecord(ctx, l, rec, held, caller); err != nil {
 		return Lease{}, fmt.Errorf("register %s/%s: %w", service, e.ID, err)
 	}
 	version, err := m.cfg.Store.Apply(registry.Upsert(service, e))
@@ -446,6 +500,16 @@ func (m *Manager) Deregister(ctx context.Context, id string) (uint64, error) {
 // here; the store's watch brings the change.
 var errSuperseded = errors.New("record superseded")
 
+// superseded is errSuperseded for an expiry; for a deregistration also
+// ErrNotFound: the lease is no longer the endpoint's (a newer
+// registration on another replica holds it, or it is gone).
+func superseded(why string) error {
+	if why == "expire" {
+		return errSuperseded
+	}
+	return fmt.Errorf("%w: %w (a newer registration of the endpoint holds it)", ErrNotFound, errSuperseded)
+}
+
 // remove ends lease l: storage first, so that a crash in between brings the
 // endpoint back for one TTL rather than losing a deregistration's record
 // while the endpoint is still served. A storage failure removes nothing:
@@ -461,18 +525,21 @@ func (m *Manager) remove(ctx context.Context, l *lease, why string) (uint64, err
 	if cur != l {
 		return 0, fmt.Errorf("%s %q: %w", why, l.id, ErrNotFound) // replaced or removed meanwhile
 	}
-	if ld, ok := m.cfg.Storage.(leaseDeleter); ok && why == "expire" {
+	if ld, ok := m.cfg.Storage.(leaseDeleter); ok {
+		// Only while the record still holds this lease: neither an expiry
+		// nor a deregistration removes a newer registration of the
+		// endpoint that another replica made.
 		deleted, err := ld.DeleteLease(ctx, l.key, l.id)
 		switch {
 		case errors.Is(err, systemstore.ErrNotFound):
 			// Gone from the store (removed elsewhere, its event not yet
-			// here): stop serving it, but it is not this expiry's.
+			// here): stop serving it, but it is not this call's.
 			m.dropLocked(l)
-			return 0, fmt.Errorf("%s %q: %w", why, l.id, errSuperseded)
+			return 0, fmt.Errorf("%s %q: %w", why, l.id, superseded(why))
 		case err != nil:
 			return 0, fmt.Errorf("%s %q: %w", why, l.id, err)
 		case !deleted:
-			return 0, fmt.Errorf("%s %q: %w", why, l.id, errSuperseded)
+			return 0, fmt.Errorf("%s %q: %w", why, l.id, superseded(why))
 		}
 	} else if err := m.cfg.Storage.Delete(ctx, l.key); err != nil {
 		return 0, fmt.Errorf("%s %q: %w", why, l.id, err)

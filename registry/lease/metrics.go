@@ -11,6 +11,7 @@ type metrics struct {
 	guard             prometheus.Gauge
 	guardTrips        prometheus.Counter
 	notOwner          prometheus.Counter
+	raced             prometheus.Counter
 	leases            prometheus.GaugeFunc
 }
 
@@ -40,6 +41,9 @@ func newMetrics(m *Manager) *metrics {
 		notOwner: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "spillway_vm_lease_not_owner_total", Help: "Heartbeats, deregistrations, reports and re-registrations refused because the caller is not the identity that made the lease.",
 		}),
+		raced: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "spillway_vm_registration_races_total", Help: "Registrations whose record another replica had changed since this one saw it (each is judged again by the record there).",
+		}),
 		leases: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "spillway_vm_leases", Help: "Live VM leases.",
 		}, func() float64 { return float64(m.Len()) }),
@@ -47,7 +51,7 @@ func newMetrics(m *Manager) *metrics {
 }
 
 func (x *metrics) register(r prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{x.registrations, x.heartbeats, x.heartbeatsUnknown, x.expirations, x.atRisk, x.guard, x.guardTrips, x.notOwner, x.leases} {
+	for _, c := range []prometheus.Collector{x.registrations, x.heartbeats, x.heartbeatsUnknown, x.expirations, x.atRisk, x.guard, x.guardTrips, x.notOwner, x.raced, x.leases} {
 		if err := r.Register(c); err != nil {
 			return err
 		}

@@ -147,6 +147,8 @@ func toStatus(err error) error {
 		return status.Error(codes.NotFound, err.Error())
 	case errors.Is(err, registry.ErrConflict):
 		return status.Error(codes.AlreadyExists, err.Error())
+	case errors.Is(err, lease.ErrBusy):
+		return status.Error(codes.Aborted, err.Error())
 	case errors.Is(err, context.Canceled):
 		return status.Error(codes.Canceled, err.Error())
 	case errors.Is(err, context.DeadlineExceeded):

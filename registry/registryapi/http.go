@@ -87,6 +87,7 @@ var httpCodes = map[codes.Code]int{
 	codes.PermissionDenied: http.StatusForbidden,
 	codes.NotFound:         http.StatusNotFound,
 	codes.AlreadyExists:    http.StatusConflict,
+	codes.Aborted:          http.StatusConflict,
 	codes.Canceled:         499,
 	codes.DeadlineExceeded: http.StatusGatewayTimeout,
 	codes.Unavailable:      http.StatusServiceUnavailable,

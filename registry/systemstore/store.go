@@ -63,6 +63,43 @@ func (s *Store) PutRev(ctx context.Context, r Record) (int64, error) {
 	return rev, nil
 }
 
+// PutRevIf is PutRev only while the record's key is at ifRev (0: no
+// record), the check and the write one store transaction (a CondPutter
+// KV; on another, an unconditional PutRev). When another write got there
+// first it writes nothing and returns ok false with the record there now
+// (nil when there is none, or it does not decode) and its revision, for
+// the caller to judge and try again.
+func (s *Store) PutRevIf(ctx context.Context, r Record, ifRev int64) (rev int64, ok bool, cur *Record, curRev int64, err error) {
+	cp, isCond := s.kv.(CondPutter)
+	if !isCond {
+		rev, err := s.PutRev(ctx, r)
+		return rev, err == nil, nil, 0, err
+	}
+	v, err := json.Marshal(r)
+	if err != nil {
+		return 0, false, nil, 0, fmt.Errorf("put %s: %w", r.Key(), err)
+	}
+	key := RegistrationsPrefix + r.Key()
+	got, ok, err := cp.PutIf(ctx, key, v, ifRev)
+	if err != nil {
+		return 0, false, nil, 0, unavailable("put registration", err)
+	}
+	if ok {
+		return got, true, nil, 0, nil
+	}
+	b, curRev, err := s.kv.Get(ctx, key)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return 0, false, nil, 0, nil
+	case err != nil:
+		return 0, false, nil, 0, unavailable("get registration", err)
+	}
+	if rec, err := DecodeRecord(b); err == nil {
+		return 0, false, &rec, curRev, nil
+	}
+	return 0, false, nil, curRev, nil
+}
+
 // Delete removes the record with key; a missing key is not an error.
 func (s *Store) Delete(ctx context.Context, key string) error {
 	if _, err := s.kv.Delete(ctx, RegistrationsPrefix+key); err != nil {
