@@ -39,6 +39,13 @@
 //		Endpoint: ep,
 //	})
 //
+// An entry may also be a gRPC target: dns:///host:port (the same as
+// host:port), dns://DNS-SERVER/host:port (resolved with that DNS server),
+// passthrough:///host:port, unix:PATH, unix:///ABSOLUTE-PATH or
+// unix-abstract:NAME; Config.Servers says what each stands for. Schemes the
+// Agent cannot use (xds, ipv4, ipv6, any other) are refused by New and
+// ParseServers.
+//
 // Run registers (retrying while the server is unreachable), then sends a
 // heartbeat every Config.Interval, by default a third of the TTL the server
 // granted, so that two heartbeats can be lost before the lease expires.
@@ -47,9 +54,14 @@
 //
 // With Config.Servers the Agent uses one server at a time (Status().Active),
 // picked at random at the start so that a fleet spreads over the replicas.
-// A DNS name in the list stands for every address it resolves to, and is
-// resolved again at every failover (a name that fails to resolve keeps its
-// last addresses). The Agent moves to the next address of the list when
+// A DNS name in the list (host:port or dns:) stands for every address it
+// resolves to, and is resolved again at every failover (a name that fails
+// to resolve keeps its last addresses); a passthrough, unix or
+// unix-abstract entry is one address, its target, which grpc-go dials (for
+// passthrough:///name:port the dialer resolves name at each connection,
+// so the Agent does not move between that name's addresses). The entries'
+// addresses make one list, in order, without repeats. The Agent moves to
+// the next address of the list when
 // the active one fails: an RPC error, a broken stream, or no answer within
 // the attempt timeout (at most half the heartbeat interval). Between moves
 // it waits a random stagger of up to 100 ms; once every address failed in
@@ -94,8 +106,8 @@
 // # Errors
 //
 // New returns an error naming the Config field that is invalid (Conn or
-// Servers, e.g. `Servers[1] "b": missing port`, Service, Endpoint, TTL or
-// Interval).
+// Servers, e.g. `Servers[1] "b": missing port` or `Servers[0] "xds:///x":
+// scheme xds is not supported here`, Service, Endpoint, TTL or Interval).
 //
 // Run returns nil when its context ends, whether or not it ever registered.
 // Otherwise it returns only when the server refuses a registration for good,

@@ -3,6 +3,7 @@ package heartbeat
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"slices"
@@ -17,53 +18,6 @@ import (
 	"github.com/spillway/spillway/registry/registrytest"
 	registryv1 "github.com/spillway/spillway/registry/registryv1"
 )
-
-func TestParseServers(t *testing.T) {
-	tests := []struct {
-		in      string
-		want    []string
-		wantErr string // a substring of the error; "" means valid
-	}{
-		{in: "127.0.0.1:18000", want: []string{"127.0.0.1:18000"}},
-		{in: "a:18000,b:18000,c:18000", want: []string{"a:18000", "b:18000", "c:18000"}},
-		{in: " a:1 , b:2 ", want: []string{"a:1", "b:2"}},
-		{in: "spillway.example.com:18000", want: []string{"spillway.example.com:18000"}},
-		{in: "[::1]:18000,10.0.0.1:18000", want: []string{"[::1]:18000", "10.0.0.1:18000"}},
-		{in: "", wantErr: `servers[0] "": is empty`},
-		{in: "a:1,", wantErr: `servers[1] "": is empty`},
-		{in: "a:1,,b:2", wantErr: `servers[1] "": is empty`},
-		{in: "a", wantErr: `servers[0] "a": address a: missing port`},
-		{in: "a:1,b", wantErr: `servers[1] "b"`},
-		{in: ":18000", wantErr: "host is empty"},
-		{in: "a:0", wantErr: `port "0"`},
-		{in: "a:65536", wantErr: `port "65536"`},
-		{in: "a:grpc", wantErr: `port "grpc"`},
-		{in: "::1:18000", wantErr: "too many colons"},
-		{in: "a b:1", wantErr: "not an IP address or a DNS name"},
-		{in: "a:1,a:1", wantErr: `servers[1] "a:1": listed twice`},
-	}
-	for _, tt := range tests {
-		name := strings.NewReplacer(" ", "_", ",", "+").Replace(tt.in)
-		if name == "" {
-			name = "empty"
-		}
-		t.Run(name, func(t *testing.T) {
-			got, err := ParseServers(tt.in)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("ParseServers(%q) = %v, %v; want an error containing %q", tt.in, got, err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("ParseServers(%q) = %v", tt.in, err)
-			}
-			if diff := cmp.Diff(tt.want, got); diff != "" {
-				t.Errorf("ParseServers(%q) (-want +got):\n%s", tt.in, diff)
-			}
-		})
-	}
-}
 
 func TestNewServers(t *testing.T) {
 	tests := []struct {
@@ -105,7 +59,7 @@ func TestResolve(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a.lookupHost = func(_ context.Context, host string) ([]string, error) {
+	a.lookupHost = func(_ context.Context, _, host string) ([]string, error) {
 		if fail {
 			return nil, errors.New("lookup failed")
 		}
@@ -341,42 +295,53 @@ func TestAllServersDownPastTTL(t *testing.T) {
 }
 
 // TestFailoverDNSName: one name resolving to several addresses; at a
-// failover the name is resolved again and a new address is used.
+// failover the name is resolved again and a new address is used. A
+// dns:/// entry behaves as the bare name does; dns://DNS-SERVER/ asks that
+// server.
 func TestFailoverDNSName(t *testing.T) {
-	servers := replicas(t, 3)
-	// Names resolve to 10.0.0.x; the dial seam maps them to the loopback
-	// servers, so traffic stays on 127.0.0.1.
-	fake := map[string]string{"10.0.0.1:18000": servers[0].Addr, "10.0.0.2:18000": servers[1].Addr, "10.0.0.3:18000": servers[2].Addr}
-	answer := make(chan []string, 1)
-	answer <- []string{"10.0.0.1", "10.0.0.2"}
-	a := startAgent(t, Config{Servers: []string{"registry.test:18000"}, Service: service, Endpoint: testEndpoint(), TTL: 3 * time.Second},
-		func(a *Agent) {
-			a.lookupHost = func(_ context.Context, host string) ([]string, error) {
-				if host != "registry.test" {
-					return nil, errors.New("no such host")
-				}
-				ips := <-answer
-				answer <- ips
-				return ips, nil
+	for _, tt := range []struct{ name, entry, dnsServer string }{
+		{"host_port", "registry.test:18000", ""},
+		{"dns_target", "dns:///registry.test:18000", ""},
+		{"dns_server", "dns://127.0.0.1:5353/registry.test:18000", "127.0.0.1:5353"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			servers := replicas(t, 3)
+			// Names resolve to 10.0.0.x; the dial seam maps them to the
+			// loopback servers, so traffic stays on 127.0.0.1.
+			fake := map[string]string{"10.0.0.1:18000": servers[0].Addr, "10.0.0.2:18000": servers[1].Addr, "10.0.0.3:18000": servers[2].Addr}
+			answer := make(chan []string, 1)
+			answer <- []string{"10.0.0.1", "10.0.0.2"}
+			a := startAgent(t, Config{Servers: []string{tt.entry}, Service: service, Endpoint: testEndpoint(), TTL: 3 * time.Second},
+				func(a *Agent) {
+					a.lookupHost = func(_ context.Context, dnsServer, host string) ([]string, error) {
+						if host != "registry.test" || dnsServer != tt.dnsServer {
+							return nil, fmt.Errorf("lookup %s at %q: no such host", host, dnsServer)
+						}
+						ips := <-answer
+						answer <- ips
+						return ips, nil
+					}
+					a.dial = func(addr string, opts []grpc.DialOption) (registryv1.RegistryClient, io.Closer, error) {
+						return dialGRPC(fake[addr], opts)
+					}
+				})
+			id := a.waitRegistered(t)
+			if got := a.Status().Servers; !slices.Equal(got, []string{"10.0.0.1:18000", "10.0.0.2:18000"}) {
+				t.Errorf("Status().Servers = %v, want both addresses of registry.test", got)
 			}
-			a.dial = func(addr string, opts []grpc.DialOption) (registryv1.RegistryClient, io.Closer, error) {
-				return dialGRPC(fake[addr], opts)
+			// The DNS answer changes to the third replica only; the active
+			// one dies.
+			<-answer
+			answer <- []string{"10.0.0.3"}
+			old := a.Status().Active
+			servers[slices.Index([]string{"10.0.0.1:18000", "10.0.0.2:18000"}, old)].Stop()
+			leaseWatch(t, servers[0], id, "the move to the re-resolved address", func() bool {
+				return a.Status().Active == "10.0.0.3:18000"
+			})
+			if got := a.Status().Servers; !slices.Equal(got, []string{"10.0.0.3:18000"}) {
+				t.Errorf("Status().Servers = %v after re-resolution, want [10.0.0.3:18000]", got)
 			}
 		})
-	id := a.waitRegistered(t)
-	if got := a.Status().Servers; !slices.Equal(got, []string{"10.0.0.1:18000", "10.0.0.2:18000"}) {
-		t.Errorf("Status().Servers = %v, want both addresses of registry.test", got)
-	}
-	// The DNS answer changes to the third replica only; the active one dies.
-	<-answer
-	answer <- []string{"10.0.0.3"}
-	old := a.Status().Active
-	servers[slices.Index([]string{"10.0.0.1:18000", "10.0.0.2:18000"}, old)].Stop()
-	leaseWatch(t, servers[0], id, "the move to the re-resolved address", func() bool {
-		return a.Status().Active == "10.0.0.3:18000"
-	})
-	if got := a.Status().Servers; !slices.Equal(got, []string{"10.0.0.3:18000"}) {
-		t.Errorf("Status().Servers = %v after re-resolution, want [10.0.0.3:18000]", got)
 	}
 }
 

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
-	"net"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -45,12 +44,28 @@ type Config struct {
 	// does not close it. On a failure the Agent reconnects over the same
 	// connection; use Servers to move between replicas.
 	Conn grpc.ClientConnInterface
-	// Servers are the registry replicas' gRPC addresses, host:port each
-	// (ParseServers reads a comma-separated list), or nil when Conn is set.
-	// A host that is a DNS name stands for every address it resolves to
-	// (with net.DefaultResolver, again at every failover). The Agent dials
-	// each address itself, uses one at a time and moves to the next when
-	// it stops answering; see the package documentation.
+	// Servers are the registry replicas, or nil when Conn is set
+	// (ParseServers reads a comma-separated list). Each entry is one of:
+	//
+	//   - host:port. A host that is a DNS name stands for every address
+	//     it resolves to (with net.DefaultResolver, again at every
+	//     failover); an IP address stands for itself.
+	//   - dns:///host:port (or dns:host:port): the same as host:port.
+	//     dns://DNS-SERVER/host:port asks DNS-SERVER (ip or name, port 53
+	//     unless given, e.g. dns://10.0.0.53:5353/spillway.prod:18000)
+	//     instead of the system's resolver, as grpc-go's dns resolver
+	//     does. The port is required: grpc-go's default 443 is not assumed.
+	//   - passthrough:///host:port: one address, not expanded: the name is
+	//     resolved by the dialer at each connection, never by the Agent.
+	//   - unix:PATH, unix:///ABSOLUTE-PATH or unix-abstract:NAME: one
+	//     Unix socket (an entry such as unix:18000 is host unix, port
+	//     18000, as it always was; write unix:./18000 for a socket).
+	//
+	// Other schemes are refused: xds:/// (it names a service, not the
+	// registry), ipv4: and ipv6: (grpc-go has no resolver for them: list
+	// the addresses as entries). The Agent turns the entries into one list
+	// of addresses, dials each itself, uses one at a time and moves to the
+	// next when it stops answering; see the package documentation.
 	Servers []string
 	// DialOptions are used to dial each of Servers; nil means plaintext
 	// (insecure credentials). clientcreds.Config.DialOptions gives
@@ -84,7 +99,7 @@ type Config struct {
 type Agent struct {
 	// Read-only after New.
 	conn       grpc.ClientConnInterface // Config.Conn, or nil
-	servers    []string                 // Config.Servers, or nil
+	servers    []server                 // Config.Servers parsed, or nil
 	dialOpts   []grpc.DialOption
 	service    string
 	ttlSeconds uint32
@@ -97,8 +112,9 @@ type Agent struct {
 	backoffBase, backoffMax time.Duration
 	rpcTimeout              time.Duration
 	streamEnded             func(error) // called when a heartbeat stream breaks
-	lookupHost              func(ctx context.Context, host string) ([]string, error)
-	dial                    func(addr string, opts []grpc.DialOption) (registryv1.RegistryClient, io.Closer, error)
+	// lookupHost resolves host with dnsServer; "" is the system's resolver.
+	lookupHost func(ctx context.Context, dnsServer, host string) ([]string, error)
+	dial       func(addr string, opts []grpc.DialOption) (registryv1.RegistryClient, io.Closer, error)
 
 	// Owned by Run's goroutine.
 	endpoint      *registryv1.Endpoint // private copy; Id pinned by the first grant
@@ -138,13 +154,16 @@ func New(cfg Config) (*Agent, error) {
 	case cfg.TTL > 0 && cfg.Interval >= cfg.TTL:
 		return nil, fmt.Errorf("heartbeat config: Interval %v is not shorter than TTL %v: the lease would expire between heartbeats", cfg.Interval, cfg.TTL)
 	}
+	servers := make([]server, 0, len(cfg.Servers))
 	for i, s := range cfg.Servers {
-		if err := checkServer(s); err != nil {
+		srv, err := parseServer(s)
+		if err != nil {
 			return nil, fmt.Errorf("heartbeat config: Servers[%d] %q: %w", i, s, err)
 		}
 		if slices.Contains(cfg.Servers[:i], s) {
 			return nil, fmt.Errorf("heartbeat config: Servers[%d] %q: listed twice", i, s)
 		}
+		servers = append(servers, srv)
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -152,7 +171,7 @@ func New(cfg Config) (*Agent, error) {
 	}
 	return &Agent{
 		conn:        cfg.Conn,
-		servers:     slices.Clone(cfg.Servers),
+		servers:     servers,
 		dialOpts:    slices.Clone(cfg.DialOptions),
 		service:     cfg.Service,
 		endpoint:    proto.CloneOf(cfg.Endpoint),
@@ -163,7 +182,7 @@ func New(cfg Config) (*Agent, error) {
 		backoffBase: defaultBackoffBase,
 		backoffMax:  defaultBackoffMax,
 		rpcTimeout:  defaultRPCTimeout,
-		lookupHost:  net.DefaultResolver.LookupHost,
+		lookupHost:  lookupHost,
 		dial:        dialGRPC,
 		resolved:    map[string][]string{},
 	}, nil
@@ -187,7 +206,9 @@ func (a *Agent) setLeaseID(id string) {
 // Status is what an Agent is doing, as of the call.
 type Status struct {
 	// Active is the address of the server in use: an ip:port from
-	// Config.Servers, or Config.Conn's target. "" before Run picks one.
+	// Config.Servers, the gRPC target of a passthrough, unix or
+	// unix-abstract entry, or Config.Conn's target. "" before Run picks
+	// one.
 	Active string
 	// Servers are the addresses the agent moves between, as last resolved.
 	Servers []string

@@ -3,21 +3,17 @@ package main
 import (
 	"os"
 	"path/filepath"
-	"regexp"
-	"slices"
-	"strings"
 	"testing"
 
 	"gopkg.in/yaml.v3"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/serializer/json"
-	"k8s.io/client-go/kubernetes/scheme"
 )
 
-const replicatedDir = "../../deploy/kubernetes-replicated"
+const (
+	replicatedDir       = "../../deploy/kubernetes-replicated"
+	replicatedComponent = "../../deploy/components/replicated"
+)
 
 // decodeStrict decodes one manifest of dir into its k8s.io/api type,
 // refusing unknown fields.
@@ -27,24 +23,19 @@ func decodeStrict(t *testing.T, dir, file string) runtime.Object {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dec := json.NewSerializerWithOptions(json.DefaultMetaFactory, scheme.Scheme, scheme.Scheme, json.SerializerOptions{Yaml: true, Strict: true})
-	obj, _, err := dec.Decode(b, nil, nil)
-	if err != nil {
-		t.Fatalf("%s: %v", file, err)
-	}
-	return obj
+	return decodeStrictBytes(t, file, b)
 }
 
-// checkKustomization checks that dir's kustomization is the base plus
-// extra, patched by deployment-patch.yaml.
-func checkKustomization(t *testing.T, dir, extra string) {
+// kustomization is the part of a kustomization.yaml the tests check.
+type kustomization struct {
+	Kind       string   `yaml:"kind"`
+	Resources  []string `yaml:"resources"`
+	Components []string `yaml:"components"`
+}
+
+func readKustomization(t *testing.T, dir string) kustomization {
 	t.Helper()
-	var kz struct {
-		Resources []string `yaml:"resources"`
-		Patches   []struct {
-			Path string `yaml:"path"`
-		} `yaml:"patches"`
-	}
+	var kz kustomization
 	b, err := os.ReadFile(filepath.Join(dir, "kustomization.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -52,25 +43,32 @@ func checkKustomization(t *testing.T, dir, extra string) {
 	if err := yaml.Unmarshal(b, &kz); err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Contains(kz.Resources, "../kubernetes") || !slices.Contains(kz.Resources, extra) || len(kz.Patches) != 1 || kz.Patches[0].Path != "deployment-patch.yaml" {
-		t.Errorf("%s kustomization: resources %v, patches %v; want ../kubernetes, %s and deployment-patch.yaml", dir, kz.Resources, kz.Patches, extra)
-	}
+	return kz
 }
 
-// TestReplicatedManifests checks deploy/kubernetes-replicated: a
-// kustomization over the single-replica base with 3 replicas, one per
-// zone, a PodDisruptionBudget keeping 2, and the store's URL and
-// credentials from the Secret spillway-store; the server's own parser
-// accepts the args once Kubernetes has expanded them.
+// TestReplicatedManifests checks deploy/kubernetes-replicated: the
+// single-replica base plus the Component components/replicated, built as
+// kubectl apply -k does: 3 replicas, one per zone, replaced one at a time
+// (maxUnavailable 1, maxSurge 0: no zone is free for a surge pod), a
+// PodDisruptionBudget keeping 2, and the store's URL and credentials from
+// the Secret spillway-store; the server's own parser accepts the args once
+// Kubernetes has expanded them.
 func TestReplicatedManifests(t *testing.T) {
-	checkKustomization(t, replicatedDir, "pdb.yaml")
-
-	d := decodeStrict(t, replicatedDir, "deployment-patch.yaml").(*appsv1.Deployment)
+	if kz := readKustomization(t, replicatedComponent); kz.Kind != "Component" {
+		t.Errorf("%s: kind %q, want Component (so that other overlays can add it)", replicatedComponent, kz.Kind)
+	}
+	if kz := readKustomization(t, replicatedDir); len(kz.Components) != 1 || kz.Components[0] != "../components/replicated" {
+		t.Errorf("%s: components %v, want [../components/replicated]", replicatedDir, kz.Components)
+	}
+	b := build(t, replicatedDir)
+	d := b.deploy
 	if d.Spec.Replicas == nil || *d.Spec.Replicas != 3 {
 		t.Errorf("replicas = %v, want 3", d.Spec.Replicas)
 	}
-	if d.Spec.Strategy.Type != appsv1.RollingUpdateDeploymentStrategyType {
-		t.Errorf("strategy = %q, want RollingUpdate (the base's Recreate is for bbolt)", d.Spec.Strategy.Type)
+	ru := d.Spec.Strategy.RollingUpdate
+	if d.Spec.Strategy.Type != "RollingUpdate" || ru == nil || ru.MaxUnavailable == nil || ru.MaxUnavailable.IntValue() != 1 ||
+		ru.MaxSurge == nil || ru.MaxSurge.IntValue() != 0 {
+		t.Errorf("strategy = %+v, want RollingUpdate with maxUnavailable 1, maxSurge 0 (the base's Recreate is for bbolt)", d.Spec.Strategy)
 	}
 	aa := d.Spec.Template.Spec.Affinity.PodAntiAffinity
 	if aa == nil || len(aa.RequiredDuringSchedulingIgnoredDuringExecution) != 1 ||
@@ -79,64 +77,23 @@ func TestReplicatedManifests(t *testing.T) {
 		t.Errorf("anti-affinity = %+v, want one replica per topology.kubernetes.io/zone", aa)
 	}
 
-	pdb := decodeStrict(t, replicatedDir, "pdb.yaml").(*policyv1.PodDisruptionBudget)
-	if pdb.Spec.MinAvailable == nil || pdb.Spec.MinAvailable.IntValue() != 2 || pdb.Spec.Selector.MatchLabels["app.kubernetes.io/name"] != "spillway" {
-		t.Errorf("PodDisruptionBudget = %+v, want minAvailable 2 of app.kubernetes.io/name=spillway", pdb.Spec)
+	pdb := b.pdb
+	if pdb == nil || pdb.Spec.MinAvailable == nil || pdb.Spec.MinAvailable.IntValue() != 2 || pdb.Spec.Selector.MatchLabels["app.kubernetes.io/name"] != "spillway" {
+		t.Fatalf("PodDisruptionBudget = %+v, want minAvailable 2 of app.kubernetes.io/name=spillway", pdb)
+	}
+	for k, v := range pdb.Spec.Selector.MatchLabels {
+		if d.Spec.Template.Labels[k] != v {
+			t.Errorf("PodDisruptionBudget selector %s=%s does not match the pod labels %v", k, v, d.Spec.Template.Labels)
+		}
 	}
 
 	secret := decodeStrict(t, replicatedDir, "secret.example.yaml").(*corev1.Secret)
-	c := d.Spec.Template.Spec.Containers[0]
-	env := map[string]string{"POD_NAME": "spillway-7d9f-abcde"}
-	for _, e := range c.Env {
-		if ref := e.ValueFrom.SecretKeyRef; ref != nil {
-			if ref.Name != secret.Name {
-				t.Errorf("env %s from secret %q, want %q", e.Name, ref.Name, secret.Name)
-			}
-			v, ok := secret.StringData[ref.Key]
-			if !ok {
-				t.Errorf("env %s: key %q is not in secret.example.yaml", e.Name, ref.Key)
-			}
-			env[e.Name] = v
-		}
-	}
-	var mount string
-	for _, m := range c.VolumeMounts {
-		for _, v := range d.Spec.Template.Spec.Volumes {
-			if v.Name == m.Name && v.Secret != nil && v.Secret.SecretName == secret.Name {
-				mount = m.MountPath
-			}
-		}
-	}
-	if mount == "" {
-		t.Fatalf("no volume of secret %s mounted", secret.Name)
-	}
-	// Files the args name under the mount come from the secret's keys.
-	dir := t.TempDir()
-	expand := regexp.MustCompile(`\$\(([A-Z_]+)\)`)
-	var args []string
-	for _, a := range c.Args {
-		a = expand.ReplaceAllStringFunc(a, func(m string) string { return env[m[2:len(m)-1]] })
-		if _, v, ok := strings.Cut(a, "="); ok && strings.HasPrefix(v, mount+"/") {
-			key := strings.TrimPrefix(v, mount+"/")
-			if _, ok := secret.StringData[key]; !ok {
-				t.Errorf("arg %s: key %q is not in secret.example.yaml", a, key)
-			}
-			local := filepath.Join(dir, key)
-			if err := os.WriteFile(local, []byte(secret.StringData[key]), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			a = strings.Replace(a, v, local, 1)
-		}
-		if strings.HasPrefix(a, "--config=") {
-			continue // the base's ConfigMap, tested with the base
-		}
-		args = append(args, a)
-	}
+	args := podArgs(t, b, secret)
 	cfg, err := parseConfig(args, os.Stderr)
 	if err != nil {
 		t.Fatalf("parseConfig(%q): %v", args, err)
 	}
-	if cfg.Store.URL != secret.StringData["url"] || cfg.Store.Replica.ID != env["POD_NAME"] || cfg.Store.Etcd.Username != "spillway" {
+	if cfg.Store.URL != secret.StringData["url"] || cfg.Store.Replica.ID != "spillway-7d9f-abcde" || cfg.Store.Etcd.Username != "spillway" {
 		t.Errorf("store config = %+v, want the secret's url and user, replica id = pod name", cfg.Store)
 	}
 }

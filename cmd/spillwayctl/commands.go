@@ -218,7 +218,7 @@ var agentCommand = &command{
 		var f endpointFlags
 		f.define(fs)
 		interval := fs.Duration("interval", 0, "time between heartbeats (default: a third of the granted TTL)")
-		servers := fs.String("server", "", "gRPC `addresses` of the spillway replicas, comma-separated; a DNS name stands for all its addresses (default: the global --server)")
+		servers := fs.String("server", "", "the spillway replicas, comma-separated `targets`: host:port (a DNS name stands for all its addresses), dns:///host:port (the same), dns://DNS-SERVER/host:port (resolved by that server), passthrough:///host:port (one address), unix:PATH or unix-abstract:NAME (default: the global --server)")
 		reportUtil := fs.Bool("report-utilization", false, "also report host CPU (/proc/stat) as the endpoint's utilization to the registry; needs --id")
 		utilInterval := fs.Duration("utilization-interval", time.Second, "time between utilization reports, 100ms..5m")
 		return func(ctx context.Context, e *env, _ []string) error {

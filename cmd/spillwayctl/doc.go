@@ -51,6 +51,11 @@
 //	    addresses: the agent uses one and moves to the next when it stops
 //	    answering, keeping its lease (it registers again, with the same
 //	    endpoint id, only if the new replica does not know the lease).
+//	    Each entry is host:port or a gRPC target: dns:///host:port (the
+//	    same as host:port), dns://DNS-SERVER/host:port (resolved by that
+//	    DNS server), passthrough:///host:port (one address, resolved by the
+//	    dialer), unix:PATH, unix:///ABSOLUTE-PATH or unix-abstract:NAME;
+//	    other schemes (xds, ipv4, ipv6) are refused, naming the entry.
 //	    --report-utilization (needs --id) also streams the host's CPU from
 //	    /proc/stat every --utilization-interval (default 1s) to the server
 //	    in use, under the agent's lease; in-flight is unknown, so the
