@@ -11,12 +11,17 @@ import (
 	"testing"
 	"time"
 
+	"fmt"
+
 	"github.com/miekg/dns"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/spillway/spillway/internal/testwait"
 	"github.com/spillway/spillway/registry/registrytest"
 	pb "github.com/spillway/spillway/registry/registryv1"
+	"github.com/spillway/spillway/security/tlsconfig/tlstest"
 )
 
 // TestAgentServerTargets: the real `spillwayctl agent` given --server as
@@ -192,4 +197,49 @@ func startTestDNS(t *testing.T, name string, ip net.IP) (string, *atomic.Int64) 
 		<-done
 	})
 	return pc.LocalAddr().String(), &queries
+}
+
+// TestAgentTLSByName: an agent given a name (localhost:PORT) over TLS
+// checks the server's certificate against that name. The certificate
+// here names only "localhost", no IP address; the agent resolves the
+// name itself and used to dial the IP under the IP, so the check failed
+// and it never registered.
+func TestAgentTLSByName(t *testing.T) {
+	e := newE2ETLS(t)
+	named := e.ca.Issue(t, tlstest.Leaf{DNS: []string{"localhost"}}).WriteFiles(t, e.dir, "named", e.ca)
+	s := newServer(t, "--tls-cert", named.Cert, "--tls-key", named.Key, "--client-ca", e.server.CA)
+	s.tls = e
+	s.startNoWait()
+	_, port, _ := net.SplitHostPort(s.grpcAddr)
+	byName := "localhost:" + port
+	creds, err := e.creds().TransportCredentials()
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := grpc.NewClient(byName, grpc.WithTransportCredentials(creds))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	reg := pb.NewRegistryClient(conn)
+
+	p := &agentProc{logs: &syncBuffer{}, done: make(chan struct{})}
+	p.cmd = exec.Command(bin.spillwayctl, "--tls-ca", e.client.CA, "--tls-cert", e.client.Cert, "--tls-key", e.client.Key,
+		"agent", "--server", byName, "--service", "tlsname", "--address", "10.0.0.7", "--port", "grpc=8080", "--zone", "z1", "--id", "vm-name", "--ttl", "3s")
+	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() { p.cmd.Process.Kill(); <-p.done })
+	testwait.For(t, 30*time.Second, "the agent's endpoint registered over TLS by name", func() (bool, string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		resp, err := reg.ListEndpoints(ctx, &pb.ListEndpointsRequest{Service: "tlsname"})
+		if err != nil {
+			return false, fmt.Sprintf("%v; agent logs:\n%s", err, p.logs)
+		}
+		return len(resp.Endpoints) == 1, fmt.Sprintf("%d endpoints; agent logs:\n%s", len(resp.Endpoints), p.logs)
+	})
+	p.stop(t)
 }

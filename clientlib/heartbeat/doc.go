@@ -59,7 +59,10 @@
 // to resolve keeps its last addresses); a passthrough, unix or
 // unix-abstract entry is one address, its target, which grpc-go dials (for
 // passthrough:///name:port the dialer resolves name at each connection,
-// so the Agent does not move between that name's addresses). The entries'
+// so the Agent does not move between that name's addresses). An address
+// a name resolved to is dialed under that name (the connection's
+// authority), so TLS checks the server's certificate against the name,
+// as any gRPC client dialing it would. The entries'
 // addresses make one list, in order, without repeats. The Agent moves to
 // the next address of the list when
 // the active one fails: an RPC error, a broken stream, or no answer within

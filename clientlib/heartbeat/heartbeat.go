@@ -121,6 +121,7 @@ type Agent struct {
 	curInterval   time.Duration        // heartbeat period for the current lease
 	registeredYet bool
 	resolved      map[string][]string // Servers entry -> its last resolved addresses
+	authority     map[string]string   // a resolved ip:port -> the name:port it came from
 	addrs         []string            // the servers' addresses, as last resolved
 	active        *replica            // the server in use, or nil
 	cursor        string              // the address tried last
@@ -185,6 +186,7 @@ func New(cfg Config) (*Agent, error) {
 		lookupHost:  lookupHost,
 		dial:        dialGRPC,
 		resolved:    map[string][]string{},
+		authority:   map[string]string{},
 	}, nil
 }
 

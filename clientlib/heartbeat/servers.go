@@ -298,7 +298,9 @@ func (a *Agent) resolve(ctx context.Context) []string {
 		}
 		addrs := make([]string, 0, len(ips))
 		for _, ip := range ips {
-			addrs = append(addrs, net.JoinHostPort(ip, s.port))
+			addr := net.JoinHostPort(ip, s.port)
+			addrs = append(addrs, addr)
+			a.authority[addr] = net.JoinHostPort(s.host, s.port)
 		}
 		a.resolved[s.entry] = addrs
 		for _, addr := range addrs {
@@ -334,7 +336,17 @@ func (a *Agent) pick(addr string) error {
 		a.setActive(addr, false)
 		return nil
 	}
-	client, closer, err := a.dial(addr, a.dialOpts)
+	opts := a.dialOpts
+	if auth, ok := a.authority[addr]; ok {
+		// An address a name resolved to is dialed under that name, so
+		// that TLS checks the server's certificate against the name the
+		// entry gave (as a gRPC client dialing the name would), not the IP.
+		if len(opts) == 0 {
+			opts = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+		}
+		opts = append(slices.Clip(opts), grpc.WithAuthority(auth))
+	}
+	client, closer, err := a.dial(addr, opts)
 	if err != nil {
 		return err
 	}
