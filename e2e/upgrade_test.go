@@ -32,14 +32,26 @@ const previousRelease = "a770d6c"
 // release is a build of another commit's binaries.
 type release struct{ spillway, spillwayctl string }
 
+// releases caches the builds of buildRelease for the test process (a
+// -count=N run builds each commit once), next to this tree's binaries.
+var releases struct {
+	mu    sync.Mutex
+	built map[string]release
+}
+
 // buildRelease builds spillway and spillwayctl at commit from this
 // repository's history (git archive, then go build with this module
-// cache; -race as this test binary is).
+// cache; -race as this test binary is), once per test process.
 func buildRelease(t *testing.T, commit string) release {
 	t.Helper()
-	dir := t.TempDir()
+	releases.mu.Lock()
+	defer releases.mu.Unlock()
+	if r, ok := releases.built[commit]; ok {
+		return r
+	}
+	dir := filepath.Join(filepath.Dir(bin.spillway), "release-"+commit) // removed with the binaries
 	src := filepath.Join(dir, "src")
-	if err := os.Mkdir(src, 0o755); err != nil {
+	if err := os.MkdirAll(src, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	archive := exec.Command("sh", "-c", `git archive --format=tar "$1" | tar -x -C "$2"`, "sh", commit, src)
@@ -59,6 +71,10 @@ func buildRelease(t *testing.T, commit string) release {
 			t.Fatalf("go build %s at %s: %v\n%s", pkg, commit, err, b)
 		}
 	}
+	if releases.built == nil {
+		releases.built = map[string]release{}
+	}
+	releases.built[commit] = r
 	return r
 }
 
