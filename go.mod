@@ -4,6 +4,7 @@ go 1.26.8
 
 require (
 	cloud.google.com/go/spanner v1.96.1
+	github.com/anishathalye/porcupine v1.3.1
 	github.com/chromedp/cdproto v0.159.0
 	github.com/chromedp/chromedp v0.23.0
 	github.com/cncf/xds/go v0.0.0-20260202195803-dba9d589def2
