@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"strings"
 	"syscall"
 	"testing"
@@ -87,6 +88,9 @@ func outcome(t *testing.T, s *Server, q *dns.Msg, from net.Addr) string {
 		}
 		if len(w.out) > len(mustPack(t, q)) {
 			t.Fatalf("slipped reply is %d bytes, more than the %d-byte query", len(w.out), len(mustPack(t, q)))
+		}
+		if replyCookie(t, m) != "" {
+			t.Fatalf("slipped reply carries a COOKIE: %v", m)
 		}
 		return "slip"
 	}
@@ -336,6 +340,7 @@ func TestAbuseConfig(t *testing.T) {
 		{Config{TCPIdleTimeout: -time.Second}, "TCPIdleTimeout -1s"},
 		{Config{RRL: rrl.Config{Rate: -1}}, "RRL: rrl config: Rate -1"},
 		{Config{RRL: rrl.Config{Rate: 1, IPv4PrefixLen: 40}}, "IPv4PrefixLen 40"},
+		{Config{RRL: rrl.Config{Rate: 1, Exempt: []netip.Prefix{netip.MustParsePrefix("10.0.0.1/8")}}}, "RRL: rrl config: Exempt[0] 10.0.0.1/8 has host bits set"},
 	}
 	for _, c := range cases {
 		t.Run(c.wantErr, func(t *testing.T) {
@@ -346,8 +351,10 @@ func TestAbuseConfig(t *testing.T) {
 			}
 		})
 	}
+	// The zero Config: no rate limiting (the library's default; the
+	// command's --dns-rrl-rate is 1000), cookies on.
 	s, _ := newAbuseServer(t, Config{})
-	if s.cfg.TCPMaxConns != DefaultTCPMaxConns || s.cfg.TCPMaxQueries != DefaultTCPMaxQueries || s.cfg.TCPIdleTimeout != DefaultTCPIdleTimeout || s.rrl != nil {
-		t.Errorf("defaults: %d conns, %d queries, idle %v, rrl %v", s.cfg.TCPMaxConns, s.cfg.TCPMaxQueries, s.cfg.TCPIdleTimeout, s.rrl)
+	if s.cfg.TCPMaxConns != DefaultTCPMaxConns || s.cfg.TCPMaxQueries != DefaultTCPMaxQueries || s.cfg.TCPIdleTimeout != DefaultTCPIdleTimeout || s.rrl != nil || s.secret == nil {
+		t.Errorf("defaults: %d conns, %d queries, idle %v, rrl %v, cookie secret %v", s.cfg.TCPMaxConns, s.cfg.TCPMaxQueries, s.cfg.TCPIdleTimeout, s.rrl, s.secret)
 	}
 }

@@ -327,7 +327,8 @@ func (s *Server) build(svc *registry.Service, split []ZoneWeight, epGen uint64, 
 }
 
 // room is the space left for sections in a TCP message after the header, a
-// question of qlen wire bytes and our OPT record.
+// question of qlen wire bytes and our OPT record (with the largest ECS
+// option and a COOKIE).
 func room(qlen int) int { return maxTCPSize - headerLen - qlen - 4 - optMaxLen }
 
 func (s *Server) buildAddrs(eps []*registry.Endpoint, qlen int) *answer {

@@ -70,8 +70,13 @@ type Config struct {
 	// RRL limits the UDP responses per source prefix (package rrl): a
 	// prefix past its rate gets nothing, or every RRL.Slip-th time an
 	// empty response with TC set, so a real client retries over TCP,
-	// which is never limited. A zero RRL.Rate turns it off.
+	// which is never limited. Queries with a valid server cookie (see
+	// Cookies) and sources in RRL.Exempt are not limited. A zero RRL.Rate
+	// turns it off.
 	RRL rrl.Config
+	// Cookies configures DNS Cookies (RFC 7873, server cookies as in RFC
+	// 9018); the zero value has them on, with a random secret.
+	Cookies Cookies
 	// TCPMaxConns caps the concurrent TCP connections; one accepted past
 	// it is closed at once (spillway_dns_tcp_refused_total). Zero means
 	// DefaultTCPMaxConns; -1 is no cap.
@@ -84,6 +89,23 @@ type Config struct {
 	// for this long (the first query may take TCPReadTimeout); zero means
 	// 10 s.
 	TCPIdleTimeout time.Duration
+}
+
+// Cookies configures DNS Cookies: a query with a COOKIE option gets one
+// back, its client cookie and a fresh server cookie, and a query whose
+// server cookie is valid (it proves the querier received an earlier reply
+// at its address) is not rate limited. A malformed COOKIE option gets
+// FORMERR. Cookies are never required: a query without one, or with an
+// invalid one, is answered as usual (no BADCOOKIE).
+type Cookies struct {
+	// Off ignores COOKIE options: replies carry none, a malformed one
+	// gets no FORMERR, and no query is exempt from RRL by its cookie.
+	Off bool
+	// Secret is the server secret, the SipHash-2-4 key of the server
+	// cookies. Servers that answer behind one address need the same
+	// secret to accept each other's cookies. The zero value: 16 random
+	// bytes drawn in New (cookies then last as long as the Server).
+	Secret [16]byte
 }
 
 // ZoneSubnet places the queriers of one subnet in a zone, and the zone in

@@ -111,20 +111,49 @@
 // endpoint. Unhealthy and draining endpoints are never in SRV or service
 // A/AAAA answers.
 //
+// # Cookies
+//
+// DNS Cookies (RFC 7873) are on unless Config.Cookies.Off. A query whose
+// OPT record has a COOKIE option gets one back: its client cookie and a
+// fresh 16-byte server cookie of RFC 9018's form (version 1, three
+// reserved zero bytes, the time in seconds, and a SipHash-2-4, keyed with
+// Config.Cookies.Secret, of the client cookie, those eight bytes and the
+// querier's address), in every reply but a slipped one (below). A server
+// cookie is valid when it is of that form for this querier and secret and
+// its time is at most an hour past and five minutes ahead; a valid one
+// proves that the querier received an earlier reply at its address. A
+// COOKIE option of a length other than 8 or 16 to 40 bytes gets FORMERR
+// (with an OPT record, without a COOKIE); only the first COOKIE option of
+// a query is read. Cookies are never required: a query without one, or
+// with an invalid or stale one, is answered as any other (no BADCOOKIE),
+// with a fresh cookie when it sent one. Each query with a COOKIE is
+// counted in spillway_dns_cookies_total{result="valid", "invalid",
+// "client_only" or "malformed"}. The 28 bytes of the option count
+// towards the UDP size limit like any other part of the reply.
+//
 // # Abuse
 //
 // With Config.RRL.Rate set, UDP responses are rate limited per source
 // prefix (package rrl; IPv4 /24 and IPv6 /56 by default) before any
 // answer is built: a prefix past its rate and burst gets nothing, except
 // every RRL.Slip-th such response, which is sent as the header with TC
-// set, the question and (when the query had one) an OPT record, no
-// records, so that a real client asks again over TCP. Every UDP response
-// counts, NXDOMAIN and errors included; dropped and slipped ones are
-// counted in spillway_dns_rrl_dropped_total and
-// spillway_dns_rrl_slipped_total, not in spillway_dns_queries_total. The
-// FORMERR that miekg/dns itself sends to a message it cannot parse is not
-// limited (it is the 12-byte header, no larger than the query). TCP is
-// never rate limited: its handshake proves the source address.
+// set, the question and (when the query had one) an OPT record without
+// options, no records, so that a real client asks again over TCP. A
+// slipped reply is never larger than the query: it carries no COOKIE
+// (with a server cookie it would outgrow a query that had only a client
+// cookie, and a client cookie alone is a malformed reply, RFC 7873 5.3).
+// Every UDP response counts, NXDOMAIN and errors (the FORMERR of a
+// malformed COOKIE included) alike; dropped and slipped ones are counted
+// in spillway_dns_rrl_dropped_total and spillway_dns_rrl_slipped_total,
+// not in spillway_dns_queries_total. Not limited, and not counted
+// against their prefix: a UDP query with a valid server cookie (its
+// source is not forged), one from a prefix of RRL.Exempt, both counted in
+// spillway_dns_rrl_exempt_total{reason="cookie" or "prefix"}; the
+// FORMERR that miekg/dns itself sends to a message it cannot parse (the
+// 12-byte header, no larger than the query); and TCP, whose handshake
+// proves the source address. The zero Config has no rate limit; the
+// spillway command's default is 1,000 responses a second, a burst of as
+// many, and slip 1.
 //
 // TCP is bounded instead: at most Config.TCPMaxConns connections are
 // open at once (one accepted past it is closed at once and counted in

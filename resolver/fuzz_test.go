@@ -2,18 +2,24 @@ package resolver
 
 import (
 	"fmt"
+	"net/netip"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/miekg/dns"
 
 	"github.com/spillway/spillway/registry"
+	"github.com/spillway/spillway/resolver/internal/cookie"
 )
 
 // FuzzServeDNS feeds arbitrary bytes to the request path: what miekg/dns
 // parses goes to ServeDNS over UDP and TCP, of a server without zones and
 // of one with zones and zone weights, from a querier in a zone; the reply
 // must parse, echo the id and question, and stay within the transport's
-// size limit.
+// size limit. A query's COOKIE option gets FORMERR without a COOKIE when
+// it is malformed, else a COOKIE back with its client cookie and a server
+// cookie valid for the querier; a query without one gets none.
 func FuzzServeDNS(f *testing.F) {
 	for _, q := range []struct {
 		name  string
@@ -66,9 +72,36 @@ func FuzzServeDNS(f *testing.F) {
 	}
 	store, plain := newTestServer(f)
 	plans := &fakeWeights{}
+	zstore, zoned := newZoneServer(f, plans)
+	// Cookies: a client cookie alone, server cookies valid for each
+	// server's querier (127.0.0.1 and 10.1.0.1), an invalid one, and
+	// malformed lengths, on answers of every size.
+	for _, q := range []struct {
+		name  string
+		qtype uint16
+		data  string
+	}{
+		{"web.spillway.internal.", dns.TypeA, clientCookie},
+		{"_grpc._tcp.web.spillway.internal.", dns.TypeSRV, learned(plain, "127.0.0.1", time.Now())},
+		{"_grpc._tcp.big.spillway.internal.", dns.TypeSRV, learned(zoned, "10.1.0.1", time.Now())},
+		{"_grpc._tcp.glue.spillway.internal.", dns.TypeSRV, learned(plain, "127.0.0.1", time.Now())},
+		{"big.spillway.internal.", dns.TypeA, clientCookie + "0123456789abcdef0123456789abcdef"},
+		{"nope.spillway.internal.", dns.TypeA, clientCookie[:14]},
+		{"web.spillway.internal.", dns.TypeAAAA, clientCookie + "01"},
+		{"web.spillway.internal.", dns.TypeA, clientCookie + strings.Repeat("ff", 33)},
+	} {
+		m := withCookie(newQuery(q.name, q.qtype), q.data)
+		if q.qtype == dns.TypeSRV {
+			withECS(m, "10.1.0.0/24")
+		}
+		b, err := m.Pack()
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
 	plans.set("web", "", zw("z1", 1), zw("z2", 3))
 	plans.set("big", "zone-a", zw("zone-a", 5), zw("zone-b", 3), zw("zone-c", 1))
-	zstore, zoned := newZoneServer(f, plans)
 	for _, st := range []*registry.Store{store, zstore} {
 		mustApply(f, st,
 			upsert("web", endpointSpec{id: "a", addr: "10.0.0.1", zone: "z1"}),
@@ -84,10 +117,22 @@ func FuzzServeDNS(f *testing.F) {
 		if err := req.Unpack(in); err != nil {
 			return // miekg/dns answers FORMERR itself before any handler
 		}
+		// The query's COOKIE, as the server reads it: the first one of
+		// the OPT record IsEdns0 finds.
+		var reqCookie string
+		hasCookie := false
+		if opt := req.IsEdns0(); opt != nil {
+			for _, o := range opt.Option {
+				if c, ok := o.(*dns.EDNS0_COOKIE); ok {
+					reqCookie, hasCookie = c.Cookie, true
+					break
+				}
+			}
+		}
 		for i := range 4 {
-			tcp, s, w := i%2 == 1, plain, &recorder{}
+			tcp, s, w, ip := i%2 == 1, plain, &recorder{}, "127.0.0.1"
 			if i >= 2 {
-				s, w.remote = zoned, querier("10.1.0.1", tcp)
+				s, w.remote, ip = zoned, querier("10.1.0.1", tcp), "10.1.0.1"
 			}
 			w.tcp = tcp
 			s.ServeDNS(w, req)
@@ -119,6 +164,25 @@ func FuzzServeDNS(f *testing.F) {
 			}
 			if (req.IsEdns0() != nil) != (m.IsEdns0() != nil) {
 				t.Fatalf("tcp=%v rcode %s: query OPT %v, reply OPT %v; want one exactly when the query had one", tcp, dns.RcodeToString[m.Rcode], req.IsEdns0() != nil, m.IsEdns0() != nil)
+			}
+			got := replyCookie(t, m)
+			switch n := len(reqCookie) / 2; {
+			case !hasCookie:
+				if got != "" {
+					t.Fatalf("reply COOKIE %s to a query without one", got)
+				}
+			case n != 8 && (n < 16 || n > 40):
+				if m.Rcode != dns.RcodeFormatError || got != "" {
+					t.Fatalf("%d-byte COOKIE: rcode %s, reply COOKIE %q; want FORMERR and none", n, dns.RcodeToString[m.Rcode], got)
+				}
+			default:
+				c, err := cookie.ParseHex(got)
+				if err != nil || len(got) != 2*cookie.Len || got[:16] != reqCookie[:16] {
+					t.Fatalf("reply COOKIE %q to %s: want its client cookie and a 16-byte server cookie", got, reqCookie)
+				}
+				if r := s.secret.Check(&c, netip.MustParseAddr(ip), uint32(time.Now().Unix())); r != cookie.Valid {
+					t.Fatalf("reply COOKIE %s: %v for %s, want valid", got, r, ip)
+				}
 			}
 			if len(req.Question) == 1 && m.Rcode != dns.RcodeFormatError && m.Rcode != dns.RcodeNotImplemented {
 				if len(m.Question) != 1 || m.Question[0] != req.Question[0] {

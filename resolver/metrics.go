@@ -57,6 +57,10 @@ type metrics struct {
 	zoned     [2]prometheus.Counter // by zoneByECS, zoneBySource
 
 	rrlDropped, rrlSlipped prometheus.Counter
+	rrlExemptVec           *prometheus.CounterVec
+	rrlExempt              [len(exemptLabels)]prometheus.Counter // by exemptCookie, exemptPrefix
+	cookiesVec             *prometheus.CounterVec
+	cookies                [len(cookieLabels)]prometheus.Counter // by cookieValid, ...
 	tcpRefused             prometheus.Counter
 }
 
@@ -94,6 +98,18 @@ func newMetrics() *metrics {
 	m.rrlSlipped = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "spillway_dns_rrl_slipped_total", Help: "UDP responses past the querier's prefix rate sent as an empty TC response instead (every --dns-rrl-slip-th), so a real client retries over TCP.",
 	})
+	m.rrlExemptVec = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "spillway_dns_rrl_exempt_total", Help: "UDP responses the rate limiter let through without counting them, by reason: cookie (the query carried a valid server cookie, so its source is not forged) or prefix (the source is in --dns-rrl-exempt).",
+	}, []string{"reason"})
+	for i, l := range exemptLabels {
+		m.rrlExempt[i] = m.rrlExemptVec.WithLabelValues(l)
+	}
+	m.cookiesVec = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "spillway_dns_cookies_total", Help: "Queries with a DNS COOKIE option (RFC 7873), by result: valid (a server cookie of ours for the querier's address, within its hour), invalid (another server cookie), client_only (no server cookie yet), malformed (a length other than 8 or 16..40 bytes: FORMERR).",
+	}, []string{"result"})
+	for i, l := range cookieLabels {
+		m.cookies[i] = m.cookiesVec.WithLabelValues(l)
+	}
 	m.tcpRefused = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "spillway_dns_tcp_refused_total", Help: "TCP connections closed on accept because --dns-tcp-max-conns were open.",
 	})
@@ -116,7 +132,7 @@ func (m *metrics) observe(qtype uint16, rcode int, d time.Duration) {
 }
 
 func (m *metrics) register(r prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.queries, m.latency, m.truncated, m.subsets, m.glueCut, m.zonedVec, m.rrlDropped, m.rrlSlipped, m.tcpRefused} {
+	for _, c := range []prometheus.Collector{m.queries, m.latency, m.truncated, m.subsets, m.glueCut, m.zonedVec, m.rrlDropped, m.rrlSlipped, m.rrlExemptVec, m.cookiesVec, m.tcpRefused} {
 		if err := r.Register(c); err != nil {
 			return err
 		}

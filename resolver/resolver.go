@@ -2,6 +2,8 @@ package resolver
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/spillway/spillway/registry"
+	"github.com/spillway/spillway/resolver/internal/cookie"
 	"github.com/spillway/spillway/resolver/rrl"
 )
 
@@ -32,6 +35,7 @@ type Server struct {
 	zones   *zoneTable      // nil: no Config.Zones
 	epw     EndpointWeights // Config.Weights when it implements it, else nil
 	rrl     *rrl.Limiter    // nil: Config.RRL.Rate is 0
+	secret  *cookie.Secret  // nil: Config.Cookies.Off
 
 	cache cache
 	ents  atomic.Pointer[entSet]
@@ -66,6 +70,13 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.bufs.New = func() any {
 		return &scratch{b: make([]byte, 0, maxTCPSize), split: make([]ZoneWeight, 0, 8)}
+	}
+	if !cfg.Cookies.Off {
+		sec := cookie.Secret(cfg.Cookies.Secret)
+		if sec == (cookie.Secret{}) {
+			rand.Read(sec[:]) // never fails (crypto/rand)
+		}
+		s.secret = &sec
 	}
 	if cfg.RRL.Rate != 0 {
 		l, err := rrl.New(cfg.RRL, time.Now())
@@ -143,7 +154,8 @@ type reply struct {
 	rcode      int
 	tc         bool
 	qtype      uint16
-	edns       bool // the query had an OPT record, so the reply gets one
+	edns       bool        // the query had an OPT record, so the reply gets one
+	ck         cookieState // (a copy: a pointer in reply would escape)
 
 	// The querier, for zone-aware SRV weights.
 	w         dns.ResponseWriter
@@ -165,34 +177,54 @@ func (s *Server) serve(w dns.ResponseWriter, r *dns.Msg, now time.Time) (rcode i
 	if r.Response {
 		return -1, 0 // never answer a response
 	}
+	opt := r.IsEdns0()
+	var (
+		ck cookieState
+		cq cookieQuery
+	)
+	if opt != nil && s.secret != nil {
+		s.readCookie(&ck, &cq, opt, w.RemoteAddr(), now)
+	}
 	if s.rrl != nil {
 		if ua, ok := w.RemoteAddr().(*net.UDPAddr); ok {
-			switch s.rrl.Allow(ua.AddrPort().Addr(), now) {
-			case rrl.Drop:
-				s.metrics.rrlDropped.Inc()
-				return -1, 0
-			case rrl.Slip:
-				s.metrics.rrlSlipped.Inc()
-				s.slip(w, r)
-				return -1, 0
+			if ck.valid {
+				// The querier received our earlier reply at this address:
+				// not a forged source.
+				s.metrics.rrlExempt[exemptCookie].Inc()
+			} else {
+				switch s.rrl.Allow(ua.AddrPort().Addr(), now) {
+				case rrl.Exempt:
+					s.metrics.rrlExempt[exemptPrefix].Inc()
+				case rrl.Drop:
+					s.metrics.rrlDropped.Inc()
+					return -1, 0
+				case rrl.Slip:
+					s.metrics.rrlSlipped.Inc()
+					s.slip(w, r)
+					return -1, 0
+				}
 			}
 		}
 	}
+	if ck.malformed {
+		// RFC 7873 5.2.2; the reply carries no COOKIE.
+		return s.slowReply(w, r, dns.RcodeFormatError, nil), 0
+	}
+	s.freshCookie(&ck, &cq)
 	if r.Opcode != dns.OpcodeQuery {
-		return s.slowReply(w, r, dns.RcodeNotImplemented), 0
+		return s.slowReply(w, r, dns.RcodeNotImplemented, &ck), 0
 	}
 	if len(r.Question) != 1 || len(r.Answer) > 1 || len(r.Ns) > 1 || len(r.Extra) > 2 || manyOPT(r.Extra) {
 		// miekg/dns's default checks (see acceptQuery), and RFC 6891
 		// 6.1.1: more than one OPT record is FORMERR.
-		return s.slowReply(w, r, dns.RcodeFormatError), 0
+		return s.slowReply(w, r, dns.RcodeFormatError, &ck), 0
 	}
 	q := r.Question[0]
-	opt := r.IsEdns0()
 	var ecs clientSubnet
 	if opt != nil && s.zones != nil {
 		var ok bool
 		if ecs, ok = readClientSubnet(opt); !ok {
-			return s.slowReply(w, r, dns.RcodeFormatError), q.Qtype
+			return s.slowReply(w, r, dns.RcodeFormatError, &ck), q.Qtype
 		}
 	}
 	if !plainName(q.Name) {
@@ -201,12 +233,12 @@ func (s *Server) serve(w dns.ResponseWriter, r *dns.Msg, now time.Time) (rcode i
 		if dns.IsSubDomain(s.domain, strings.ToLower(q.Name)) {
 			rc = dns.RcodeNameError
 		}
-		return s.slowReply(w, r, rc), q.Qtype
+		return s.slowReply(w, r, rc, &ck), q.Qtype
 	}
 
 	sc := s.bufs.Get().(*scratch)
 	defer s.bufs.Put(sc)
-	rp := reply{b: sc.b[:headerLen], qlen: wireLen(q.Name), qtype: q.Qtype, edns: opt != nil, w: w, sc: sc, ecs: ecs}
+	rp := reply{b: sc.b[:headerLen], qlen: wireLen(q.Name), qtype: q.Qtype, edns: opt != nil, ck: ck, w: w, sc: sc, ecs: ecs}
 	rp.b = appendName(rp.b, q.Name) // echoes the client's case
 	rp.b = appendU16(rp.b, q.Qtype)
 	rp.b = appendU16(rp.b, q.Qclass)
@@ -233,7 +265,7 @@ func (s *Server) serve(w dns.ResponseWriter, r *dns.Msg, now time.Time) (rcode i
 
 	if opt != nil {
 		rp.ar++
-		rp.b = appendOPT(rp.b, uint16(s.cfg.UDPSizeCap), extRcode, opt.Do(), &rp.ecs, rp.scope)
+		rp.b = appendOPT(rp.b, uint16(s.cfg.UDPSizeCap), extRcode, opt.Do(), &rp.ecs, rp.scope, rp.ck.replyData())
 	}
 	h := rp.b[:headerLen]
 	h[0], h[1] = byte(r.Id>>8), byte(r.Id)
@@ -453,7 +485,7 @@ func (rp *reply) optLen() int {
 	if !rp.edns {
 		return 0
 	}
-	return optLen + rp.ecs.optECSLen()
+	return optLen + rp.ecs.optECSLen() + rp.ck.optLen()
 }
 
 // rfc8482 answers ANY minimally with one synthesized HINFO (RFC 8482 4.2).
@@ -544,8 +576,9 @@ func acceptQuery(dh dns.Header) dns.MsgAcceptAction {
 	return dns.MsgAccept
 }
 
-// slowReply answers the unusual cases with a packed dns.Msg.
-func (s *Server) slowReply(w dns.ResponseWriter, r *dns.Msg, rcode int) int {
+// slowReply answers the unusual cases with a packed dns.Msg; its OPT
+// record carries ck's COOKIE when ck is non-nil and has one.
+func (s *Server) slowReply(w dns.ResponseWriter, r *dns.Msg, rcode int, ck *cookieState) int {
 	m := new(dns.Msg)
 	m.SetRcode(r, rcode)
 	m.Authoritative = rcode != dns.RcodeRefused && rcode != dns.RcodeNotImplemented && rcode != dns.RcodeFormatError
@@ -572,6 +605,9 @@ func (s *Server) slowReply(w dns.ResponseWriter, r *dns.Msg, rcode int) int {
 				m.IsEdns0().Option = append(m.IsEdns0().Option, e)
 			}
 		}
+		if d := ck.replyData(); d != nil {
+			m.IsEdns0().Option = append(m.IsEdns0().Option, &dns.EDNS0_COOKIE{Code: dns.EDNS0COOKIE, Cookie: hex.EncodeToString(d)})
+		}
 	}
 	if err := w.WriteMsg(m); err != nil && !errors.Is(err, net.ErrClosed) {
 		s.log.Debug("dns write", "err", err)
@@ -581,9 +617,11 @@ func (s *Server) slowReply(w dns.ResponseWriter, r *dns.Msg, rcode int) int {
 
 // slip sends the response RRL sends in place of one past the rate: the
 // header with TC set, the question (when it is one plain name), no
-// records, and an OPT record when the query had one. It is never larger
-// than the query, so it amplifies nothing, and it tells a real client to
-// ask again over TCP.
+// records, and an OPT record without options when the query had one (no
+// COOKIE: a client cookie alone would be discarded by the client, RFC
+// 7873 5.3, and with a server cookie the reply would outgrow a query that
+// carried only a client cookie). It is never larger than the query, so it
+// amplifies nothing, and it tells a real client to ask again over TCP.
 func (s *Server) slip(w dns.ResponseWriter, r *dns.Msg) {
 	sc := s.bufs.Get().(*scratch)
 	defer s.bufs.Put(sc)
@@ -603,7 +641,7 @@ func (s *Server) slip(w dns.ResponseWriter, r *dns.Msg) {
 		b[5] = 1
 	}
 	if opt := r.IsEdns0(); opt != nil {
-		b = appendOPT(b, uint16(s.cfg.UDPSizeCap), 0, opt.Do(), &clientSubnet{}, 0)
+		b = appendOPT(b, uint16(s.cfg.UDPSizeCap), 0, opt.Do(), &clientSubnet{}, 0, nil)
 		b[11] = 1
 	}
 	if _, err := w.Write(b); err != nil {

@@ -3,6 +3,8 @@ package resolver
 import (
 	"encoding/binary"
 	"net/netip"
+
+	"github.com/spillway/spillway/resolver/internal/cookie"
 )
 
 // Wire-format building blocks. Answers are assembled from bytes, not packed
@@ -114,20 +116,27 @@ func addrLen(addr netip.Addr) int {
 	return 2 + 10 + 16
 }
 
-// optLen is the size of our OPT record without options; optMaxLen with
-// the largest ECS option we echo (an IPv6 /128).
+// optLen is the size of our OPT record without options; optCookieLen is
+// that of the COOKIE option of a reply (client and server cookie);
+// optMaxLen with the largest ECS option we echo (an IPv6 /128) and a
+// COOKIE.
 const (
-	optLen    = 11
-	optMaxLen = optLen + 4 + 4 + 16
+	optLen       = 11
+	optCookieLen = 4 + cookie.Len
+	optMaxLen    = optLen + 4 + 4 + 16 + optCookieLen
 )
 
-// ednsSubnet is the option code of EDNS Client Subnet (RFC 7871).
-const ednsSubnet = 8
+// Option codes: EDNS Client Subnet (RFC 7871) and COOKIE (RFC 7873).
+const (
+	ednsSubnet = 8
+	ednsCookie = 10
+)
 
 // appendOPT writes our OPT record: root owner, our UDP size, the extended
-// rcode's upper bits and the DO bit echoed, and the client's ECS option
-// echoed with our scope when it sent one.
-func appendOPT(b []byte, udpSize uint16, extRcode uint8, do bool, ecs *clientSubnet, scope uint8) []byte {
+// rcode's upper bits and the DO bit echoed, the client's ECS option echoed
+// with our scope when it sent one, and a COOKIE option with ck when it is
+// not empty.
+func appendOPT(b []byte, udpSize uint16, extRcode uint8, do bool, ecs *clientSubnet, scope uint8, ck []byte) []byte {
 	b = append(b, 0)
 	b = appendU16(b, typeOPT)
 	b = appendU16(b, udpSize)
@@ -137,24 +146,33 @@ func appendOPT(b []byte, udpSize uint16, extRcode uint8, do bool, ecs *clientSub
 	}
 	b = append(b, extRcode, 0) // extended rcode, version 0
 	b = appendU16(b, flags)
-	if !ecs.present {
-		return appendU16(b, 0)
+	rdlen := ecs.optECSLen()
+	if len(ck) > 0 {
+		rdlen += 4 + len(ck)
 	}
-	// RFC 7871 section 7.2.1: FAMILY, SOURCE PREFIX-LENGTH and ADDRESS as
-	// in the query, SCOPE PREFIX-LENGTH ours.
-	n := (int(ecs.source) + 7) / 8
-	b = appendU16(b, uint16(4+4+n))
-	b = appendU16(b, ednsSubnet)
-	b = appendU16(b, uint16(4+n))
-	b = appendU16(b, ecs.family)
-	b = append(b, ecs.source, scope)
-	if n > 0 {
-		if ecs.addr.Is4() {
-			a := ecs.addr.As4()
-			return append(b, a[:n]...)
+	b = appendU16(b, uint16(rdlen))
+	if ecs.present {
+		// RFC 7871 section 7.2.1: FAMILY, SOURCE PREFIX-LENGTH and
+		// ADDRESS as in the query, SCOPE PREFIX-LENGTH ours.
+		n := (int(ecs.source) + 7) / 8
+		b = appendU16(b, ednsSubnet)
+		b = appendU16(b, uint16(4+n))
+		b = appendU16(b, ecs.family)
+		b = append(b, ecs.source, scope)
+		if n > 0 {
+			if ecs.addr.Is4() {
+				a := ecs.addr.As4()
+				b = append(b, a[:n]...)
+			} else {
+				a := ecs.addr.As16()
+				b = append(b, a[:n]...)
+			}
 		}
-		a := ecs.addr.As16()
-		return append(b, a[:n]...)
+	}
+	if len(ck) > 0 {
+		b = appendU16(b, ednsCookie)
+		b = appendU16(b, uint16(len(ck)))
+		b = append(b, ck...)
 	}
 	return b
 }

@@ -312,7 +312,7 @@ func (s *server) resolver() error {
 			SOA: cfg.DNS.TTL.SOA, Negative: cfg.DNS.TTL.Negative,
 		},
 		NSAddr: nsAddr(cfg.DNSAddr), Zones: zones,
-		RegionPreference: cfg.RegionPreference, RegionRules: s.regionRules, RRL: cfg.DNS.rrl(),
+		RegionPreference: cfg.RegionPreference, RegionRules: s.regionRules, RRL: cfg.DNS.rrl(), Cookies: cfg.DNS.cookies(),
 		TCPMaxConns: cfg.DNS.TCPMaxConns, TCPMaxQueries: cfg.DNS.TCPMaxQueries, TCPIdleTimeout: cfg.DNS.TCPIdleTimeout,
 		Weights: planWeights{s.plans}, Logger: s.component("dns"), Registerer: s.metrics,
 	})

@@ -22,6 +22,25 @@
 # truncation, reply sizes, and whether the full answers agree with
 # spillway's) and the ratios to spillway of the medians.
 #
+# spillway runs in up to three setups, each a target of its own (its own
+# process and port), so they alternate in the rounds like the others:
+#
+#   spillway           --dns-rrl-rate 0 --dns-cookies=false: no rate limit,
+#                      no cookies (the defaults before issue 28 item 6), so
+#                      its figures compare with earlier runs
+#   spillway-cookie    the default start (RRL at 1,000/s per /24, cookies),
+#                      and dnsperf sends a valid server cookie with every
+#                      query, as a cookie-speaking resolver does: it is
+#                      learned with dig +cookie from 127.0.0.1 (dnsperf's
+#                      address) before each run and added to every query
+#                      of queries.bin, so RRL lets it all through
+#   spillway-nocookie  the default start, no cookie: dnsperf from one
+#                      address is past the rate, gets 1,000 full answers a
+#                      second and TC replies for the rest
+#
+# The cookie setups print the server's cookie and RRL counters after the
+# runs (from /metrics, with curl).
+#
 # Run from the repository root:
 #
 #   bash e2e/bench/dnsperf.sh
@@ -41,7 +60,8 @@
 #   ROUNDS=3              measured rounds; each runs every target once
 #   SECONDS_PER_ROUND=10  dnsperf -l of one measured run
 #   WARMUP_SECONDS=2      unmeasured dnsperf run per target before round 1 (0: none)
-#   TARGETS="spillway ceiling coredns"  which servers to run (coredns only if COREDNS is set)
+#   TARGETS="spillway ceiling coredns"  which servers to run (coredns only if COREDNS is set;
+#                         also spillway-cookie, spillway-nocookie: see above)
 #   COREDNS=PATH          a CoreDNS binary with the file plugin (see above)
 #   RATE=5000             dnsperf -Q of the CPU phase, queries per second
 #   CPU_SECONDS=10        dnsperf -l of one CPU-phase run (0: skip the phase)
@@ -83,18 +103,18 @@ done
 targets=()
 for t in $TARGETS; do
   case "$t" in
-    spillway|ceiling) targets+=("$t") ;;
+    spillway|spillway-cookie|spillway-nocookie|ceiling) targets+=("$t") ;;
     coredns)
       [ -n "$COREDNS" ] || die "TARGETS has coredns but COREDNS is not set (see the build note at the top of $0)"
       [ -x "$COREDNS" ] || die "COREDNS=$COREDNS is not an executable"
       "$COREDNS" -plugins 2>/dev/null | grep -Eq '^ *(dns\.)?file$' ||
         die "COREDNS=$COREDNS has no file plugin ($COREDNS -plugins)"
       targets+=("$t") ;;
-    *) die "TARGETS: unknown target $t (want spillway, ceiling and/or coredns)" ;;
+    *) die "TARGETS: unknown target $t (want spillway, spillway-cookie, spillway-nocookie, ceiling and/or coredns)" ;;
   esac
 done
 [ "${#targets[@]}" -ge 1 ] || die "TARGETS is empty"
-for tool in go dnsperf dig ss timeout; do
+for tool in go dnsperf dig ss timeout perl; do
   command -v "$tool" >/dev/null 2>&1 || die "$tool not found (dnsperf: Debian package dnsperf; dig: bind9-dnsutils)"
 done
 
@@ -159,7 +179,7 @@ mkdir -p "$work/bin"
 go build -o "$work/bin/dnsceiling" ./e2e/bench/dnsceiling
 go build -o "$work/bin/gendns" ./e2e/bench/gendns
 go build -o "$work/bin/dnsmix" ./e2e/bench/dnsmix
-if [[ " ${targets[*]} " == *" spillway "* ]]; then
+if [[ " ${targets[*]} " == *" spillway"* ]]; then
   go build -o "$work/bin/spillway" ./cmd/spillway
 fi
 
@@ -167,17 +187,21 @@ fi
   --services "$work/services.yaml" --queries "$work/queries.txt" --queries-bin "$work/queries.bin"
 "$work/bin/dnsceiling" --static-file "$work/services.yaml" --domain "$DOMAIN" --write-zone "$work/zone.db"
 
+declare -A http=()
 for t in "${targets[@]}"; do
   case "$t" in
     spillway) port[$t]=${SPILLWAY_PORT:-$(free_port)} ;;
     ceiling) port[$t]=${CEILING_PORT:-$(free_port)} ;;
-    coredns) port[$t]=$(free_port) ;;
+    *) port[$t]=$(free_port) ;;
   esac
   [[ ${port[$t]} =~ ^[0-9]+$ ]] || die "bad port ${port[$t]} for $t"
   case "$t" in
-    spillway)
+    spillway*)
+      setup=()
+      [ "$t" = spillway ] && setup=(--dns-rrl-rate 0 --dns-cookies=false)
+      http[$t]=$(free_port)
       "$work/bin/spillway" --dns-addr "127.0.0.1:${port[$t]}" --static-file "$work/services.yaml" \
-        --data-dir "" --grpc-addr 127.0.0.1:0 --http-addr 127.0.0.1:0 --domain "$DOMAIN" \
+        --data-dir "" --grpc-addr 127.0.0.1:0 --http-addr "127.0.0.1:${http[$t]}" --domain "$DOMAIN" "${setup[@]}" \
         >"$work/$t.log" 2>&1 &
       ;;
     ceiling)
@@ -196,18 +220,19 @@ for t in "${targets[@]}"; do
   echo "== $t answers on 127.0.0.1:${port[$t]} (pid ${pid[$t]})"
 done
 
-flags=(-m udp -B -d "$work/queries.bin" -c "$CLIENTS" -T "$THREADS" -q "$OUTSTANDING" -t 1)
+flags=(-m udp -B -c "$CLIENTS" -T "$THREADS" -q "$OUTSTANDING" -t 1)
 echo "== machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), load average $(cut -d' ' -f1-3 /proc/loadavg), $(date -u '+%Y-%m-%d %H:%M UTC')"
-echo "== dnsperf $(dnsperf -h 2>&1 | sed -n 's/^Version //p') flags: -s 127.0.0.1 -p PORT -l $SECONDS_PER_ROUND ${flags[*]/#$work\//}"
+echo "== dnsperf $(dnsperf -h 2>&1 | sed -n 's/^Version //p') flags: -s 127.0.0.1 -p PORT -l $SECONDS_PER_ROUND -d queries.bin ${flags[*]} (spillway-cookie: -d queries-cookie.bin)"
 echo "   (queries.bin: $(grep -c . "$work/queries.txt") queries with EDNS0 UDP size $BUFSIZE; dnsperf -e would advertise 4096)"
 if [ -n "$COREDNS" ]; then echo "== coredns: $COREDNS ($("$COREDNS" -version 2>/dev/null | head -n 1)), Corefile: errors + file zone.db"; fi
 
 echo
-echo "== how each server answers the mix (dnsmix, once per distinct query)"
+echo "== how each server answers the mix (dnsmix, once per distinct query; the spillway-* setups answer as spillway)"
 mix_args=()
 for t in "${targets[@]}"; do
-  [ "$t" = coredns ] || mix_args+=(--server "$t=127.0.0.1:${port[$t]}")
+  case "$t" in spillway|ceiling) mix_args+=(--server "$t=127.0.0.1:${port[$t]}") ;; esac
 done
+[ "${#mix_args[@]}" -gt 0 ] || mix_args=(--server "${targets[0]}=127.0.0.1:${port[${targets[0]}]}")
 mix_rc=0
 timeout 120 "$work/bin/dnsmix" --queries "$work/queries.txt" --bufsize "$BUFSIZE" "${mix_args[@]}" || mix_rc=$?
 if [[ " ${targets[*]} " == *" coredns "* ]]; then
@@ -218,11 +243,40 @@ if [[ " ${targets[*]} " == *" coredns "* ]]; then
     echo "   (coredns answers differ from spillway's, as counted above; not an error)"
 fi
 
-# run_dnsperf TARGET SECONDS OUTFILE [extra dnsperf flags]
+# cookie_queries TARGET writes $work/queries-cookie.bin: queries.bin with
+# a COOKIE option in each query's OPT record, the client cookie and the
+# server cookie that TARGET gives dig +cookie from 127.0.0.1 now (valid
+# for an hour, so it is learned again before every run).
+cookie_queries() {
+  local t=$1 ck
+  ck=$(dig +cookie +norec +time=2 +tries=3 -b 127.0.0.1 @127.0.0.1 -p "${port[$t]}" "svc-000.$DOMAIN" A |
+    sed -n 's/^; COOKIE: \([0-9a-f]\{48\}\) (good)$/\1/p')
+  [[ $ck =~ ^[0-9a-f]{48}$ ]] || die "$t gave dig no server cookie"
+  # Each query ends with an OPT record without options (gendns): give its
+  # RDATA the COOKIE option (code 10, 24 bytes).
+  perl -e '
+    my $ck = pack("H*", shift); local $/; binmode STDIN; binmode STDOUT;
+    my $in = <STDIN>; my ($out, $n) = ("", 0);
+    while (length $in) {
+      my $len = unpack("n", substr($in, 0, 2, ""));
+      my $m = substr($in, 0, $len, "");
+      (substr($m, -11, 3) eq "\x00\x00\x29" && substr($m, -2) eq "\x00\x00") or die "query $n: no empty OPT record at its end\n";
+      $m = substr($m, 0, -2) . pack("nnn", 4 + length $ck, 10, length $ck) . $ck;
+      $out .= pack("n", length $m) . $m; $n++;
+    }
+    print $out;' "$ck" <"$work/queries.bin" >"$work/queries-cookie.bin" || die "cannot add the cookie to queries.bin"
+}
+
+# prepare TARGET: what a run against TARGET needs first (spillway-cookie:
+# a fresh cookie in queries-cookie.bin), outside the measured time.
+prepare() { if [ "$1" = spillway-cookie ]; then cookie_queries "$1"; fi; }
+
+# run_dnsperf TARGET SECONDS OUTFILE [extra dnsperf flags] (after prepare)
 run_dnsperf() {
-  local t=$1 secs=$2 out=$3
+  local t=$1 secs=$2 out=$3 data=(-d "$work/queries.bin")
   shift 3
-  timeout $((secs + 30)) dnsperf -s 127.0.0.1 -p "${port[$t]}" -l "$secs" "${flags[@]}" "$@" -W >"$out" 2>&1 ||
+  [ "$t" = spillway-cookie ] && data=(-d "$work/queries-cookie.bin")
+  timeout $((secs + 30)) dnsperf -s 127.0.0.1 -p "${port[$t]}" -l "$secs" "${flags[@]}" "${data[@]}" "$@" -W >"$out" 2>&1 ||
     { cat "$out" >&2; die "dnsperf against $t failed"; }
 }
 
@@ -258,7 +312,7 @@ rotate() {
 if [ "$WARMUP_SECONDS" -gt 0 ]; then
   echo
   echo "== warm-up: ${WARMUP_SECONDS}s per target"
-  for t in "${targets[@]}"; do run_dnsperf "$t" "$WARMUP_SECONDS" "$work/warmup-$t.txt"; done
+  for t in "${targets[@]}"; do prepare "$t" && run_dnsperf "$t" "$WARMUP_SECONDS" "$work/warmup-$t.txt"; done
 fi
 
 echo
@@ -268,6 +322,7 @@ results="$work/results.tsv"
 for r in $(seq 1 "$ROUNDS"); do
   for t in $(rotate "$r"); do
     out="$work/dnsperf-$t-$r.txt"
+    prepare "$t"
     run_dnsperf "$t" "$SECONDS_PER_ROUND" "$out"
     # One line: target round qps avg_ms max_ms sent lost noerror nxdomain other resp_bytes
     awk -v t="$t" -v r="$r" '
@@ -310,6 +365,7 @@ if [ "$CPU_SECONDS" -gt 0 ]; then
   for r in $(seq 1 "$ROUNDS"); do
     for t in $(rotate "$r"); do
       out="$work/dnsperf-cpu-$t-$r.txt"
+      prepare "$t"
       proc_snapshot "$work/procs0"
       c0=$(cpu_ticks "${pid[$t]}") k0=$(child_ticks) t0=$(date +%s.%N)
       run_dnsperf "$t" "$CPU_SECONDS" "$out" -Q "$RATE"
@@ -372,6 +428,15 @@ awk -F'\t' -v rate="$RATE" '
     }
   }' "$results" "$cpu_results"
 echo "(at saturation the average latency is about OUTSTANDING/QPS; dnsperf shares the cores, so compare CPU per query first)"
+for t in "${targets[@]}"; do
+  case "$t" in spillway-*) ;; *) continue ;; esac
+  if command -v curl >/dev/null 2>&1; then
+    echo "== $t counters: $(curl -fsS --max-time 5 "http://127.0.0.1:${http[$t]}/metrics" |
+      grep -E '^spillway_dns_(cookies_total|rrl_(exempt|slipped|dropped)_total)' | tr '\n' ' ')"
+  else
+    echo "== $t counters: (no curl)"
+  fi
+done
 echo "(load average now $(cut -d' ' -f1-3 /proc/loadavg); the servers share the machine with dnsperf and anything else running)"
 
 if [ "$mix_rc" -ne 0 ]; then

@@ -2,6 +2,7 @@ package rrl
 
 import (
 	"fmt"
+	"net/netip"
 	"time"
 )
 
@@ -27,6 +28,14 @@ type Config struct {
 	// seen least recently is forgotten (it starts again with a full
 	// burst). Zero means DefaultTableSize.
 	TableSize int
+	// Exempt lists source prefixes that are never limited (Allow says
+	// Exempt and tracks nothing): networks whose source addresses cannot
+	// be forged, such as node subnets behind anti-spoofing filters, where
+	// busy cookie-less caches sit. Prefixes must be valid and in canonical
+	// form (no host bits set); IPv4-mapped IPv6 sources match IPv4
+	// prefixes. Nil exempts nothing. Allow checks them in order, so keep
+	// the list short (at most MaxExempt).
+	Exempt []netip.Prefix
 }
 
 // Defaults and limits of Config values.
@@ -38,6 +47,8 @@ const (
 	maxTableSize     = 1 << 24
 	maxRate          = 1_000_000_000 // one response per nanosecond
 	maxSlip          = 1 << 16
+	// MaxExempt is the longest Config.Exempt list.
+	MaxExempt = 1024
 )
 
 // validate fills defaults and names the first bad field.
@@ -71,6 +82,19 @@ func (c *Config) validate() error {
 	}
 	if c.TableSize < 1 || c.TableSize > maxTableSize {
 		return fmt.Errorf("rrl config: TableSize %d: want 1..%d", c.TableSize, maxTableSize)
+	}
+	if len(c.Exempt) > MaxExempt {
+		return fmt.Errorf("rrl config: Exempt has %d prefixes, want at most %d", len(c.Exempt), MaxExempt)
+	}
+	for i, p := range c.Exempt {
+		switch {
+		case !p.IsValid():
+			return fmt.Errorf("rrl config: Exempt[%d]: not a valid prefix", i)
+		case p.Addr().Is4In6() || p.Addr().Zone() != "":
+			return fmt.Errorf("rrl config: Exempt[%d] %s: want a plain IPv4 or IPv6 prefix", i, p)
+		case p != p.Masked():
+			return fmt.Errorf("rrl config: Exempt[%d] %s has host bits set, want %s", i, p, p.Masked())
+		}
 	}
 	return nil
 }

@@ -14,19 +14,25 @@
 // which bounds the reflection at Rate × the response size and leaves real
 // queriers behind a busy prefix some answers. All responses of a prefix
 // share one allowance (BIND keeps apart answers per name and errors).
+// With Slip 1 (the spillway command's default, with Rate 1000) every
+// refused response is slipped, so a flood past the rate reflects no more
+// bytes than it sent and a real client always learns to use TCP.
+// Sources in Config.Exempt (networks whose addresses cannot be forged)
+// are never limited and never tracked.
 //
 // # Usage
 //
-//	l, err := rrl.New(rrl.Config{Rate: 50, Slip: 2}, time.Now())
+//	l, err := rrl.New(rrl.Config{Rate: 1000, Slip: 1}, time.Now())
 //	switch l.Allow(src, time.Now()) {
-//	case rrl.Answer: // send the response
-//	case rrl.Slip:   // send a TC response without records
-//	case rrl.Drop:   // send nothing
+//	case rrl.Answer, rrl.Exempt: // send the response
+//	case rrl.Slip:               // send a TC response without records
+//	case rrl.Drop:               // send nothing
 //	}
 //
 // # Concurrency and cost
 //
-// Allow is safe for concurrent use. The table is split into up to 64
+// Allow is safe for concurrent use. It first checks Config.Exempt in
+// order (a few nanoseconds a prefix). The table is split into up to 64
 // shards by a seeded hash of the prefix, each with its own mutex, held
 // only to update one entry, so queries from different prefixes rarely
 // contend. An entry is the generic cell rate algorithm's one timestamp

@@ -9,7 +9,8 @@ import (
 // FuzzAllow replays a byte string as responses (a source address and a
 // step of the clock each) and checks what must hold for any sequence: the
 // table never passes its size, and no prefix is answered more than its
-// burst plus the rate over the time it was tracked.
+// burst plus the rate over the time it was tracked; a source in the
+// exempt prefix (when there is one) is always Exempt, no other one.
 func FuzzAllow(f *testing.F) {
 	f.Add([]byte("\x01\x00\x0a\x00\x01\x01\x00\x0a\x00\x01\x02"), uint8(3), uint8(2), uint8(4))
 	f.Add([]byte("\x06\x20\x01\x0d\xb8\x00\x00\x01\x00\x00\x00\x00\x00\x00\x00\x00\x01\xff\x00\x7f\x00\x01\x01\x00"), uint8(1), uint8(1), uint8(1))
@@ -17,6 +18,10 @@ func FuzzAllow(f *testing.F) {
 		cfg := Config{Rate: int(rate%50) + 1, Burst: int(burst % 50), Slip: int(rate % 4), TableSize: int(size%8) + 1, IPv4PrefixLen: int(burst%32) + 1, IPv6PrefixLen: int(size) % 129}
 		if cfg.IPv6PrefixLen == 0 {
 			cfg.IPv6PrefixLen = 1
+		}
+		exempt := netip.MustParsePrefix("10.0.7.0/24")
+		if rate%2 == 0 {
+			cfg.Exempt = []netip.Prefix{exempt}
 		}
 		l, err := New(cfg, t0)
 		if err != nil {
@@ -49,6 +54,11 @@ func FuzzAllow(f *testing.F) {
 			}
 			full := l.Len() >= cfg.TableSize
 			v := l.Allow(a, now)
+			if isExempt := cfg.Exempt != nil && exempt.Contains(a.Unmap()); (v == Exempt) != isExempt {
+				t.Fatalf("%v: %v, exempt %v", a, v, isExempt)
+			} else if isExempt {
+				continue // not tracked: no allowance to check
+			}
 			if n := l.Len(); n > cfg.TableSize {
 				t.Fatalf("Len = %d, want at most %d", n, cfg.TableSize)
 			}

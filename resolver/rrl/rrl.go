@@ -19,6 +19,9 @@ const (
 	Drop
 	// Slip: send a truncated response (TC set, no records) in its place.
 	Slip
+	// Exempt: send the response; the source is in Config.Exempt, which
+	// uses no allowance.
+	Exempt
 )
 
 func (v Verdict) String() string {
@@ -29,6 +32,8 @@ func (v Verdict) String() string {
 		return "drop"
 	case Slip:
 		return "slip"
+	case Exempt:
+		return "exempt"
 	}
 	return "verdict(?)"
 }
@@ -118,10 +123,17 @@ func New(cfg Config, now time.Time) (*Limiter, error) {
 func (l *Limiter) Config() Config { return l.cfg }
 
 // Allow takes one response's worth of src's prefix's allowance at now and
-// says whether to send it. An invalid src is always answered.
+// says whether to send it. An invalid src is always answered, a src in
+// Config.Exempt always Exempt.
 func (l *Limiter) Allow(src netip.Addr, now time.Time) Verdict {
 	if !src.IsValid() {
 		return Answer
+	}
+	src = src.Unmap()
+	for _, p := range l.cfg.Exempt {
+		if p.Contains(src) {
+			return Exempt
+		}
 	}
 	k := l.key(src)
 	t := int64(now.Sub(l.epoch))

@@ -3,6 +3,7 @@ package rrl
 import (
 	"fmt"
 	"net/netip"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -255,10 +256,18 @@ func TestConfig(t *testing.T) {
 		{Config{Rate: 1, IPv4PrefixLen: 33}, "IPv4PrefixLen 33"},
 		{Config{Rate: 1, IPv6PrefixLen: 129}, "IPv6PrefixLen 129"},
 		{Config{Rate: 1, TableSize: -5}, "TableSize -5"},
+		{Config{Rate: 1, Exempt: []netip.Prefix{{}}}, "Exempt[0]: not a valid prefix"},
+		{Config{Rate: 1, Exempt: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("10.1.2.3/16")}}, "Exempt[1] 10.1.2.3/16 has host bits set, want 10.1.0.0/16"},
+		{Config{Rate: 1, Exempt: []netip.Prefix{netip.MustParsePrefix("::ffff:10.0.0.0/104")}}, "Exempt[0] ::ffff:10.0.0.0/104: want a plain"},
+		{Config{Rate: 1, Exempt: make([]netip.Prefix, MaxExempt+1)}, "Exempt has 1025 prefixes"},
 		{Config{Rate: 1}, ""},
 	}
 	for _, c := range cases {
-		t.Run(fmt.Sprintf("%+v", c.cfg), func(t *testing.T) {
+		name := fmt.Sprintf("%+v", c.cfg)
+		if len(c.cfg.Exempt) > 4 {
+			name = fmt.Sprintf("%d_exempt_prefixes", len(c.cfg.Exempt))
+		}
+		t.Run(name, func(t *testing.T) {
 			_, err := New(c.cfg, t0)
 			switch {
 			case c.wantErr == "" && err != nil:
@@ -270,8 +279,30 @@ func TestConfig(t *testing.T) {
 	}
 	l := mustNew(t, Config{Rate: 7})
 	want := Config{Rate: 7, Burst: 7, IPv4PrefixLen: 24, IPv6PrefixLen: 56, TableSize: DefaultTableSize}
-	if got := l.Config(); got != want {
+	if got := l.Config(); !reflect.DeepEqual(got, want) {
 		t.Errorf("Config() = %+v, want %+v", got, want)
+	}
+}
+
+// TestExempt: a source in Config.Exempt is never limited and not
+// tracked; IPv4-mapped sources match IPv4 prefixes; a source outside
+// keeps its allowance.
+func TestExempt(t *testing.T) {
+	l := mustNew(t, Config{Rate: 1, Burst: 1, Slip: 1, Exempt: []netip.Prefix{
+		netip.MustParsePrefix("10.1.0.0/16"), netip.MustParsePrefix("2001:db8:1::/48"),
+	}})
+	for _, src := range []string{"10.1.2.3", "10.1.255.255", "::ffff:10.1.0.9", "2001:db8:1:ff::1"} {
+		if got := count(l, src, t0, 100, 0); fmt.Sprint(got) != fmt.Sprint(map[Verdict]int{Exempt: 100}) {
+			t.Errorf("%s: %v, want all exempt", src, got)
+		}
+	}
+	if n := l.Len(); n != 0 {
+		t.Errorf("Len = %d after exempt sources only, want 0", n)
+	}
+	for _, src := range []string{"10.2.0.1", "2001:db8:2::1"} {
+		if got := count(l, src, t0, 3, 0); fmt.Sprint(got) != fmt.Sprint(map[Verdict]int{Answer: 1, Slip: 2}) {
+			t.Errorf("%s: %v, want its burst of 1 then slips", src, got)
+		}
 	}
 }
 
