@@ -76,8 +76,8 @@ func (d *driver) kill(ctx context.Context, decider bool) (*fault, error) {
 	r := d.reps[i]
 	p := r.process()
 	f.start = d.rec.Now()
-	p.kill()
-	f.logf("SIGKILL to %s (pid %d)", r.name, p.pid())
+	p.Kill()
+	f.logf("SIGKILL to %s (pid %d)", r.name, p.PID())
 	if decider {
 		d.rec.Pause(f.start, f.start, "decider "+r.name+" killed")
 		if next := d.decider(ctx, i); next >= 0 {
@@ -104,12 +104,12 @@ func (d *driver) kill(ctx context.Context, decider bool) (*fault, error) {
 func (d *driver) etcdStop(ctx context.Context) (*fault, error) {
 	f := &fault{name: fmt.Sprintf("SIGSTOP of etcd for %v", d.c.etcdStop)}
 	f.start = d.rec.Now()
-	if err := d.etcd.signal(syscall.SIGSTOP); err != nil {
+	if err := d.etcd.Signal(syscall.SIGSTOP); err != nil {
 		return f, fmt.Errorf("SIGSTOP etcd: %w", err)
 	}
-	f.logf("SIGSTOP to etcd (pid %d)", d.etcd.pid())
+	f.logf("SIGSTOP to etcd (pid %d)", d.etcd.PID())
 	down := d.watchStore(ctx, d.reps, d.c.etcdStop, false)
-	if err := d.etcd.signal(syscall.SIGCONT); err != nil {
+	if err := d.etcd.Signal(syscall.SIGCONT); err != nil {
 		return f, fmt.Errorf("SIGCONT etcd: %w", err)
 	}
 	f.end = d.rec.Now()

@@ -243,7 +243,7 @@ func run(ctx context.Context, c config) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	defer etcd.stop()
+	defer etcd.Stop()
 	var reps []*replica
 	defer func() {
 		for _, r := range reps {
@@ -271,7 +271,7 @@ func run(ctx context.Context, c config) (bool, error) {
 			return false, err
 		}
 	}
-	fmt.Fprintf(os.Stderr, "etcd pid %d and %d replicas ready; seed %d\n", etcd.pid(), len(reps), c.seed)
+	fmt.Fprintf(os.Stderr, "etcd pid %d and %d replicas ready; seed %d\n", etcd.PID(), len(reps), c.seed)
 
 	sw, stopWatch, err := watchRegistrations(ctx, etcdAddr)
 	if err != nil {

@@ -54,6 +54,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/spillway/spillway/e2e/bench/internal/benchproc"
 	"io"
 	"os"
 	"os/exec"
@@ -188,7 +189,7 @@ func run(ctx context.Context, c config) error {
 	if err != nil {
 		return err
 	}
-	defer etcd.stop()
+	defer etcd.Stop()
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{etcdURL}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		return fmt.Errorf("etcd client: %w", err)
@@ -197,7 +198,7 @@ func run(ctx context.Context, c config) error {
 
 	reps, err := startReplicas(ctx, c, dir, bin, strings.TrimPrefix(etcdURL, "http://"))
 	for _, r := range reps {
-		defer r.stop()
+		defer r.Stop()
 		defer r.conn.Close()
 	}
 	if err != nil {
@@ -238,33 +239,8 @@ func run(ctx context.Context, c config) error {
 }
 
 func startEtcd(ctx context.Context, dir, bin string) (*proc, string, error) {
-	client, err := freeAddr()
-	if err != nil {
-		return nil, "", err
-	}
-	peer, err := freeAddr()
-	if err != nil {
-		return nil, "", err
-	}
-	clientURL, peerURL := "http://"+client, "http://"+peer
-	p, err := startProc(dir, "etcd", bin,
-		"--name", "bench",
-		"--data-dir", filepath.Join(dir, "etcd-data"),
-		"--listen-client-urls", clientURL,
-		"--advertise-client-urls", clientURL,
-		"--listen-peer-urls", peerURL,
-		"--initial-advertise-peer-urls", peerURL,
-		"--initial-cluster", "bench="+peerURL,
-		"--initial-cluster-state", "new",
-		"--log-level", "warn")
-	if err != nil {
-		return nil, "", err
-	}
-	if err := p.waitHTTP(ctx, clientURL+"/health", 60*time.Second); err != nil {
-		p.stop()
-		return nil, "", err
-	}
-	return p, clientURL, nil
+	p, client, err := benchproc.StartEtcd(ctx, "bench", dir, dir, bin)
+	return p, "http://" + client, err
 }
 
 func startReplicas(ctx context.Context, c config, dir, bin, etcdHost string) ([]*replica, error) {
@@ -288,13 +264,13 @@ func startReplicas(ctx context.Context, c config, dir, bin, etcdHost string) ([]
 		}
 		conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
-			p.stop()
+			p.Stop()
 			return reps, fmt.Errorf("dial %s: %w", id, err)
 		}
 		reps = append(reps, &replica{proc: p, grpcAddr: grpcAddr, httpAddr: httpAddr, client: pb.NewRegistryClient(conn), conn: conn})
 	}
 	for _, r := range reps {
-		if err := r.waitHTTP(ctx, "http://"+r.httpAddr+"/readyz", 60*time.Second); err != nil {
+		if err := r.WaitHTTP(ctx, "http://"+r.httpAddr+"/readyz", 60*time.Second); err != nil {
 			return reps, err
 		}
 	}
@@ -312,15 +288,15 @@ func readMem(ctx context.Context, c config, reps []*replica) ([]memReading, erro
 	out := make([]memReading, len(reps))
 	for i, r := range reps {
 		if err := forceGC(r.httpAddr); err != nil {
-			return nil, fmt.Errorf("%s: %w", r.name, err)
+			return nil, fmt.Errorf("%s: %w", r.Name, err)
 		}
 		m, err := scrape("http://"+r.httpAddr+"/metrics", "go_memstats_heap_inuse_bytes")
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", r.name, err)
+			return nil, fmt.Errorf("%s: %w", r.Name, err)
 		}
-		rss, err := procstat.RSSKiB(r.pid())
+		rss, err := procstat.RSSKiB(r.PID())
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", r.name, err)
+			return nil, fmt.Errorf("%s: %w", r.Name, err)
 		}
 		out[i] = memReading{rssKiB: rss, heapInuse: m["go_memstats_heap_inuse_bytes"]}
 	}
@@ -370,9 +346,9 @@ func readEtcd(ctx context.Context, cli *clientv3.Client, etcdURL string) (etcdCo
 // cpuOf returns the CPU seconds of etcd and of all the replicas together
 // (0 for a process whose stat cannot be read).
 func cpuOf(etcd *proc, reps []*replica) (etcdCPU, repCPU float64) {
-	etcdCPU, _ = procstat.CPUSeconds(etcd.pid())
+	etcdCPU, _ = procstat.CPUSeconds(etcd.PID())
 	for _, r := range reps {
-		s, _ := procstat.CPUSeconds(r.pid())
+		s, _ := procstat.CPUSeconds(r.PID())
 		repCPU += s
 	}
 	return etcdCPU, repCPU
@@ -494,7 +470,7 @@ func waitListed(ctx context.Context, reps []*replica, want int) error {
 				break
 			}
 			if time.Now().After(deadline) || ctx.Err() != nil {
-				return fmt.Errorf("%s lists %d endpoints, want %d (err %v)", r.name, n, want, err)
+				return fmt.Errorf("%s lists %d endpoints, want %d (err %v)", r.Name, n, want, err)
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
