@@ -81,11 +81,13 @@ func newReplica(c StoreConfig, sys *systemStore, ctl *migration.Controller, maxT
 }
 
 // decideExpiry makes rep the expiry decider of a replicated lease
-// manager; nothing when rep is nil.
+// manager, and the judge of whether its heartbeats reach the others;
+// nothing when rep is nil.
 func decideExpiry(lc *lease.Config, rep *registrysync.Replica) {
 	if rep == nil {
 		return
 	}
 	lc.Decider = rep
 	lc.ExpiryGrace = rep.Grace()
+	lc.Sharer = rep
 }

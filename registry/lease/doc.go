@@ -44,7 +44,10 @@
 // replica's stamp may arrive); the mass-expiry guard then counts the
 // whole fleet. An expiry deletes the record only while it holds its lease,
 // so it happens once. With no Decider (one replica, bbolt) the manager
-// expires on its own, as it always did.
+// expires on its own, as it always did. Config.Sharer tells whether a
+// heartbeat taken here reaches the decider (this replica reaches the
+// store); while it does not, Heartbeat renews the lease but returns
+// ErrNotShared, which the API answers UNAVAILABLE, so the agent moves.
 //
 // # Mass-expiry guard
 //

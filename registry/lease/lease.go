@@ -133,6 +133,20 @@ type leaseDeleter interface {
 	DeleteLease(ctx context.Context, key, leaseID string) (bool, error)
 }
 
+// ErrNotShared: the heartbeat was taken, but this replica cannot share
+// it with the others (it does not reach the store), so the expiry
+// decider may never see it. The heartbeat is kept here and published
+// when the store is back; the agent should heartbeat another replica.
+// It wraps systemstore.ErrUnavailable, so API edges answer UNAVAILABLE.
+var ErrNotShared = fmt.Errorf("heartbeat taken by a replica that cannot reach the store: %w", systemstore.ErrUnavailable)
+
+// Sharer says whether the heartbeats this replica takes reach the
+// replica that decides expiry (package registrysync implements it): nil
+// when they do, an error naming the store and why not otherwise.
+type Sharer interface {
+	Sharing() error
+}
+
 // Decider says whether this replica may expire leases now. With several
 // replicas on one store exactly one, elected through the store, may; and
 // none while the store is unreachable (package replica implements it).
@@ -181,6 +195,11 @@ type Config struct {
 	// replica's last-seen stamp may arrive (its flush interval plus the
 	// watch delay). Zero for one replica.
 	ExpiryGrace time.Duration
+	// Sharer, with several replicas, tells whether a heartbeat taken here
+	// reaches the others; while it does not, Heartbeat still renews the
+	// lease but returns ErrNotShared so that the agent moves. Nil: every
+	// heartbeat is shared (one replica).
+	Sharer Sharer
 }
 
 func (c *Config) validate() error {
@@ -468,7 +487,12 @@ func (m *Manager) CheckOwner(ctx context.Context, action, id string) (Holder, er
 func mayUse(owner string, caller authn.Identity) bool { return owner == caller.Name }
 
 // Heartbeat renews a lease and returns its TTL. It writes nothing to disk
-// and checks no owner (CheckOwner does).
+// and checks no owner (CheckOwner does). With a Config.Sharer that says
+// this replica cannot reach the store, the lease is renewed all the same
+// (and its stamp published when the store is back), but the error wraps
+// ErrNotShared: a replica cut from the store must send its agents to
+// another replica, or the decider, which never sees their heartbeats,
+// expires live leases.
 func (m *Manager) Heartbeat(id string) (time.Duration, error) {
 	m.mu.RLock()
 	l := m.leases[id]
@@ -481,6 +505,12 @@ func (m *Manager) Heartbeat(id string) (time.Duration, error) {
 	l.renew(now)
 	l.localSeen.Store(now.UnixNano())
 	m.metrics.heartbeats.Inc()
+	if m.cfg.Sharer != nil {
+		if err := m.cfg.Sharer.Sharing(); err != nil {
+			m.metrics.heartbeatsNotShared.Inc()
+			return l.ttl, fmt.Errorf("heartbeat %q: %w (%v); heartbeat another replica", id, ErrNotShared, err)
+		}
+	}
 	return l.ttl, nil
 }
 

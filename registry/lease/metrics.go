@@ -6,13 +6,16 @@ type metrics struct {
 	registrations     prometheus.Counter
 	heartbeats        prometheus.Counter
 	heartbeatsUnknown prometheus.Counter
-	expirations       prometheus.Counter
-	atRisk            prometheus.Gauge
-	guard             prometheus.Gauge
-	guardTrips        prometheus.Counter
-	notOwner          prometheus.Counter
-	raced             prometheus.Counter
-	leases            prometheus.GaugeFunc
+	// heartbeatsNotShared counts heartbeats taken while this replica
+	// could not reach the store (answered UNAVAILABLE).
+	heartbeatsNotShared prometheus.Counter
+	expirations         prometheus.Counter
+	atRisk              prometheus.Gauge
+	guard               prometheus.Gauge
+	guardTrips          prometheus.Counter
+	notOwner            prometheus.Counter
+	raced               prometheus.Counter
+	leases              prometheus.GaugeFunc
 }
 
 func newMetrics(m *Manager) *metrics {
@@ -25,6 +28,9 @@ func newMetrics(m *Manager) *metrics {
 		}),
 		heartbeatsUnknown: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "spillway_vm_heartbeats_unknown_total", Help: "Heartbeats for unknown or expired leases.",
+		}),
+		heartbeatsNotShared: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "spillway_vm_heartbeats_not_shared_total", Help: "Heartbeats that renewed a lease here while this replica could not reach the store: answered UNAVAILABLE so that the agent heartbeats another replica.",
 		}),
 		expirations: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "spillway_vm_lease_expirations_total", Help: "Leases removed because their TTL passed without a heartbeat.",
@@ -51,7 +57,7 @@ func newMetrics(m *Manager) *metrics {
 }
 
 func (x *metrics) register(r prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{x.registrations, x.heartbeats, x.heartbeatsUnknown, x.expirations, x.atRisk, x.guard, x.guardTrips, x.notOwner, x.raced, x.leases} {
+	for _, c := range []prometheus.Collector{x.registrations, x.heartbeats, x.heartbeatsUnknown, x.heartbeatsNotShared, x.expirations, x.atRisk, x.guard, x.guardTrips, x.notOwner, x.raced, x.leases} {
 		if err := r.Register(c); err != nil {
 			return err
 		}

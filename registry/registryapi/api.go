@@ -242,6 +242,15 @@ func (a *API) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.Hear
 // in order; an unknown lease answers found=false and keeps the stream. A
 // lease the caller may not heartbeat (the policy, or another identity's
 // lease) ends the stream with PermissionDenied.
+//
+// On a replica that cannot reach the store (lease.ErrNotShared) the
+// heartbeats are still taken, but not answered: for notSharedLinger after
+// the first one the stream renews what it receives, so that a burst of
+// leases sent together is renewed (and published when the store is
+// back), then it ends with UNAVAILABLE, so that the agent moves to a
+// replica that can share them. No answer means the agent counts the
+// attempt as failed: when every replica is cut (an outage of the store)
+// it backs off as for any failure instead of cycling through them.
 func (a *API) HeartbeatStream(stream grpc.BidiStreamingServer[pb.HeartbeatRequest, pb.HeartbeatResponse]) error {
 	ctx := stream.Context()
 	var resp pb.HeartbeatResponse
@@ -253,24 +262,109 @@ func (a *API) HeartbeatStream(stream grpc.BidiStreamingServer[pb.HeartbeatReques
 		if err != nil {
 			return err
 		}
-		// A malformed lease id is just an unknown lease here: one bad
-		// message must not end the stream for every other lease on it.
-		var ttl time.Duration
-		err = validLeaseID(req.GetLeaseId())
-		if err == nil {
-			err = a.mayUse(ctx, authz.Heartbeat, req.GetLeaseId())
-			if errors.Is(err, errDenied) || errors.Is(err, lease.ErrNotOwner) {
-				return toStatus(err)
+		notShared, err := a.beat(ctx, stream, req, &resp)
+		if err != nil {
+			return err
+		}
+		if notShared != nil {
+			return a.linger(ctx, stream, notShared)
+		}
+	}
+}
+
+// renewOnly takes one heartbeat of a lingering stream without answering
+// it; a lease the caller may not heartbeat still ends the stream.
+func (a *API) renewOnly(ctx context.Context, req *pb.HeartbeatRequest) error {
+	if validLeaseID(req.GetLeaseId()) != nil {
+		return nil
+	}
+	err := a.mayUse(ctx, authz.Heartbeat, req.GetLeaseId())
+	if errors.Is(err, errDenied) || errors.Is(err, lease.ErrNotOwner) {
+		return toStatus(err)
+	}
+	if err == nil {
+		a.leases.Heartbeat(req.GetLeaseId()) // renewed; the stream's end says it was not shared
+	}
+	return nil
+}
+
+// notSharedLinger is how long a heartbeat stream keeps answering once its
+// replica has said it cannot share heartbeats: long enough for a burst
+// sent together, short enough that an agent moves at once.
+const notSharedLinger = 100 * time.Millisecond
+
+// beat answers one request of a heartbeat stream. It returns the
+// lease.ErrNotShared error of a heartbeat that was taken but not shared
+// (and leaves it unanswered), and an error that ends the stream.
+func (a *API) beat(ctx context.Context, stream grpc.BidiStreamingServer[pb.HeartbeatRequest, pb.HeartbeatResponse], req *pb.HeartbeatRequest, resp *pb.HeartbeatResponse) (notShared, end error) {
+	// A malformed lease id is just an unknown lease here: one bad
+	// message must not end the stream for every other lease on it.
+	var ttl time.Duration
+	err := validLeaseID(req.GetLeaseId())
+	if err == nil {
+		err = a.mayUse(ctx, authz.Heartbeat, req.GetLeaseId())
+		if errors.Is(err, errDenied) || errors.Is(err, lease.ErrNotOwner) {
+			return nil, toStatus(err)
+		}
+	}
+	if err == nil {
+		ttl, err = a.leases.Heartbeat(req.GetLeaseId())
+		if errors.Is(err, lease.ErrNotShared) {
+			return err, nil
+		}
+	}
+	resp.LeaseId = req.GetLeaseId()
+	resp.Found = err == nil
+	resp.TtlSeconds = uint32(ttl / time.Second)
+	if err := stream.Send(resp); err != nil {
+		return nil, err
+	}
+	return notShared, nil
+}
+
+// linger takes the stream's requests for notSharedLinger, then ends it
+// with UNAVAILABLE carrying notShared (also when the client has closed
+// its side: it must still move). It answers none of them: responses come
+// in the order of the requests, and the first of these went unanswered.
+func (a *API) linger(ctx context.Context, stream grpc.BidiStreamingServer[pb.HeartbeatRequest, pb.HeartbeatResponse], notShared error) error {
+	type recvd struct {
+		req *pb.HeartbeatRequest
+		err error
+	}
+	in := make(chan recvd)
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		for {
+			req, err := stream.Recv() // unblocked by the stream's end when linger returns
+			select {
+			case in <- recvd{req, err}:
+			case <-done:
+				return
+			}
+			if err != nil {
+				return
 			}
 		}
-		if err == nil {
-			ttl, err = a.leases.Heartbeat(req.GetLeaseId())
-		}
-		resp.LeaseId = req.GetLeaseId()
-		resp.Found = err == nil
-		resp.TtlSeconds = uint32(ttl / time.Second)
-		if err := stream.Send(&resp); err != nil {
-			return err
+	}()
+	t := time.NewTimer(notSharedLinger)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			return toStatus(notShared)
+		case <-ctx.Done():
+			return ctx.Err()
+		case r := <-in:
+			if r.err == io.EOF {
+				return toStatus(notShared)
+			}
+			if r.err != nil {
+				return r.err
+			}
+			if err := a.renewOnly(ctx, r.req); err != nil {
+				return err
+			}
 		}
 	}
 }

@@ -51,8 +51,15 @@ func newHarness(t testing.TB) *harness {
 }
 
 func newHarnessWith(t testing.TB, st lease.Storage) *harness {
+	return newHarnessLeases(t, lease.Config{Storage: st})
+}
+
+// newHarnessLeases is newHarness with a lease manager of lc (its Store
+// is the harness's).
+func newHarnessLeases(t testing.TB, lc lease.Config) *harness {
 	store := registry.NewStore()
-	lm, err := lease.New(lease.Config{Store: store, Storage: st})
+	lc.Store = store
+	lm, err := lease.New(lc)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,7 +31,12 @@
 //   - Health: every Probe the replica reads one key. While that fails the
 //     store is down: nothing expires, writes fail with
 //     systemstore.ErrUnavailable (the API answers UNAVAILABLE / 503), and DNS
-//     and xDS keep serving the registry as it was.
+//     and xDS keep serving the registry as it was. Sharing (the lease
+//     manager's lease.Sharer) then says that heartbeats taken here cannot
+//     reach the decider: the manager renews them and answers
+//     lease.ErrNotShared, so that agents move to a replica that reaches
+//     the store (a replica cut alone from it would otherwise let the
+//     decider expire the live leases of the agents that stay on it).
 //
 // # Usage
 //

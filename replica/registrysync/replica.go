@@ -239,6 +239,27 @@ func (r *Replica) refreshStamps(ctx context.Context) {
 	r.log.Info("expiry decider has every replica's last-seen stamps; expiring", "replica", r.cfg.ID)
 }
 
+// Sharing implements lease.Sharer: nil while this replica reaches the
+// store, so that the stamps of the heartbeats it takes reach the expiry
+// decider at the next Flush. While the probe fails (the store is down, or
+// only this replica is cut from it) it names the store and the last
+// error: the lease manager then answers heartbeats UNAVAILABLE after
+// renewing them, so that agents move to a replica that can share them.
+// Without that, the decider would expire the live leases of the agents
+// that stay on a cut replica.
+func (r *Replica) Sharing() error {
+	if r.up.Load() {
+		return nil
+	}
+	r.mu.Lock()
+	err := r.lastErr
+	r.mu.Unlock()
+	if err == nil {
+		return fmt.Errorf("store %s: not reached yet", r.cfg.Name)
+	}
+	return fmt.Errorf("store %s unreachable from this replica: %w", r.cfg.Name, err)
+}
+
 // Status is what /readyz shows of the store.
 type Status struct {
 	Name    string
