@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -409,11 +410,28 @@ func definedFlags(t *testing.T) map[string]map[string]bool {
 	add("spillwayctl", f)
 	_, cmds, _ := strings.Cut(usage, "Commands:\n")
 	cmds, _, _ = strings.Cut(cmds, "\n\n")
+	// One process per command, a few at a time: each is a -race binary
+	// that takes a moment to start, and one after another they took
+	// most of this test's time.
+	var names []string
 	for line := range strings.SplitSeq(cmds, "\n") {
 		if fields := strings.Fields(line); len(fields) > 0 {
-			f, _ := helpFlags(t, bin.spillwayctl, fields[0], "-h")
-			add("spillwayctl", f)
+			names = append(names, fields[0])
 		}
+	}
+	helps := make([]map[string]bool, len(names))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 4)
+	for i, name := range names {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			helps[i], _ = helpFlags(t, bin.spillwayctl, name, "-h")
+		})
+	}
+	wg.Wait()
+	for _, f := range helps {
+		add("spillwayctl", f)
 	}
 	return defined
 }
