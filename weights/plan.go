@@ -3,6 +3,7 @@ package weights
 import (
 	"time"
 
+	"github.com/spillway/spillway/weights/subset"
 	"github.com/spillway/spillway/weights/zoneaware"
 )
 
@@ -36,6 +37,9 @@ type Plan struct {
 	LocalityFromEndpoints bool
 	// PID explains the PID round; nil when Endpoints is.
 	PID *PIDExplain
+	// Subsets, when the service's clients get subsets of its endpoints
+	// (SubsetConfig), is every client slot's subset; nil otherwise.
+	Subsets *subset.Assignment
 }
 
 // Contributor is one replica's share of a mesh-wide plan.

@@ -217,6 +217,10 @@ func (p *Planner) cycle(now time.Time) []string {
 		byService[l.Service] = append(byService[l.Service], l)
 	}
 	clients := p.cfg.Clients.ClientCounts()
+	var slots map[string]map[string]int
+	if ss, ok := p.cfg.Clients.(SlotSource); ok {
+		slots = ss.SubsetSlots()
+	}
 	old := *p.plans.Load()
 	next := make(map[string]*Plan, snap.Len())
 	var changed []string
@@ -242,12 +246,15 @@ func (p *Planner) cycle(now time.Time) []string {
 		plan := &Plan{Result: res, Source: SourceLocal}
 		p.endpointWeights(plan, ss, svc, now)
 		prev := old[name]
+		if p.cfg.Strategies != nil {
+			p.subsets(plan, prev, svc, p.cfg.Strategies.Strategy(name).Subset, slots[name])
+		}
 		switch {
-		case prev == nil || res.Changed || !sameEndpoints(prev, plan):
+		case prev == nil || res.Changed || !sameEndpoints(prev, plan) || !prev.Subsets.Equal(plan.Subsets):
 			p.gen++
 			plan.Gen = p.gen
 			changed = append(changed, name)
-		case plan.Endpoints == nil && plan.PID == nil && prev.PID == nil && prev.Source == SourceLocal && prev.Result.Equal(res):
+		case plan.Endpoints == nil && plan.PID == nil && prev.PID == nil && plan.Subsets == nil && prev.Source == SourceLocal && prev.Result.Equal(res):
 			// Nothing to tell anyone: the published plan stays, and this
 			// cycle's result, never published, is the next one's memory.
 			// An idle service then costs no allocation per cycle.

@@ -46,6 +46,9 @@ type Strategy struct {
 	// Config.ZoneAware for this service (its own probe share, headroom,
 	// slow start); nil uses the planner's.
 	ZoneAwareConfig *zoneaware.Config
+	// Subset gives clients subsets of the endpoints; the zero value
+	// gives every client every endpoint.
+	Subset SubsetConfig
 }
 
 // Blend moves a service between two strategies: the pushed endpoint

@@ -68,13 +68,14 @@ func (c *cache) entry(name string) *entry {
 // lookup returns resource name of type t as a client in zone (of no
 // region) sees it; see lookupFor.
 func (s *Server) lookup(t int, name, zone string, snap *registry.Snapshot) (*resource, bool) {
-	return s.lookupFor(t, name, nodeInfo{zone: zone}, snap)
+	return s.lookupFor(t, name, nodeInfo{zone: zone}, nil, snap)
 }
 
-// lookupFor returns resource name of type t as client node sees it, and
-// false if the service does not exist. A resource that fails validation is
-// never returned: the last valid one is, or none.
-func (s *Server) lookupFor(t int, name string, node nodeInfo, snap *registry.Snapshot) (*resource, bool) {
+// lookupFor returns resource name of type t as client node, on stream w
+// (nil for none: no subset), sees it, and false if the service does not
+// exist. A resource that fails validation is never returned: the last
+// valid one is, or none.
+func (s *Server) lookupFor(t int, name string, node nodeInfo, w *watcher, snap *registry.Snapshot) (*resource, bool) {
 	zone := node.zone
 	svc, ok := snap.Service(name)
 	if !ok {
@@ -114,6 +115,11 @@ func (s *Server) lookupFor(t int, name string, node nodeInfo, snap *registry.Sna
 	}
 	prio, outcome := s.priorities(e.regions, node.region, rules)
 	variant += prioKey(prio)
+	built := svc
+	if sub, key := s.subsetOf(svc, w); sub != nil {
+		variant += key
+		built = sub
+	}
 	if r := e.eds[variant]; r != nil {
 		return r, true
 	}
@@ -121,7 +127,7 @@ func (s *Server) lookupFor(t int, name string, node nodeInfo, snap *registry.Sna
 		e.eds, e.good = map[string]*resource{}, map[string]*resource{}
 	}
 	s.reportRegions(name, node.region, outcome)
-	r, err := s.buildEDS(svc, zone, weights, epw, prio)
+	r, err := s.buildEDS(built, zone, weights, epw, prio)
 	if err != nil {
 		s.metrics.invalid.WithLabelValues("EDS").Inc()
 		s.log.Error("endpoints not pushed: the new version is invalid, clients keep the last valid one", "service", name, "zone", zone, "err", err)

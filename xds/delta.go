@@ -141,7 +141,7 @@ func (st *deltaStream) respond(t int, since time.Time) error {
 	resp := &v3discoverypb.DeltaDiscoveryResponse{TypeUrl: typeURLs[t], SystemVersionInfo: strconv.FormatUint(snap.Version(), 10)}
 	sent := map[string]string{}
 	for _, n := range names {
-		r, exists := s.lookupFor(t, n, st.node, snap)
+		r, exists := s.lookupFor(t, n, st.node, st.w, snap)
 		have, holds := ts.known[n]
 		switch {
 		case r != nil:

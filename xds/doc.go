@@ -32,6 +32,20 @@
 // and counted (spillway_xds_invalid_resources_total), and clients keep the
 // last valid one.
 //
+// # Subsets
+//
+// A plan with subsets (weights.Plan.Subsets, for a service whose config
+// sets subset_mode) gives each stream only its slot's endpoints. The hub
+// numbers the streams of each service per client zone label 0..n-1
+// (SubsetSlots, which the planner reads); a stream keeps its slot while
+// it wants the service, and when one leaves the group's last stream
+// takes its slot and is pushed that slot's subset. A stream newer than
+// the plan gets the subset of the slot its number wraps to, or every
+// endpoint in a group the plan does not know yet. Each slot's
+// ClusterLoadAssignment is encoded once per plan generation and shared
+// by the streams that hold it; the locality weights are the zone plan's,
+// over the subset's endpoints.
+//
 // # Streams
 //
 // Each stream has its own subscriptions and, per client zone, its own

@@ -43,7 +43,7 @@ func (f *fakeRules) Rules(string) (regions.Rules, uint64) { return f.r, f.ver }
 // prioritiesOf is zone -> priority of the EDS a client of region sees.
 func prioritiesOf(t *testing.T, s *Server, store *registry.Store, region string) map[string]uint32 {
 	t.Helper()
-	r, ok := s.lookupFor(3, "web", nodeInfo{zone: "a", region: region}, store.Snapshot())
+	r, ok := s.lookupFor(3, "web", nodeInfo{zone: "a", region: region}, nil, store.Snapshot())
 	if !ok || r == nil {
 		t.Fatalf("no valid EDS for region %q", region)
 	}
@@ -136,7 +136,7 @@ func TestEDSSingleRegionUnchanged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, _ := s.lookupFor(3, "web", nodeInfo{zone: "a", region: "r2"}, store.Snapshot())
+	r, _ := s.lookupFor(3, "web", nodeInfo{zone: "a", region: "r2"}, nil, store.Snapshot())
 	cla := &v3endpointpb.ClusterLoadAssignment{}
 	if err := r.any.UnmarshalTo(cla); err != nil {
 		t.Fatal(err)

@@ -432,6 +432,7 @@ type hub struct {
 	by    map[string]map[*watcher]struct{}
 	wild  map[*watcher]struct{}
 	nodes map[*watcher]nodeInfo
+	slots slots // the streams of each service numbered per zone label
 }
 
 // watcher is a stream's side of the hub: the names it wants and the
@@ -571,6 +572,8 @@ func (h *hub) setInterest(w *watcher, types [4]*subs, node nodeInfo) {
 func (h *hub) setNames(w *watcher, names map[string]struct{}, wildcard bool, node nodeInfo) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	prev, known := h.nodes[w]
+	h.moveSlots(w, w.names, names, prev.label, node.label, known)
 	for n := range w.names {
 		if _, keep := names[n]; !keep {
 			delete(h.by[n], w)

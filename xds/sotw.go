@@ -190,7 +190,7 @@ func (st *sotwStream) respond(t int, since time.Time) error {
 	for _, n := range names {
 		h = fnvString(h, n)
 		h = fnvByte(h, 0)
-		if r, _ := s.lookupFor(t, n, st.node, snap); r != nil {
+		if r, _ := s.lookupFor(t, n, st.node, st.w, snap); r != nil {
 			res = append(res, r)
 			h = fnvString(h, r.version)
 		}

@@ -6,6 +6,7 @@ import (
 	"github.com/spillway/spillway/load"
 	"github.com/spillway/spillway/weights"
 	"github.com/spillway/spillway/weights/pid"
+	"github.com/spillway/spillway/weights/subset"
 	"github.com/spillway/spillway/weights/svcconfig"
 	"github.com/spillway/spillway/weights/zoneaware"
 )
@@ -28,6 +29,9 @@ func strategyOf(c svcconfig.Config) weights.Strategy {
 		usesPID := func(x string) bool { return x == svcconfig.PID || x == svcconfig.ZoneAwarePID }
 		s = weights.Strategy{PID: usesPID(b.From) || usesPID(b.To), ZoneAware: true,
 			Blend: &weights.Blend{From: b.From, To: b.To, Percent: b.Percent}}
+	}
+	if c.SubsetSize > 0 {
+		s.Subset = weights.SubsetConfig{Mode: subset.Mode(c.SubsetMode), Size: c.SubsetSize}
 	}
 	if !s.PID {
 		return s

@@ -93,6 +93,14 @@ type Config struct {
 	// Exclude leaves regions' endpoints out for every client, each until
 	// its Until when set (not when that would leave no endpoints).
 	Exclude []Exclusion `json:"exclude,omitempty"`
+	// SubsetMode gives each xDS client a subset of the endpoints (package
+	// weights/subset): off (the default: every client gets every
+	// endpoint), deterministic (balanced: every endpoint gets the same
+	// number of clients) or random (for comparison).
+	SubsetMode string `json:"subset_mode,omitempty"`
+	// SubsetSize is how many endpoints a client gets, 1..1000; required
+	// unless SubsetMode is off.
+	SubsetSize int `json:"subset_size,omitempty"`
 }
 
 // Redirect is "clients in From use To's endpoints".
@@ -261,7 +269,7 @@ func (p parser) oneOf(n *yaml.Node, field string, allowed ...string) (string, er
 var strategies = []string{ZoneAware, PID, ZoneAwarePID, Static}
 
 func (p parser) config(root *yaml.Node, c *Config) error {
-	m, err := p.Mapping(root, "", "strategy", "probe_share", "headroom", "slow_start", "pid", "metric", "report_interval", "blend", "redirects", "exclude")
+	m, err := p.Mapping(root, "", "strategy", "probe_share", "headroom", "slow_start", "pid", "metric", "report_interval", "blend", "redirects", "exclude", "subset_mode", "subset_size")
 	if err != nil {
 		return err
 	}
@@ -320,7 +328,52 @@ func (p parser) config(root *yaml.Node, c *Config) error {
 			return err
 		}
 	}
+	return p.subset(m, c)
+}
+
+// Subset modes (SubsetMode).
+const (
+	SubsetOff           = "off"
+	SubsetDeterministic = "deterministic"
+	SubsetRandom        = "random"
+)
+
+// MaxSubsetSize bounds subset_size.
+const MaxSubsetSize = 1000
+
+// subset reads subset_mode and subset_size: a size needs a mode that is
+// not off, and such a mode needs a size.
+func (p parser) subset(m map[string]*yaml.Node, c *Config) error {
+	var err error
+	if n := m["subset_mode"]; n != nil {
+		if c.SubsetMode, err = p.oneOf(n, "subset_mode", SubsetOff, SubsetDeterministic, SubsetRandom); err != nil {
+			return err
+		}
+	}
+	if n := m["subset_size"]; n != nil {
+		v, err := p.integer(n, "subset_size", 1, MaxSubsetSize)
+		if err != nil {
+			return err
+		}
+		c.SubsetSize = int(v)
+	}
+	switch {
+	case c.SubsetSize > 0 && (c.SubsetMode == "" || c.SubsetMode == SubsetOff):
+		return p.Errf(m["subset_size"], "subset_size", "is set but subset_mode is %s: set subset_mode: deterministic to give clients subsets", cmpOr(c.SubsetMode, "not set"))
+	case c.SubsetSize == 0 && c.SubsetMode != "" && c.SubsetMode != SubsetOff:
+		return p.Errf(m["subset_mode"], "subset_mode", "is %s but subset_size is not set: how many endpoints should a client get?", c.SubsetMode)
+	}
+	if c.SubsetMode == SubsetOff {
+		c.SubsetMode = "" // the default, as a config without it
+	}
 	return nil
+}
+
+func cmpOr(s, alt string) string {
+	if s == "" {
+		return alt
+	}
+	return s
 }
 
 func (p parser) region(n *yaml.Node, field string) (string, error) {

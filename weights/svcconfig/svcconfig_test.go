@@ -52,6 +52,16 @@ func TestParse(t *testing.T) {
 		{"redirectsNotList", "redirects: {from: r1, to: r2}\n", "redirects: want a list"},
 		{"excludeMissing", "exclude: [{until: 2026-12-01T16:00:00Z}]\n", "exclude[0].region: missing"},
 		{"excludeTwice", "exclude: [{region: r1}, {region: r1}]\n", "exclude[1].region:"},
+		{"subset", "subset_mode: deterministic\nsubset_size: 10\n", ""},
+		{"subsetRandom", "subset_mode: random\nsubset_size: 3\n", ""},
+		{"subsetOff", "subset_mode: off\n", ""},
+		{"subsetBadMode", "subset_mode: ring\nsubset_size: 10\n", `payments.yaml:1: subset_mode: "ring" is not one of off, deterministic, random`},
+		{"subsetZero", "subset_mode: deterministic\nsubset_size: 0\n", "payments.yaml:2: subset_size: 0 is out of range"},
+		{"subsetHuge", "subset_mode: deterministic\nsubset_size: 5000\n", "payments.yaml:2: subset_size: 5000 is out of range"},
+		{"subsetType", "subset_mode: deterministic\nsubset_size: ten\n", "payments.yaml:2: subset_size:"},
+		{"subsetNoMode", "subset_size: 10\n", "payments.yaml:1: subset_size: is set but subset_mode is not set"},
+		{"subsetModeOff", "subset_mode: off\nsubset_size: 10\n", "payments.yaml:2: subset_size: is set but subset_mode is off"},
+		{"subsetNoSize", "subset_mode: deterministic\n", "payments.yaml:1: subset_mode: is deterministic but subset_size is not set"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,0 +1,485 @@
+package subset
+
+import (
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math"
+	"slices"
+	"strconv"
+)
+
+// Mode is how subsets are chosen.
+type Mode string
+
+// Modes. Off, the default, sends every client every endpoint.
+const (
+	Off           Mode = "off"
+	Deterministic Mode = "deterministic"
+	Random        Mode = "random"
+)
+
+// ParseMode returns the mode named s ("" is Off).
+func ParseMode(s string) (Mode, error) {
+	switch Mode(s) {
+	case "", Off:
+		return Off, nil
+	case Deterministic, Random:
+		return Mode(s), nil
+	}
+	return "", fmt.Errorf("%q is not a subset mode: want off, deterministic or random", s)
+}
+
+// Bounds on what Assign takes: a subset of more than MaxSize endpoints
+// is no subset, and MaxSlots bounds the slots of one service (every
+// stream of a service on every replica).
+const (
+	MaxSize  = 1000
+	MaxSlots = 1 << 20
+)
+
+// Group is the clients of one client zone (the zone label the xDS server
+// gives the stream) on one replica; "" for one replica alone.
+type Group struct {
+	Replica string `json:"replica"`
+	Zone    string `json:"zone"`
+}
+
+// Input is what Assign needs of one service.
+type Input struct {
+	// Size is the subset size asked, 1..MaxSize.
+	Size int
+	// Mode is Deterministic or Random.
+	Mode Mode
+	// Slots is how many clients each group holds.
+	Slots map[Group]int
+	// Localities are the endpoint ids by locality (the upstream zone the
+	// zone plan routes to), each id in one locality.
+	Localities map[string][]string
+	// Shares returns the share of a client zone's traffic that goes to
+	// each locality (the zone plan's route); nil, or a zone it returns
+	// nothing for, sends to every locality in proportion to its endpoints.
+	Shares func(zone string) map[string]float64
+	// Seed breaks ties (the service name), so that the same inputs give
+	// the same subsets on every replica.
+	Seed string
+}
+
+// Assignment is every slot's subset.
+type Assignment struct {
+	// Size and Mode it was made for.
+	Size int
+	Mode Mode
+	// slots[g][i] is slot i of group g: its endpoint ids, sorted.
+	slots map[Group][][]string
+}
+
+// Subset returns slot's endpoint ids, sorted, or nil when the assignment
+// has no such slot (a client newer than the plan).
+func (a *Assignment) Subset(g Group, slot int) []string {
+	if a == nil {
+		return nil
+	}
+	s := a.slots[g]
+	if slot < 0 || slot >= len(s) {
+		return nil
+	}
+	return s[slot]
+}
+
+// Groups returns the slot count of every group.
+func (a *Assignment) Groups() map[Group]int {
+	out := map[Group]int{}
+	if a != nil {
+		for g, s := range a.slots {
+			out[g] = len(s)
+		}
+	}
+	return out
+}
+
+// Pairs returns the number of (slot, endpoint) pairs.
+func (a *Assignment) Pairs() int {
+	n := 0
+	if a != nil {
+		for _, s := range a.slots {
+			for _, sub := range s {
+				n += len(sub)
+			}
+		}
+	}
+	return n
+}
+
+// Counts returns how many slots hold each endpoint.
+func (a *Assignment) Counts() map[string]int {
+	out := map[string]int{}
+	if a != nil {
+		for _, s := range a.slots {
+			for _, sub := range s {
+				for _, id := range sub {
+					out[id]++
+				}
+			}
+		}
+	}
+	return out
+}
+
+// Equal reports whether a and b give every slot the same subset.
+func (a *Assignment) Equal(b *Assignment) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	if a.Size != b.Size || a.Mode != b.Mode || len(a.slots) != len(b.slots) {
+		return false
+	}
+	for g, s := range a.slots {
+		t, ok := b.slots[g]
+		if !ok || len(s) != len(t) {
+			return false
+		}
+		for i := range s {
+			if !slices.Equal(s[i], t[i]) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// ErrInvalid is wrapped by Assign's and Decode's errors.
+var ErrInvalid = errors.New("invalid subset input")
+
+func (in *Input) validate() error {
+	switch {
+	case in.Size < 1 || in.Size > MaxSize:
+		return fmt.Errorf("subset_size: %d, want 1 to %d: %w", in.Size, MaxSize, ErrInvalid)
+	case in.Mode != Deterministic && in.Mode != Random:
+		return fmt.Errorf("subset_mode: %q, want deterministic or random: %w", in.Mode, ErrInvalid)
+	}
+	total := 0
+	for g, n := range in.Slots {
+		if n < 0 {
+			return fmt.Errorf("slots of %v: %d is negative: %w", g, n, ErrInvalid)
+		}
+		total += n
+		if total > MaxSlots {
+			return fmt.Errorf("slots: more than %d: %w", MaxSlots, ErrInvalid)
+		}
+	}
+	return nil
+}
+
+// slotRef names one slot.
+type slotRef struct {
+	g Group
+	i int
+}
+
+// Assign returns the subsets of in, moving as few pairs of prev (nil for
+// none) as balance needs; see the package doc. An endpoint of prev that
+// is not in in.Localities any more leaves every subset.
+func Assign(prev *Assignment, in Input) (*Assignment, error) {
+	if err := in.validate(); err != nil {
+		return nil, err
+	}
+	if prev != nil && (prev.Mode != in.Mode || prev.Size != in.Size) {
+		prev = nil // another shape: start over
+	}
+	out := &Assignment{Size: in.Size, Mode: in.Mode, slots: make(map[Group][][]string, len(in.Slots))}
+	locOf := map[string]string{}
+	locs := make([]string, 0, len(in.Localities))
+	for l, ids := range in.Localities {
+		if len(ids) == 0 {
+			continue
+		}
+		locs = append(locs, l)
+		for _, id := range ids {
+			locOf[id] = l
+		}
+	}
+	slices.Sort(locs)
+	// The slots of each client zone, across replicas, in a fixed order.
+	byZone := map[string][]slotRef{}
+	groups := make([]Group, 0, len(in.Slots))
+	for g, n := range in.Slots {
+		if n > 0 {
+			groups = append(groups, g)
+		}
+	}
+	slices.SortFunc(groups, func(a, b Group) int {
+		if a.Zone != b.Zone {
+			return cmpStr(a.Zone, b.Zone)
+		}
+		return cmpStr(a.Replica, b.Replica)
+	})
+	for _, g := range groups {
+		subs := make([][]string, in.Slots[g])
+		out.slots[g] = subs
+		for i := range subs {
+			byZone[g.Zone] = append(byZone[g.Zone], slotRef{g, i})
+		}
+	}
+	zones := make([]string, 0, len(byZone))
+	for z := range byZone {
+		zones = append(zones, z)
+	}
+	slices.Sort(zones)
+	for _, z := range zones {
+		refs := byZone[z]
+		for _, l := range locs {
+			k := perLocality(in, z, l, locs)
+			if k == 0 {
+				continue
+			}
+			eps := slices.Clone(in.Localities[l])
+			slices.Sort(eps)
+			p := &pair{seed: in.Seed, zone: z, eps: eps, k: min(k, len(eps)), refs: refs}
+			var got [][]string
+			if in.Mode == Random {
+				got = p.random()
+			} else {
+				got = p.balance(prev, locOf, l)
+			}
+			for j, r := range refs {
+				out.slots[r.g][r.i] = append(out.slots[r.g][r.i], got[j]...)
+			}
+		}
+	}
+	for _, subs := range out.slots {
+		for i := range subs {
+			slices.Sort(subs[i])
+		}
+	}
+	return out, nil
+}
+
+// perLocality is how many endpoints of locality l a slot of client zone
+// z holds: Size × the zone's share to l, rounded, at least 1 for a share
+// above zero.
+func perLocality(in Input, z, l string, locs []string) int {
+	var shares map[string]float64
+	if in.Shares != nil {
+		shares = in.Shares(z)
+	}
+	var share float64
+	if len(shares) > 0 {
+		var sum float64
+		for _, loc := range locs {
+			if v := shares[loc]; v > 0 && !math.IsInf(v, 0) {
+				sum += v
+			}
+		}
+		if v := shares[l]; sum > 0 && v > 0 && !math.IsInf(v, 0) {
+			share = v / sum
+		}
+	} else {
+		total := 0
+		for _, loc := range locs {
+			total += len(in.Localities[loc])
+		}
+		share = float64(len(in.Localities[l])) / float64(total)
+	}
+	if share <= 0 {
+		return 0
+	}
+	return max(1, int(math.Round(float64(in.Size)*share)))
+}
+
+// pair is the subsetting of one client zone's slots over one locality's
+// endpoints.
+type pair struct {
+	seed, zone string
+	eps        []string // sorted
+	k          int      // endpoints per slot
+	refs       []slotRef
+}
+
+// rank is the tie-break of endpoint id for slot r.
+func (p *pair) rank(r slotRef, id string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(p.seed))
+	h.Write([]byte{0})
+	h.Write([]byte(r.g.Replica))
+	h.Write([]byte{0})
+	h.Write([]byte(r.g.Zone))
+	h.Write([]byte{0})
+	var buf [20]byte
+	h.Write(strconv.AppendInt(buf[:0], int64(r.i), 10))
+	h.Write([]byte{0})
+	h.Write([]byte(id))
+	return mix(h.Sum64())
+}
+
+// mix is a 64-bit finalizer (splitmix64's), so that nearby inputs rank
+// independently.
+func mix(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x
+}
+
+// random gives each slot the k endpoints that rank first for it.
+func (p *pair) random() [][]string {
+	out := make([][]string, len(p.refs))
+	type ranked struct {
+		id string
+		r  uint64
+	}
+	rs := make([]ranked, len(p.eps))
+	for j, ref := range p.refs {
+		for i, id := range p.eps {
+			rs[i] = ranked{id, p.rank(ref, id)}
+		}
+		slices.SortFunc(rs, func(a, b ranked) int {
+			switch {
+			case a.r < b.r:
+				return -1
+			case a.r > b.r:
+				return 1
+			}
+			return cmpStr(a.id, b.id)
+		})
+		sub := make([]string, p.k)
+		for i := range sub {
+			sub[i] = rs[i].id
+		}
+		out[j] = sub
+	}
+	return out
+}
+
+// balance keeps what prev gave each slot in locality l where it still
+// holds, then trims, fills and trades until every slot holds k endpoints
+// and the endpoints' counts differ by at most one.
+func (p *pair) balance(prev *Assignment, locOf map[string]string, l string) [][]string {
+	idx := make(map[string]int, len(p.eps))
+	for i, id := range p.eps {
+		idx[id] = i
+	}
+	count := make([]int, len(p.eps))
+	held := make([]map[int]struct{}, len(p.refs))
+	for j, r := range p.refs {
+		held[j] = make(map[int]struct{}, p.k)
+		for _, id := range prev.Subset(r.g, r.i) {
+			if locOf[id] != l {
+				continue
+			}
+			if e, ok := idx[id]; ok {
+				held[j][e] = struct{}{}
+				count[e]++
+			}
+		}
+	}
+	// Trim: a slot over k (the share shrank) gives up its most-held.
+	for j, r := range p.refs {
+		for len(held[j]) > p.k {
+			e := p.pick(r, held[j], count, true)
+			delete(held[j], e)
+			count[e]--
+		}
+	}
+	// Fill: a slot under k (new, or an endpoint gone) takes the least-held.
+	for j, r := range p.refs {
+		for len(held[j]) < p.k {
+			e := p.pickOutside(r, held[j], count)
+			held[j][e] = struct{}{}
+			count[e]++
+		}
+	}
+	// Trade: while the most-held endpoint is held by two more slots than
+	// the least-held, one slot holding the first and not the second
+	// swaps them. Each trade brings the spread's ends closer; the total
+	// excess bounds the trades.
+	limit := len(p.refs)*p.k + len(p.eps)
+	for range limit {
+		hi, lo := 0, 0
+		for e := range count {
+			if count[e] > count[hi] || (count[e] == count[hi] && e < hi) {
+				hi = e
+			}
+			if count[e] < count[lo] || (count[e] == count[lo] && e < lo) {
+				lo = e
+			}
+		}
+		if count[hi]-count[lo] <= 1 {
+			break
+		}
+		best, bestRank := -1, uint64(0)
+		for j, r := range p.refs {
+			if _, ok := held[j][hi]; !ok {
+				continue
+			}
+			if _, ok := held[j][lo]; ok {
+				continue
+			}
+			if rk := p.rank(r, p.eps[lo]); best < 0 || rk < bestRank {
+				best, bestRank = j, rk
+			}
+		}
+		if best < 0 {
+			break // cannot happen while count[hi] > count[lo]
+		}
+		delete(held[best], hi)
+		held[best][lo] = struct{}{}
+		count[hi]--
+		count[lo]++
+	}
+	out := make([][]string, len(p.refs))
+	for j := range p.refs {
+		sub := make([]string, 0, len(held[j]))
+		for e := range held[j] {
+			sub = append(sub, p.eps[e])
+		}
+		out[j] = sub
+	}
+	return out
+}
+
+// pick returns the endpoint of set with the highest count (most, true) or
+// the lowest, ties by rank.
+func (p *pair) pick(r slotRef, set map[int]struct{}, count []int, most bool) int {
+	best, bestRank := -1, uint64(0)
+	for e := range set {
+		rk := p.rank(r, p.eps[e])
+		switch {
+		case best < 0:
+		case most && count[e] > count[best], !most && count[e] < count[best]:
+		case count[e] == count[best] && rk < bestRank:
+		default:
+			continue
+		}
+		best, bestRank = e, rk
+	}
+	return best
+}
+
+// pickOutside returns the least-held endpoint that set does not hold,
+// ties by rank.
+func (p *pair) pickOutside(r slotRef, set map[int]struct{}, count []int) int {
+	best, bestRank := -1, uint64(0)
+	for e := range p.eps {
+		if _, ok := set[e]; ok {
+			continue
+		}
+		rk := p.rank(r, p.eps[e])
+		if best < 0 || count[e] < count[best] || (count[e] == count[best] && rk < bestRank) {
+			best, bestRank = e, rk
+		}
+	}
+	return best
+}
+
+func cmpStr(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}

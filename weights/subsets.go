@@ -1,0 +1,68 @@
+package weights
+
+import (
+	"github.com/spillway/spillway/registry"
+	"github.com/spillway/spillway/weights/subset"
+)
+
+// SubsetConfig is a service's subsetting (svcconfig subset_mode,
+// subset_size): Mode off, or "", gives every client every endpoint.
+type SubsetConfig struct {
+	Mode subset.Mode
+	Size int
+}
+
+// on reports whether clients get subsets.
+func (c SubsetConfig) on() bool {
+	return (c.Mode == subset.Deterministic || c.Mode == subset.Random) && c.Size > 0
+}
+
+// SlotSource numbers the xDS streams of each service per client zone
+// label: service -> label -> slots, the groups of package subset on this
+// replica. *xds.Server implements it.
+type SlotSource interface {
+	SubsetSlots() map[string]map[string]int
+}
+
+// subsets gives plan the subsets of svc's clients when its strategy asks
+// for them, starting from prev's (the last plan's, nil for none): over the
+// healthy endpoints clients can dial, by zone, each client zone's slots
+// split as its route in plan.Result sends traffic (PID alone: in
+// proportion to the endpoints). A failure is logged and the plan has none.
+func (p *Planner) subsets(plan *Plan, prev *Plan, svc *registry.Service, cfg SubsetConfig, slots map[string]int) {
+	if !cfg.on() {
+		return
+	}
+	in := subset.Input{Size: cfg.Size, Mode: cfg.Mode, Seed: svc.Name, Slots: make(map[subset.Group]int, len(slots)), Localities: map[string][]string{}}
+	for label, n := range slots {
+		in.Slots[subset.Group{Zone: label}] = n
+	}
+	for _, e := range svc.Serving() {
+		if e.Health == registry.Healthy && hasPort(e, p.cfg.PortName) {
+			in.Localities[e.Locality.Zone] = append(in.Localities[e.Locality.Zone], e.ID)
+		}
+	}
+	if res := plan.Result; res != nil && !plan.LocalityFromEndpoints {
+		in.Shares = func(zone string) map[string]float64 {
+			rt := res.Route(zone)
+			if rt == nil {
+				return nil
+			}
+			out := make(map[string]float64, len(rt.Weights))
+			for _, zw := range rt.Weights {
+				out[zw.Zone] = float64(zw.Weight)
+			}
+			return out
+		}
+	}
+	var last *subset.Assignment
+	if prev != nil {
+		last = prev.Subsets
+	}
+	a, err := subset.Assign(last, in)
+	if err != nil {
+		p.cfg.Logger.Warn("subsets not computed; clients get every endpoint", "service", svc.Name, "err", err)
+		return
+	}
+	plan.Subsets = a
+}

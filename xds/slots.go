@@ -1,0 +1,165 @@
+package xds
+
+import (
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/spillway/spillway/registry"
+	"github.com/spillway/spillway/weights/subset"
+)
+
+// slotKey is one group of package weights/subset on this replica: the
+// streams of one service from one client zone label.
+type slotKey struct{ service, label string }
+
+// slots numbers the streams of each service per client zone label 0..n-1,
+// the slots a plan's subsets are given to (weights.Plan.Subsets). A
+// stream keeps its slot while it wants the service; when one leaves, the
+// group's last stream takes its slot, so slots stay dense and only that
+// stream's subset changes. Guarded by hub.mu.
+type slots struct {
+	by map[slotKey][]*watcher
+	of map[*watcher]map[string]int // the stream's slot per service
+}
+
+// take gives w a slot for service in label's group.
+func (s *slots) take(w *watcher, service, label string) {
+	if s.by == nil {
+		s.by, s.of = map[slotKey][]*watcher{}, map[*watcher]map[string]int{}
+	}
+	k := slotKey{service, label}
+	m := s.of[w]
+	if m == nil {
+		m = map[string]int{}
+		s.of[w] = m
+	}
+	m[service] = len(s.by[k])
+	s.by[k] = append(s.by[k], w)
+}
+
+// give frees w's slot of service in label's group; the group's last stream
+// moves into it and is returned (nil if none moved), to be pushed its new
+// subset.
+func (s *slots) give(w *watcher, service, label string) *watcher {
+	k := slotKey{service, label}
+	i, ok := s.of[w][service]
+	if !ok {
+		return nil
+	}
+	delete(s.of[w], service)
+	if len(s.of[w]) == 0 {
+		delete(s.of, w)
+	}
+	list := s.by[k]
+	last := list[len(list)-1]
+	list[len(list)-1] = nil
+	list = list[:len(list)-1]
+	var moved *watcher
+	if last != w {
+		list[i] = last
+		s.of[last][service] = i
+		moved = last
+	}
+	if len(list) == 0 {
+		delete(s.by, k)
+	} else {
+		s.by[k] = list
+	}
+	return moved
+}
+
+// slot returns w's slot of service, and false if it has none.
+func (s *slots) slot(w *watcher, service string) (int, bool) {
+	i, ok := s.of[w][service]
+	return i, ok
+}
+
+// streamSlot returns the zone label and slot of w for service.
+func (h *hub) streamSlot(w *watcher, service string) (string, int, bool) {
+	if w == nil {
+		return "", 0, false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	i, ok := h.slots.slot(w, service)
+	return h.nodes[w].label, i, ok
+}
+
+// SubsetSlots counts the slots of each service per client zone label
+// (service -> label -> streams): the groups of this replica's clients
+// that the planner gives subsets to. It implements weights.SlotSource.
+func (s *Server) SubsetSlots() map[string]map[string]int {
+	h := &s.hub
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := map[string]map[string]int{}
+	for k, list := range h.slots.by {
+		m := out[k.service]
+		if m == nil {
+			m = map[string]int{}
+			out[k.service] = m
+		}
+		m[k.label] = len(list)
+	}
+	return out
+}
+
+// moveSlots updates w's slots for its names going from old to next, with
+// the node labels before and after; streams moved into freed slots are
+// marked so that they get their new subset. Called with h.mu held.
+func (h *hub) moveSlots(w *watcher, old, next map[string]struct{}, oldLabel, label string, known bool) {
+	now := time.Time{}
+	for n := range old {
+		if _, keep := next[n]; keep && oldLabel == label && known {
+			continue
+		}
+		if moved := h.slots.give(w, n, oldLabel); moved != nil {
+			if now.IsZero() {
+				now = time.Now()
+			}
+			moved.mark(n, false, now)
+		}
+	}
+	for n := range next {
+		if _, had := old[n]; had && oldLabel == label && known {
+			continue
+		}
+		h.slots.take(w, n, label)
+	}
+}
+
+// subsetOf returns the service as stream w's subset shows it, and the
+// key of that subset among the service's EDS variants; nil when the
+// plan gives no subsets or w holds no slot. A stream whose slot the plan
+// does not know yet (it came after the last cycle) gets the subset of the
+// slot its number wraps to in its group, or every endpoint when the group
+// is new.
+func (s *Server) subsetOf(svc *registry.Service, w *watcher) (*registry.Service, string) {
+	p := s.planFor(svc.Name)
+	if p == nil || p.Subsets == nil {
+		return nil, ""
+	}
+	label, i, ok := s.hub.streamSlot(w, svc.Name)
+	if !ok {
+		return nil, ""
+	}
+	g := subset.Group{Zone: label}
+	n := p.Subsets.Groups()[g]
+	if n == 0 {
+		return nil, ""
+	}
+	i %= n
+	ids := p.Subsets.Subset(g, i)
+	serving := svc.Serving()
+	eps := make([]*registry.Endpoint, 0, len(ids))
+	for _, e := range serving {
+		if _, found := slices.BinarySearch(ids, e.ID); found {
+			eps = append(eps, e)
+		}
+	}
+	if len(eps) == 0 {
+		return nil, ""
+	}
+	return &registry.Service{Name: svc.Name, Version: svc.Version, Endpoints: eps}, "|s" + label + "#" + strconv.Itoa(i)
+}

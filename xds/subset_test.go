@@ -1,0 +1,157 @@
+package xds_test
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	v3endpointpb "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+
+	"github.com/spillway/spillway/weights"
+	"github.com/spillway/spillway/weights/subset"
+	"github.com/spillway/spillway/xds"
+)
+
+const edsURL = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"
+
+// subsetClient is one raw stream watching web's endpoints, with the
+// addresses of its last ClusterLoadAssignment.
+type subsetClient struct {
+	c    *sotwClient
+	last []string
+}
+
+// next waits for the stream's next EDS response, acks it and records its
+// addresses.
+func (sc *subsetClient) next(t *testing.T) []string {
+	t.Helper()
+	resp := sc.c.recvType(edsURL)
+	sc.c.ack(resp)
+	cla := &v3endpointpb.ClusterLoadAssignment{}
+	if err := resp.GetResources()[0].UnmarshalTo(cla); err != nil {
+		t.Fatal(err)
+	}
+	var addrs []string
+	for _, l := range cla.GetEndpoints() {
+		for _, e := range l.GetLbEndpoints() {
+			addrs = append(addrs, e.GetEndpoint().GetAddress().GetSocketAddress().GetAddress())
+		}
+	}
+	slices.Sort(addrs)
+	sc.last = addrs
+	return addrs
+}
+
+// TestSubsetStreams: with subset_size 4 over 12 endpoints, each of 9
+// streams gets 4 endpoints, and every endpoint is in exactly 3 of them
+// (9 × 4 / 12). When one stream leaves, the group's last stream takes
+// its slot (and is pushed that subset), and the next cycle rebalances 8
+// streams over the 12 endpoints: each in 2 or 3. Streams of a service
+// without subsets get every endpoint.
+func TestSubsetStreams(t *testing.T) {
+	store := rawStore(t, map[string]int{"web": 12, "plain": 5})
+	var p *weights.Planner
+	cfg := xds.Config{Plans: xds.PlanFunc(func(service string) *weights.Plan { return p.Plan(service) })}
+	rs := startRawXDS(t, store, cfg)
+	var err error
+	p, err = weights.NewPlanner(weights.Config{
+		Registry: store, Loads: rs.x.Loads(), Clients: rs.x, Zones: rs.x,
+		OnChange: rs.x.Dispatch,
+		Strategies: weights.StrategyFunc(func(service string) weights.Strategy {
+			s := weights.Strategy{ZoneAware: true}
+			if service == "web" {
+				s.Subset = weights.SubsetConfig{Mode: subset.Deterministic, Size: 4}
+			}
+			return s
+		}),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var clients []*subsetClient
+	for range 9 {
+		sc := &subsetClient{c: newSotwClient(t, rs.conn)}
+		sc.c.subscribe(edsURL, "web")
+		if got := sc.next(t); len(got) != 12 {
+			t.Fatalf("before the first plan a stream got %d endpoints, want all 12", len(got))
+		}
+		clients = append(clients, sc)
+	}
+	plain := &subsetClient{c: newSotwClient(t, rs.conn)}
+	plain.c.subscribe(edsURL, "plain")
+	plain.next(t)
+
+	if got := rs.x.SubsetSlots()["web"]; got["zone-a"] != 9 {
+		t.Fatalf("SubsetSlots()[web] = %v, want 9 in zone-a", got)
+	}
+	p.Cycle(time.Now())
+	counts := map[string]int{}
+	for i, sc := range clients {
+		got := sc.next(t)
+		if len(got) != 4 {
+			t.Fatalf("stream %d got %d endpoints after the plan, want its subset of 4", i, len(got))
+		}
+		for _, a := range got {
+			counts[a]++
+		}
+	}
+	for a, n := range counts {
+		if n != 3 {
+			t.Errorf("endpoint %s is in %d subsets, want 3 (9 streams x 4 / 12)", a, n)
+		}
+	}
+	if len(counts) != 12 {
+		t.Errorf("%d endpoints are in a subset, want all 12", len(counts))
+	}
+	for len(plain.c.resps) > 0 {
+		plain.next(t)
+	}
+	if len(plain.last) != 5 {
+		t.Errorf("a stream of a service without subsets holds %d endpoints, want all 5", len(plain.last))
+	}
+
+	// Stream 0 leaves: the last stream takes slot 0 and gets its subset.
+	want0 := clients[0].last
+	clients[0].c.close()
+	last := clients[len(clients)-1]
+	if got := last.next(t); !slices.Equal(got, want0) {
+		t.Errorf("the last stream moved into the freed slot got %v, want that slot's subset %v", got, want0)
+	}
+	clients = clients[1:]
+	registrytestWait(t, "8 slots", func() bool { return rs.x.SubsetSlots()["web"]["zone-a"] == 8 })
+	p.Cycle(time.Now())
+	// The streams whose subset changed are pushed; read what each holds.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		counts = map[string]int{}
+		for _, sc := range clients {
+			for len(sc.c.resps) > 0 {
+				sc.next(t)
+			}
+			for _, a := range sc.last {
+				counts[a]++
+			}
+		}
+		ok := len(counts) == 12
+		for _, n := range counts {
+			ok = ok && (n == 2 || n == 3)
+		}
+		if ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after a stream left and a cycle: endpoints in %v subsets, want each of the 12 in 2 or 3", counts)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// registrytestWait polls ok until it holds, for 10 s.
+func registrytestWait(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !ok(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("waiting for %s: timed out", what)
+		}
+	}
+}
