@@ -15,6 +15,7 @@ import (
 	"github.com/spillway/spillway/load"
 	"github.com/spillway/spillway/registry"
 	"github.com/spillway/spillway/weights/pid"
+	"github.com/spillway/spillway/weights/subset"
 	"github.com/spillway/spillway/weights/zoneaware"
 )
 
@@ -74,6 +75,10 @@ type Config struct {
 	// Strategies gives each service's strategy; nil: zone-aware only, no
 	// endpoint weights (Plan.Endpoints nil).
 	Strategies StrategySource
+	// SubsetMemory, when set, gives the subsets of a service this
+	// planner has no plan for yet (an owner taking a shard over); nil
+	// starts from none.
+	SubsetMemory SubsetMemory
 	// Logger; nil discards.
 	Logger *slog.Logger
 	// Registerer receives the metrics (spillway_zoneaware_*); nil
@@ -217,7 +222,7 @@ func (p *Planner) cycle(now time.Time) []string {
 		byService[l.Service] = append(byService[l.Service], l)
 	}
 	clients := p.cfg.Clients.ClientCounts()
-	var slots map[string]map[string]int
+	var slots map[string]map[subset.Group]int
 	if ss, ok := p.cfg.Clients.(SlotSource); ok {
 		slots = ss.SubsetSlots()
 	}

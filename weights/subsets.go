@@ -17,11 +17,19 @@ func (c SubsetConfig) on() bool {
 	return (c.Mode == subset.Deterministic || c.Mode == subset.Random) && c.Size > 0
 }
 
-// SlotSource numbers the xDS streams of each service per client zone
-// label: service -> label -> slots, the groups of package subset on this
-// replica. *xds.Server implements it.
+// SlotSource counts the client slots of each service per group of
+// package subset: service -> group -> slots. *xds.Server implements it
+// for its own streams (groups of replica ""), the mesh's merged summaries
+// for every replica's (exchange.Merged).
 type SlotSource interface {
-	SubsetSlots() map[string]map[string]int
+	SubsetSlots() map[string]map[subset.Group]int
+}
+
+// SubsetMemory gives the subsets a service's clients were last given
+// by another planner (the previous owner's published plan), for a
+// planner that has no plan of its own for it yet.
+type SubsetMemory interface {
+	Subsets(service string) *subset.Assignment
 }
 
 // subsets gives plan the subsets of svc's clients when its strategy asks
@@ -29,14 +37,11 @@ type SlotSource interface {
 // healthy endpoints clients can dial, by zone, each client zone's slots
 // split as its route in plan.Result sends traffic (PID alone: in
 // proportion to the endpoints). A failure is logged and the plan has none.
-func (p *Planner) subsets(plan *Plan, prev *Plan, svc *registry.Service, cfg SubsetConfig, slots map[string]int) {
+func (p *Planner) subsets(plan *Plan, prev *Plan, svc *registry.Service, cfg SubsetConfig, slots map[subset.Group]int) {
 	if !cfg.on() {
 		return
 	}
-	in := subset.Input{Size: cfg.Size, Mode: cfg.Mode, Seed: svc.Name, Slots: make(map[subset.Group]int, len(slots)), Localities: map[string][]string{}}
-	for label, n := range slots {
-		in.Slots[subset.Group{Zone: label}] = n
-	}
+	in := subset.Input{Size: cfg.Size, Mode: cfg.Mode, Seed: svc.Name, Slots: slots, Localities: map[string][]string{}}
 	for _, e := range svc.Serving() {
 		if e.Health == registry.Healthy && hasPort(e, p.cfg.PortName) {
 			in.Localities[e.Locality.Zone] = append(in.Localities[e.Locality.Zone], e.ID)
@@ -56,8 +61,11 @@ func (p *Planner) subsets(plan *Plan, prev *Plan, svc *registry.Service, cfg Sub
 		}
 	}
 	var last *subset.Assignment
-	if prev != nil {
+	switch {
+	case prev != nil:
 		last = prev.Subsets
+	case p.cfg.SubsetMemory != nil:
+		last = p.cfg.SubsetMemory.Subsets(svc.Name)
 	}
 	a, err := subset.Assign(last, in)
 	if err != nil {

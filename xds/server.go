@@ -29,6 +29,9 @@ import (
 type Config struct {
 	// Store is the registry the resources come from; non-nil.
 	Store *registry.Store
+	// Replica is this replica's id (--replica-id): its streams' group in
+	// the subsets of a mesh-wide plan; "" for one replica alone.
+	Replica string
 	// PortName is the endpoint port xDS clients dial; zero means "grpc".
 	// Endpoints without it use their first TCP port.
 	PortName string
@@ -573,7 +576,7 @@ func (h *hub) setNames(w *watcher, names map[string]struct{}, wildcard bool, nod
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	prev, known := h.nodes[w]
-	h.moveSlots(w, w.names, names, prev.label, node.label, known)
+	h.moveSlots(w, w.names, names, prev.zone, node.zone, known)
 	for n := range w.names {
 		if _, keep := names[n]; !keep {
 			delete(h.by[n], w)

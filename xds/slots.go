@@ -6,14 +6,17 @@ import (
 	"time"
 
 	"github.com/spillway/spillway/registry"
+	"github.com/spillway/spillway/weights"
 	"github.com/spillway/spillway/weights/subset"
 )
 
 // slotKey is one group of package weights/subset on this replica: the
-// streams of one service from one client zone label.
-type slotKey struct{ service, label string }
+// streams of one service from one client zone (node.locality.zone as the
+// client sent it, as ClientCounts counts them and the replicas' load
+// summaries carry them).
+type slotKey struct{ service, zone string }
 
-// slots numbers the streams of each service per client zone label 0..n-1,
+// slots numbers the streams of each service per client zone 0..n-1,
 // the slots a plan's subsets are given to (weights.Plan.Subsets). A
 // stream keeps its slot while it wants the service; when one leaves, the
 // group's last stream takes its slot, so slots stay dense and only that
@@ -23,12 +26,12 @@ type slots struct {
 	of map[*watcher]map[string]int // the stream's slot per service
 }
 
-// take gives w a slot for service in label's group.
-func (s *slots) take(w *watcher, service, label string) {
+// take gives w a slot for service in zone's group.
+func (s *slots) take(w *watcher, service, zone string) {
 	if s.by == nil {
 		s.by, s.of = map[slotKey][]*watcher{}, map[*watcher]map[string]int{}
 	}
-	k := slotKey{service, label}
+	k := slotKey{service, zone}
 	m := s.of[w]
 	if m == nil {
 		m = map[string]int{}
@@ -38,11 +41,11 @@ func (s *slots) take(w *watcher, service, label string) {
 	s.by[k] = append(s.by[k], w)
 }
 
-// give frees w's slot of service in label's group; the group's last stream
+// give frees w's slot of service in zone's group; the group's last stream
 // moves into it and is returned (nil if none moved), to be pushed its new
 // subset.
-func (s *slots) give(w *watcher, service, label string) *watcher {
-	k := slotKey{service, label}
+func (s *slots) give(w *watcher, service, zone string) *watcher {
+	k := slotKey{service, zone}
 	i, ok := s.of[w][service]
 	if !ok {
 		return nil
@@ -75,7 +78,7 @@ func (s *slots) slot(w *watcher, service string) (int, bool) {
 	return i, ok
 }
 
-// streamSlot returns the zone label and slot of w for service.
+// streamSlot returns the client zone and slot of w for service.
 func (h *hub) streamSlot(w *watcher, service string) (string, int, bool) {
 	if w == nil {
 		return "", 0, false
@@ -83,38 +86,39 @@ func (h *hub) streamSlot(w *watcher, service string) (string, int, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	i, ok := h.slots.slot(w, service)
-	return h.nodes[w].label, i, ok
+	return h.nodes[w].zone, i, ok
 }
 
-// SubsetSlots counts the slots of each service per client zone label
-// (service -> label -> streams): the groups of this replica's clients
-// that the planner gives subsets to. It implements weights.SlotSource.
-func (s *Server) SubsetSlots() map[string]map[string]int {
+// SubsetSlots counts the slots of each service per client zone (service
+// -> group -> streams; the group's Replica is ""): the groups of this
+// replica's clients that the planner gives subsets to. It implements
+// weights.SlotSource; the counts are ClientCounts'.
+func (s *Server) SubsetSlots() map[string]map[subset.Group]int {
 	h := &s.hub
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	out := map[string]map[string]int{}
+	out := map[string]map[subset.Group]int{}
 	for k, list := range h.slots.by {
 		m := out[k.service]
 		if m == nil {
-			m = map[string]int{}
+			m = map[subset.Group]int{}
 			out[k.service] = m
 		}
-		m[k.label] = len(list)
+		m[subset.Group{Zone: k.zone}] = len(list)
 	}
 	return out
 }
 
 // moveSlots updates w's slots for its names going from old to next, with
-// the node labels before and after; streams moved into freed slots are
+// the node zones before and after; streams moved into freed slots are
 // marked so that they get their new subset. Called with h.mu held.
-func (h *hub) moveSlots(w *watcher, old, next map[string]struct{}, oldLabel, label string, known bool) {
+func (h *hub) moveSlots(w *watcher, old, next map[string]struct{}, oldZone, zone string, known bool) {
 	now := time.Time{}
 	for n := range old {
-		if _, keep := next[n]; keep && oldLabel == label && known {
+		if _, keep := next[n]; keep && oldZone == zone && known {
 			continue
 		}
-		if moved := h.slots.give(w, n, oldLabel); moved != nil {
+		if moved := h.slots.give(w, n, oldZone); moved != nil {
 			if now.IsZero() {
 				now = time.Now()
 			}
@@ -122,30 +126,34 @@ func (h *hub) moveSlots(w *watcher, old, next map[string]struct{}, oldLabel, lab
 		}
 	}
 	for n := range next {
-		if _, had := old[n]; had && oldLabel == label && known {
+		if _, had := old[n]; had && oldZone == zone && known {
 			continue
 		}
-		h.slots.take(w, n, label)
+		h.slots.take(w, n, zone)
 	}
 }
 
 // subsetOf returns the service as stream w's subset shows it, and the
 // key of that subset among the service's EDS variants; nil when the
-// plan gives no subsets or w holds no slot. A stream whose slot the plan
-// does not know yet (it came after the last cycle) gets the subset of the
-// slot its number wraps to in its group, or every endpoint when the group
-// is new.
+// plan gives no subsets or w holds no slot. The stream's group is its
+// client zone on this replica: Replica "" in a local plan, Config.Replica
+// in a mesh-wide one. A stream whose slot the plan does not know yet (it
+// came after the plan was computed) gets the subset of the slot its
+// number wraps to in its group, or every endpoint when the group is new.
 func (s *Server) subsetOf(svc *registry.Service, w *watcher) (*registry.Service, string) {
 	p := s.planFor(svc.Name)
 	if p == nil || p.Subsets == nil {
 		return nil, ""
 	}
-	label, i, ok := s.hub.streamSlot(w, svc.Name)
+	zone, i, ok := s.hub.streamSlot(w, svc.Name)
 	if !ok {
 		return nil, ""
 	}
-	g := subset.Group{Zone: label}
-	n := p.Subsets.Groups()[g]
+	g := subset.Group{Zone: zone}
+	if p.Source == weights.SourceMesh {
+		g.Replica = s.cfg.Replica
+	}
+	n := p.Subsets.Slots(g)
 	if n == 0 {
 		return nil, ""
 	}
@@ -161,5 +169,5 @@ func (s *Server) subsetOf(svc *registry.Service, w *watcher) (*registry.Service,
 	if len(eps) == 0 {
 		return nil, ""
 	}
-	return &registry.Service{Name: svc.Name, Version: svc.Version, Endpoints: eps}, "|s" + label + "#" + strconv.Itoa(i)
+	return &registry.Service{Name: svc.Name, Version: svc.Version, Endpoints: eps}, "|s" + strconv.Quote(zone) + "#" + strconv.Itoa(i)
 }

@@ -81,7 +81,7 @@ func TestSubsetStreams(t *testing.T) {
 	plain.c.subscribe(edsURL, "plain")
 	plain.next(t)
 
-	if got := rs.x.SubsetSlots()["web"]; got["zone-a"] != 9 {
+	if got := rs.x.SubsetSlots()["web"]; got[subset.Group{Zone: "zone-a"}] != 9 {
 		t.Fatalf("SubsetSlots()[web] = %v, want 9 in zone-a", got)
 	}
 	p.Cycle(time.Now())
@@ -118,7 +118,7 @@ func TestSubsetStreams(t *testing.T) {
 		t.Errorf("the last stream moved into the freed slot got %v, want that slot's subset %v", got, want0)
 	}
 	clients = clients[1:]
-	registrytestWait(t, "8 slots", func() bool { return rs.x.SubsetSlots()["web"]["zone-a"] == 8 })
+	registrytestWait(t, "8 slots", func() bool { return rs.x.SubsetSlots()["web"][subset.Group{Zone: "zone-a"}] == 8 })
 	p.Cycle(time.Now())
 	// The streams whose subset changed are pushed; read what each holds.
 	deadline := time.Now().Add(5 * time.Second)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spillway/spillway/registry/systemstore"
 	"github.com/spillway/spillway/weights"
+	"github.com/spillway/spillway/weights/subset"
 	"github.com/spillway/spillway/weights/zoneaware"
 )
 
@@ -131,6 +132,12 @@ type PlanRecord struct {
 	Endpoints             map[string]weights.EndpointWeight `json:"endpoints,omitempty"`
 	LocalityFromEndpoints bool                              `json:"locality_from_endpoints,omitempty"`
 	PID                   *weights.PIDExplain               `json:"pid,omitempty"`
+	// Subsets are the clients' subsets (weights.Plan.Subsets), by
+	// replica and client zone; omitted for a service without them, so
+	// records of services without subsets are what earlier releases
+	// read, and earlier releases ignore the field (their clients get
+	// every endpoint).
+	Subsets *subset.Assignment `json:"subsets,omitempty"`
 }
 
 // ContributorJSON is one weights.Contributor in a record.
@@ -258,6 +265,14 @@ const maxRecordEndpoints = 1 << 20
 
 // planKey is vectorKey with the plan's endpoint weights: two plans with
 // the same key push the same EDS and SRV weights.
+// subsetKey is a compact form of a plan's subsets for planKey's users.
+func subsetKey(a *subset.Assignment) string {
+	if a == nil {
+		return ""
+	}
+	return "|subsets" + strconv.FormatUint(a.Fingerprint(), 16)
+}
+
 func planKey(res *zoneaware.Result, eps map[string]weights.EndpointWeight, fromEndpoints bool) string {
 	k := vectorKey(res)
 	if eps == nil {

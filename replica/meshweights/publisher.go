@@ -464,7 +464,7 @@ func (p *Publisher) publish(ctx context.Context, svc string, shard int, epoch in
 	if plan == nil || plan.Result == nil {
 		return
 	}
-	key := planKey(plan.Result, plan.Endpoints, plan.LocalityFromEndpoints)
+	key := planKey(plan.Result, plan.Endpoints, plan.LocalityFromEndpoints) + subsetKey(plan.Subsets)
 	if last, ok := p.last[svc]; ok && last == key {
 		return
 	}
@@ -473,6 +473,7 @@ func (p *Publisher) publish(ctx context.Context, svc string, shard int, epoch in
 		Contributors: encodeContributors(p.cfg.Merged.Contributors(svc, now)),
 		Result:       plan.Result,
 		Endpoints:    plan.Endpoints, LocalityFromEndpoints: plan.LocalityFromEndpoints, PID: plan.PID,
+		Subsets: plan.Subsets,
 	}
 	b, err := json.Marshal(&rec)
 	if err != nil {

@@ -269,11 +269,12 @@ func (s *Selector) choose(service string, now time.Time, old *choice) *choice {
 		if old != nil && old.from == any(pub.rec) {
 			return old
 		}
-		c := &choice{from: pub.rec, key: planKey(pub.rec.Result, pub.rec.Endpoints, pub.rec.LocalityFromEndpoints)}
+		c := &choice{from: pub.rec, key: planKey(pub.rec.Result, pub.rec.Endpoints, pub.rec.LocalityFromEndpoints) + subsetKey(pub.rec.Subsets)}
 		c.plan = &weights.Plan{
 			Gen: s.nextGen(old, c.key), Result: pub.rec.Result, Source: weights.SourceMesh,
 			Owner: pub.rec.Owner, Contributors: pub.rec.contributors(), Published: pub.rec.Published,
 			Endpoints: pub.rec.Endpoints, LocalityFromEndpoints: pub.rec.LocalityFromEndpoints, PID: pub.rec.PID,
+			Subsets: pub.rec.Subsets,
 		}
 		return c
 	case ok:
@@ -297,7 +298,7 @@ func (s *Selector) choose(service string, now time.Time, old *choice) *choice {
 	}
 	c := &choice{from: local, kind: kind, key: vectorKey(nil)}
 	if local != nil {
-		c.key = planKey(local.Result, local.Endpoints, local.LocalityFromEndpoints)
+		c.key = planKey(local.Result, local.Endpoints, local.LocalityFromEndpoints) + subsetKey(local.Subsets)
 		p := *local
 		p.Gen = s.nextGen(old, c.key)
 		p.Source, p.Reason = weights.SourceLocal, reason

@@ -12,6 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/spillway/spillway/registry/systemstore"
+
+	"github.com/spillway/spillway/weights/subset"
 )
 
 // retry is the pause before listing again after a failed List.
@@ -315,4 +317,15 @@ func sleep(ctx context.Context, d time.Duration) {
 	case <-ctx.Done():
 	case <-t.C:
 	}
+}
+
+// Subsets returns the subsets of service's last published plan, nil for
+// none: where a new owner's planner starts from (weights.SubsetMemory),
+// so that an owner change moves no client's subset by itself.
+func (s *Subscriber) Subsets(service string) *subset.Assignment {
+	p, ok := s.lookup(service)
+	if !ok {
+		return nil
+	}
+	return p.rec.Subsets
 }

@@ -1,6 +1,7 @@
 package subset
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -85,6 +86,14 @@ func (a *Assignment) Subset(g Group, slot int) []string {
 		return nil
 	}
 	return s[slot]
+}
+
+// Slots returns the slot count of group g.
+func (a *Assignment) Slots(g Group) int {
+	if a == nil {
+		return 0
+	}
+	return len(a.slots[g])
 }
 
 // Groups returns the slot count of every group.
@@ -482,4 +491,149 @@ func cmpStr(a, b string) int {
 		return 1
 	}
 	return 0
+}
+
+// Bounds of a decoded assignment, beyond MaxSize and MaxSlots: the
+// groups of one service and the distinct endpoints its subsets name.
+const (
+	MaxGroups    = 1 << 16
+	MaxEndpoints = 1 << 20
+)
+
+// wire is an Assignment's JSON: the endpoint ids once, sorted, and each
+// slot's subset as indexes into them.
+type wire struct {
+	Size      int         `json:"size"`
+	Mode      Mode        `json:"mode"`
+	Endpoints []string    `json:"endpoints"`
+	Groups    []wireGroup `json:"groups"`
+}
+
+type wireGroup struct {
+	Replica string  `json:"replica,omitempty"`
+	Zone    string  `json:"zone"`
+	Slots   [][]int `json:"slots"`
+}
+
+// MarshalJSON encodes a in a compact form: every endpoint id once.
+func (a *Assignment) MarshalJSON() ([]byte, error) {
+	w := wire{Size: a.Size, Mode: a.Mode}
+	idx := map[string]int{}
+	for _, s := range a.slots {
+		for _, sub := range s {
+			for _, id := range sub {
+				idx[id] = 0
+			}
+		}
+	}
+	w.Endpoints = make([]string, 0, len(idx))
+	for id := range idx {
+		w.Endpoints = append(w.Endpoints, id)
+	}
+	slices.Sort(w.Endpoints)
+	for i, id := range w.Endpoints {
+		idx[id] = i
+	}
+	groups := make([]Group, 0, len(a.slots))
+	for g := range a.slots {
+		groups = append(groups, g)
+	}
+	slices.SortFunc(groups, func(x, y Group) int {
+		if x.Replica != y.Replica {
+			return cmpStr(x.Replica, y.Replica)
+		}
+		return cmpStr(x.Zone, y.Zone)
+	})
+	for _, g := range groups {
+		wg := wireGroup{Replica: g.Replica, Zone: g.Zone, Slots: make([][]int, len(a.slots[g]))}
+		for i, sub := range a.slots[g] {
+			ix := make([]int, len(sub))
+			for j, id := range sub {
+				ix[j] = idx[id]
+			}
+			wg.Slots[i] = ix
+		}
+		w.Groups = append(w.Groups, wg)
+	}
+	return json.Marshal(w)
+}
+
+// UnmarshalJSON decodes what MarshalJSON wrote, within the bounds above;
+// an error names the field and wraps ErrInvalid.
+func (a *Assignment) UnmarshalJSON(b []byte) error {
+	var w wire
+	if err := json.Unmarshal(b, &w); err != nil {
+		return fmt.Errorf("subsets: %v: %w", err, ErrInvalid)
+	}
+	switch {
+	case w.Size < 1 || w.Size > MaxSize:
+		return fmt.Errorf("subsets.size: %d, want 1 to %d: %w", w.Size, MaxSize, ErrInvalid)
+	case w.Mode != Deterministic && w.Mode != Random:
+		return fmt.Errorf("subsets.mode: %q, want deterministic or random: %w", w.Mode, ErrInvalid)
+	case len(w.Endpoints) > MaxEndpoints:
+		return fmt.Errorf("subsets.endpoints: %d, over the limit of %d: %w", len(w.Endpoints), MaxEndpoints, ErrInvalid)
+	case len(w.Groups) > MaxGroups:
+		return fmt.Errorf("subsets.groups: %d, over the limit of %d: %w", len(w.Groups), MaxGroups, ErrInvalid)
+	}
+	out := Assignment{Size: w.Size, Mode: w.Mode, slots: make(map[Group][][]string, len(w.Groups))}
+	total := 0
+	for gi, wg := range w.Groups {
+		g := Group{Replica: wg.Replica, Zone: wg.Zone}
+		if _, dup := out.slots[g]; dup {
+			return fmt.Errorf("subsets.groups[%d]: replica %q zone %q given twice: %w", gi, g.Replica, g.Zone, ErrInvalid)
+		}
+		total += len(wg.Slots)
+		if total > MaxSlots {
+			return fmt.Errorf("subsets.groups[%d].slots: more than %d in all: %w", gi, MaxSlots, ErrInvalid)
+		}
+		subs := make([][]string, len(wg.Slots))
+		for si, ix := range wg.Slots {
+			if len(ix) > MaxSize*4 {
+				return fmt.Errorf("subsets.groups[%d].slots[%d]: %d endpoints, over the limit of %d: %w", gi, si, len(ix), MaxSize*4, ErrInvalid)
+			}
+			sub := make([]string, len(ix))
+			for j, e := range ix {
+				if e < 0 || e >= len(w.Endpoints) {
+					return fmt.Errorf("subsets.groups[%d].slots[%d][%d]: %d is not an index of endpoints: %w", gi, si, j, e, ErrInvalid)
+				}
+				sub[j] = w.Endpoints[e]
+			}
+			slices.Sort(sub)
+			subs[si] = slices.Compact(sub)
+		}
+		out.slots[g] = subs
+	}
+	*a = out
+	return nil
+}
+
+// Fingerprint is a hash of every slot's subset: equal assignments have
+// equal fingerprints (0 for nil).
+func (a *Assignment) Fingerprint() uint64 {
+	if a == nil {
+		return 0
+	}
+	groups := make([]Group, 0, len(a.slots))
+	for g := range a.slots {
+		groups = append(groups, g)
+	}
+	slices.SortFunc(groups, func(x, y Group) int {
+		if x.Replica != y.Replica {
+			return cmpStr(x.Replica, y.Replica)
+		}
+		return cmpStr(x.Zone, y.Zone)
+	})
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%d/%s", a.Size, a.Mode)
+	for _, g := range groups {
+		fmt.Fprintf(h, "|%q/%q", g.Replica, g.Zone)
+		for _, sub := range a.slots[g] {
+			h.Write([]byte{'#'})
+			for _, id := range sub {
+				h.Write([]byte(id))
+				h.Write([]byte{0})
+			}
+		}
+	}
+	return h.Sum64() | 1
 }
