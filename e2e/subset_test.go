@@ -35,15 +35,48 @@ func TestSubsetting(t *testing.T) {
 	if *subsetFull {
 		m, n, size = 200, 40, 8
 	}
-	const service = "subset-svc"
-	dir := t.TempDir()
-	cfg := fmt.Sprintf("subset_mode: deterministic\nsubset_size: %d\n", size)
-	if err := os.WriteFile(filepath.Join(dir, service+".yaml"), []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	dir := subsetConfig(t, size)
 	s := newServer(t, "--xds-debounce", "20ms", "--weights-interval", "1s", "--lease-ttl", "1h", "--service-config-dir", dir)
 	s.start()
-	reg := s.client()
+	subsetCheck(t, []*server{s}, []int{m}, n, size, 1.05)
+}
+
+// TestSubsettingMesh (issue 29): two replicas on etcd with mesh-wide
+// weights; 4 clients on one, 5 on the other, 12 backends, subsets of 4.
+// The service's owner gives subsets over every replica's clients, so the
+// 36 connections fall 3 on every backend exactly; two replicas each
+// balancing their own clients alone would put 4 on some.
+func TestSubsettingMesh(t *testing.T) {
+	const size = 4
+	dir := subsetConfig(t, size)
+	c := newReplicaClusterWith(t, 2, "--xds-debounce", "20ms", "--weights-interval", "1s", "--lrs-interval", "1s",
+		"--lease-ttl", "1h", "--mesh-load=true", "--mesh-stale-cycles", "6", "--service-config-dir", dir)
+	subsetCheck(t, c.servers, []int{4, 5}, 12, size, 1.0)
+}
+
+const subsetService = "subset-svc"
+
+// subsetConfig writes a config directory giving subsetService
+// deterministic subsets of size.
+func subsetConfig(t *testing.T, size int) string {
+	t.Helper()
+	dir := t.TempDir()
+	cfg := fmt.Sprintf("subset_mode: deterministic\nsubset_size: %d\n", size)
+	if err := os.WriteFile(filepath.Join(dir, subsetService+".yaml"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// subsetCheck registers n backends through servers[0], connects
+// clients[i] grpc-go xDS clients to servers[i], waits until the backends
+// hold one connection per (client, subset endpoint) with max/avg at most
+// bound, then sends RPCs from every client: none may fail, and requests
+// per backend max/avg must be at most 1.10.
+func subsetCheck(t *testing.T, servers []*server, clients []int, n, size int, bound float64) {
+	t.Helper()
+	const service = subsetService
+	reg := servers[0].client()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var backends []*xdsBackend
@@ -57,10 +90,15 @@ func TestSubsetting(t *testing.T) {
 		}
 		backends = append(backends, b)
 	}
-	conns := make([]*grpc.ClientConn, m)
-	for i := range conns {
-		conns[i] = xdstest.Dial(t, s.grpcAddr, service, xdstest.Node{ID: fmt.Sprintf("subset-client-%03d", i), Cluster: "caller", Region: "r1", Zone: "zone-a"})
-		conns[i].Connect()
+	var conns []*grpc.ClientConn
+	m := 0
+	for si, k := range clients {
+		for range k {
+			c := xdstest.Dial(t, servers[si].grpcAddr, service, xdstest.Node{ID: fmt.Sprintf("subset-client-%03d", m), Cluster: "caller", Region: "r1", Zone: "zone-a"})
+			c.Connect()
+			conns = append(conns, c)
+			m++
+		}
 	}
 	// round_robin connects to every endpoint it is given: once each
 	// client holds its subset, the backends hold m × size connections.
@@ -104,14 +142,14 @@ func TestSubsetting(t *testing.T) {
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		sum, hi, lo := total()
-		if sum == want && float64(hi)/(float64(sum)/float64(n)) <= 1.05 {
+		if sum == want && float64(hi)/(float64(sum)/float64(n)) <= bound {
 			t.Logf("%d clients x subsets of %d over %d backends: %d connections, %d to %d per backend (max/avg %.3f)",
 				m, size, n, sum, lo, hi, float64(hi)/(float64(sum)/float64(n)))
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("connections to the backends: %d (per backend %d to %d) after 60s, want %d (each of %d clients on its %d), max/avg <= 1.05",
-				sum, lo, hi, want, m, size)
+			t.Fatalf("connections to the backends: %d (per backend %d to %d) after 60s, want %d (each of %d clients on its %d), max/avg <= %.2f",
+				sum, lo, hi, want, m, size, bound)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

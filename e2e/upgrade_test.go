@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,6 +24,7 @@ import (
 	"github.com/spillway/spillway/internal/testwait"
 	pb "github.com/spillway/spillway/registry/registryv1"
 	"github.com/spillway/spillway/registry/systemstore/etcdstore/etcdtest"
+	"github.com/spillway/spillway/replica/clusterversion"
 )
 
 // previousRelease is the commit of the release before this tree: the
@@ -101,7 +104,12 @@ type upgradeWatch struct {
 // tree's binary with the same flags and data dir; then back again. At no
 // point may an RPC fail, a replica that answers DNS leave out an agent's
 // endpoint, or a shard's weights stop being published; a registration
-// through a replica just restarted must reach the others.
+// through a replica just restarted must reach the others. The cluster
+// version (replica/clusterversion) stays 1 on every replica of this tree
+// while one of the previous release is live; the first replica on this
+// tree sets the hold through spillwayctl, as an operator does before an
+// upgrade, so that once all three run this tree it still stays 1 and the
+// rollback is supported.
 func TestRollingUpgrade(t *testing.T) {
 	old := buildRelease(t, previousRelease)
 	etcd := etcdtest.Start(t)
@@ -176,8 +184,8 @@ func TestRollingUpgrade(t *testing.T) {
 	wg.Go(func() { w.beatLoop(watchCtx, t, etcd.Endpoint) })
 
 	probe := 0
-	roll := func(to string, binary string) {
-		for _, s := range servers {
+	roll := func(to string, binary string, after func(i int)) {
+		for i, s := range servers {
 			id := s.flag("--replica-id")
 			term := time.Now()
 			s.stop()
@@ -211,10 +219,53 @@ func TestRollingUpgrade(t *testing.T) {
 				return true, ""
 			})
 			t.Logf("%s: %s registered through %s, on every replica %v later", to, pid, id, time.Since(registered).Round(time.Millisecond))
+			after(i)
 		}
 	}
-	roll("upgrade", bin.spillway)
-	roll("rollback", old.spillway)
+	// Every replica of this tree runs cluster version 1 while a replica
+	// of the previous release is live, or the hold is set.
+	atVersion1 := func(when string) {
+		for _, s := range servers {
+			if s.binary == bin.spillway {
+				if got := s.metric("spillway_cluster_version"); got != "1" {
+					t.Errorf("%s: %s spillway_cluster_version = %q, want 1", when, s.flag("--replica-id"), got)
+				}
+			}
+		}
+	}
+	roll("upgrade", bin.spillway, func(i int) {
+		when := fmt.Sprintf("upgrade, %d of 3 on this tree", i+1)
+		atVersion1(when)
+		if i == 0 {
+			// The operator's hold, through the first replica of this
+			// tree, before the last one of the previous release goes.
+			start := time.Now()
+			out := servers[0].ctl(ctx, "cluster-version", "hold", "--token", e2eToken)
+			if !strings.Contains(out, "hold: on") {
+				t.Errorf("%s: cluster-version hold printed %q, want the hold on", when, out)
+			}
+			held := time.Now()
+			took := testwait.For(t, 10*time.Second, "r0 lists r1 and r2 (previous release) at version 1", func() (bool, string) {
+				var v clusterversion.View
+				err := getJSONErr(servers[0], clusterversion.Path, &v)
+				return err == nil && v.Hold && strings.Contains(v.Waiting, "r1 (supports 1), r2 (supports 1)"), fmt.Sprintf("%+v %v", v, err)
+			})
+			t.Logf("%s: hold set through r0 in %v; r0 listed r1 and r2 at version 1 %v later", when, held.Sub(start).Round(time.Millisecond), took.Round(time.Millisecond))
+		}
+	})
+	// All on this tree: only the hold keeps version 1, on every replica.
+	took := testwait.For(t, 20*time.Second, "every replica of this tree held at cluster version 1 by the hold alone", func() (bool, string) {
+		for _, s := range servers {
+			var v clusterversion.View
+			if err := getJSONErr(s, clusterversion.Path, &v); err != nil || !strings.HasPrefix(v.Waiting, "held by admin") || strings.Contains(v.Waiting, "supports 1") {
+				return false, fmt.Sprintf("%s: %+v %v", s.flag("--replica-id"), v, err)
+			}
+		}
+		return true, ""
+	})
+	t.Logf("upgrade done: every replica held at cluster version 1 by the hold alone %v after the roll ended", took.Round(time.Millisecond))
+	atVersion1("upgrade done, held")
+	roll("rollback", old.spillway, func(i int) { atVersion1(fmt.Sprintf("rollback, %d of 3 on the previous release", i+1)) })
 	// The clients keep going a little on the rolled-back cluster.
 	time.Sleep(3 * time.Second)
 	stopWatch()
@@ -368,4 +419,81 @@ func (w *upgradeWatch) beatLoop(ctx context.Context, t *testing.T, endpoint stri
 		w.maxGap = max(w.maxGap, now.Sub(last))
 	}
 	w.mu.Unlock()
+}
+
+// getJSONErr GETs path from s and decodes the JSON answer into v; an
+// answer other than 200 is an error.
+func getJSONErr(s *server, path string, v any) error {
+	resp, err := s.httpClient().Get(s.url(path))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		return fmt.Errorf("GET %s: %d %s", path, resp.StatusCode, b)
+	}
+	return json.NewDecoder(resp.Body).Decode(v)
+}
+
+// TestClusterVersionFinalises: two replicas of this tree on etcd under
+// the hold an operator set before the upgrade run cluster version 1;
+// released through one of them (spillwayctl cluster-version release),
+// both run version 2 within seconds, finalised by one of them.
+func TestClusterVersionFinalises(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{etcd.Endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	if _, err := cli.Put(ctx, "/"+etcdPrefix+"/"+clusterversion.Key, `{"version":1,"hold":true,"hold_by":"admin"}`); err != nil {
+		t.Fatal(err)
+	}
+	tokenFile := filepath.Join(t.TempDir(), "admin-token")
+	if err := os.WriteFile(tokenFile, []byte(e2eToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	store := "etcd://" + strings.TrimPrefix(etcd.Endpoint, "http://") + "/" + etcdPrefix
+	var servers []*server
+	for i := range 2 {
+		s := newServer(t, "--store", store, "--replica-id", fmt.Sprintf("r%d", i), "--election-ttl", "2s",
+			"--admin-token-file", tokenFile, "--mesh-shards", "4", "--log-level", "info")
+		s.startNoWait()
+		servers = append(servers, s)
+	}
+	for _, s := range servers {
+		s.waitReady()
+	}
+	testwait.For(t, 20*time.Second, "both replicas held at version 1 by the hold alone", func() (bool, string) {
+		for _, s := range servers {
+			var v clusterversion.View
+			if err := getJSONErr(s, clusterversion.Path, &v); err != nil || v.Version != 1 || !strings.HasPrefix(v.Waiting, "held by admin") || len(v.Members) != 2 {
+				return false, fmt.Sprintf("%s: %+v %v", s.flag("--replica-id"), v, err)
+			}
+		}
+		return true, ""
+	})
+	for _, s := range servers {
+		if got := s.metric("spillway_cluster_version"); got != "1" {
+			t.Errorf("%s: spillway_cluster_version = %q while held, want 1", s.flag("--replica-id"), got)
+		}
+	}
+	out := servers[1].ctl(ctx, "cluster-version", "release", "--token", e2eToken)
+	if !strings.Contains(out, "hold: off") {
+		t.Errorf("cluster-version release printed %q, want the hold off", out)
+	}
+	took := testwait.For(t, 10*time.Second, "cluster version 2 on both replicas", func() (bool, string) {
+		var got []string
+		for _, s := range servers {
+			got = append(got, s.flag("--replica-id")+"="+s.metric("spillway_cluster_version"))
+		}
+		return got[0] == "r0=2" && got[1] == "r1=2", strings.Join(got, " ")
+	})
+	t.Logf("cluster version 2 on both replicas %v after the release", took.Round(time.Millisecond))
+	if out := servers[0].ctl(ctx, "cluster-version"); !strings.Contains(out, "cluster version 2, finalised by r") {
+		t.Errorf("cluster-version printed %q, want version 2 finalised by a replica", out)
+	}
 }

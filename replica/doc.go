@@ -18,6 +18,12 @@
 //     every replica, the owner included, serve the published plan while it
 //     is fresh and its own local plan otherwise.
 //
+// Beside them, clusterversion says which cluster version the replicas run
+// at: raised in the store once every live member's binary supports it and
+// no operator holds it, never lowered; a feature of a newer release (the
+// load exchange's strict certificate binding, version 2) is on only from
+// then, and a binary below the store's version refuses to start.
+//
 // With one replica on bbolt (the default) none of the tree runs: that
 // replica holds every lease, decides expiry and plans every service's
 // weights itself (package weights). With --mesh-load=false on a shared

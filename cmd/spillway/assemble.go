@@ -19,6 +19,7 @@ import (
 	"github.com/spillway/spillway/registry/registryapi"
 	"github.com/spillway/spillway/registry/static"
 	"github.com/spillway/spillway/registry/systemstore/etcdstore"
+	"github.com/spillway/spillway/replica/clusterversion"
 	"github.com/spillway/spillway/replica/registrysync"
 	"github.com/spillway/spillway/resolver"
 	"github.com/spillway/spillway/security/audit"
@@ -40,7 +41,8 @@ type storage interface {
 // the order data flows through them, each from the parts it reads:
 //
 //	registry store, metrics            (core)
-//	TLS, system store, audit, authn/z  (security)
+//	TLS, system store, its cluster
+//	version, audit, authn/z            (security)
 //	migration, replica sync, leases,
 //	utilization, registry API          (registration)
 //	routes, load table, xds, per-service
@@ -56,12 +58,13 @@ type server struct {
 	metrics *prometheus.Registry
 	unary   unaryInFlight // for the drain (drain.go)
 
-	tls    *serverTLS // nil: plaintext
-	token  string     // --admin-token-file's; "" when none
-	sys    *systemStore
-	audit  *audit.Log
-	auth   authentication
-	policy *authz.Reloader
+	tls      *serverTLS // nil: plaintext
+	token    string     // --admin-token-file's; "" when none
+	sys      *systemStore
+	versions *clusterversion.Versions
+	audit    *audit.Log
+	auth     authentication
+	policy   *authz.Reloader
 
 	migration    *migration.Controller
 	rep          *registrysync.Replica // nil on bbolt or in memory
@@ -136,7 +139,9 @@ func (s *server) core(context.Context) error {
 }
 
 // security loads the certificates and the admin token, opens the system
-// store, and builds the audit log (kept in the store) and who-may-do-what.
+// store and checks its cluster version (a store finalised past this
+// binary's refuses the start), and builds the audit log (kept in the
+// store) and who-may-do-what.
 func (s *server) security(ctx context.Context) (err error) {
 	if s.tls, err = startTLS(s.cfg.TLS, s.metrics, s.component("tls")); err != nil {
 		return err
@@ -145,6 +150,9 @@ func (s *server) security(ctx context.Context) (err error) {
 		return err
 	}
 	if s.sys, err = openStorage(ctx, s.cfg.Store, s.cfg.DataDir, s.component("store")); err != nil {
+		return err
+	}
+	if s.versions, err = openClusterVersion(ctx, s.sys, replicaID(s.cfg.Store.Replica), s.metrics, s.component("cluster-version")); err != nil {
 		return err
 	}
 	// Every admin change and every denial, in the log and the store (in
@@ -230,7 +238,7 @@ func (s *server) serving(ctx context.Context) (err error) {
 	s.loads = load.NewTable(xds.LoadIdle)
 	s.plans = &weights.Served{}
 	s.xds, err = xds.New(xds.Config{
-		RegionPreference: cfg.RegionPreference, RegionRules: s.regionRules, Store: s.store,
+		RegionPreference: cfg.RegionPreference, RegionRules: s.regionRules, Store: s.store, Replica: replicaID(cfg.Store.Replica),
 		PortName: cfg.XDS.PortName, Debounce: cfg.XDS.Debounce, MaxDelay: cfg.XDS.MaxDelay, Resync: cfg.XDS.Resync,
 		LRSInterval: cfg.XDS.LRSInterval, Loads: s.loads, Plans: s.plans, MaxZones: cfg.XDS.MaxZones,
 		Authorizer: s.policy, Routes: s.routes.store, Logger: s.component("xds"), Registerer: s.metrics,
@@ -290,6 +298,7 @@ func (s *server) weights() (err error) {
 		xds: s.xds, utilizations: s.utilizations, strategies: strategies(s.svcCfg.store, za), local: s.planner,
 		storeUp: func() bool { return rep.Status().Up },
 		metrics: s.metrics, log: s.log, peerCreds: s.tls.peerCreds(), identity: s.tls.peerIdentity(s.log), authz: s.policy,
+		versions: s.versions, verifiesPeers: cfg.TLS.ClientCA != "",
 	})
 	if err != nil {
 		return err

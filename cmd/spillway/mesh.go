@@ -17,6 +17,7 @@ import (
 	"github.com/spillway/spillway/load"
 	"github.com/spillway/spillway/registry"
 	"github.com/spillway/spillway/registry/systemstore"
+	"github.com/spillway/spillway/replica/clusterversion"
 	"github.com/spillway/spillway/replica/exchange"
 	"github.com/spillway/spillway/replica/meshweights"
 	"github.com/spillway/spillway/replica/ownership"
@@ -117,6 +118,14 @@ type meshInputs struct {
 	// identity is the certificate identity peerCreds present, published
 	// in the member record ("" without TLS).
 	identity string
+	// versions is the cluster version in force: from version 2 on, the
+	// load exchange binds a certificate only to a member record's
+	// identity.
+	versions *clusterversion.Versions
+	// verifiesPeers is true when the gRPC port verifies client
+	// certificates (--client-ca): other replicas' summaries arrive over
+	// their certificates.
+	verifiesPeers bool
 }
 
 func (in meshInputs) dialCreds() credentials.TransportCredentials {
@@ -145,7 +154,8 @@ func newMeshWeights(in meshInputs) (*meshWeights, error) {
 	elect := func(name string) (systemstore.Elector, error) { return in.elect(name, in.ttl) }
 	m := &meshWeights{}
 	m.owners, err = ownership.New(ownership.Config{
-		KV: in.kv, ID: in.id, GRPCAddr: addr, Identity: in.identity, Shards: in.cfg.Shards, TTL: in.ttl, Elect: elect,
+		KV: in.kv, ID: in.id, GRPCAddr: addr, Identity: in.identity, MaxVersion: clusterversion.Current,
+		Shards: in.cfg.Shards, TTL: in.ttl, Elect: elect,
 		Logger: in.log.With("component", "mesh-ownership"), Registerer: in.metrics,
 	})
 	if err != nil {
@@ -153,16 +163,22 @@ func newMeshWeights(in meshInputs) (*meshWeights, error) {
 	}
 	m.merged = exchange.NewMerged(exchange.MergedConfig{})
 	// The owner keeps summaries only from live members (at a live
-	// member's address unless the peer has a verified certificate), and
-	// of them only the services registered and owned here.
+	// member's address unless the peer has a verified certificate; from
+	// cluster version 2 on, a certificate only for the member whose
+	// record names its identity), and of them only the services
+	// registered and owned here.
 	m.server, err = exchange.NewServer(exchange.ServerConfig{
 		Merged: m.merged, Logger: in.log, Registerer: in.metrics, Authorizer: in.authz,
-		Members: m.owners, Self: in.id, Services: meshServices{in.store, m.owners},
+		Members: m.owners, Self: in.id, Services: meshServices{in.store, m.owners}, Versions: in.versions,
 	})
 	if err != nil {
 		return nil, err
 	}
 	services := func() []string { return in.store.Snapshot().Services() }
+	m.sub, err = meshweights.NewSubscriber(meshweights.SubscriberConfig{KV: in.kv, Shard: m.owners.Shard, Logger: in.log, Registerer: in.metrics})
+	if err != nil {
+		return nil, err
+	}
 	// The owner's planner: the same calculation over the merged load of
 	// every replica, for the services this replica owns. Its client
 	// zones come from the summaries, which bound them (exchange), not
@@ -175,19 +191,17 @@ func newMeshWeights(in meshInputs) (*meshWeights, error) {
 		// The same per-service strategies as the local planner, and the
 		// utilization reports every replica forwards.
 		Strategies: in.strategies, Utilization: utilizationsOf(m.merged.Utilizations),
+		// A new owner's clients keep the subsets the last owner published.
+		SubsetMemory: m.sub,
 	})
 	if err != nil {
 		return nil, err
 	}
 	m.publisher, err = meshweights.NewPublisher(meshweights.PublisherConfig{
-		ID: in.id, KV: in.kv, Ownership: meshOwnership{m.owners}, Merged: meshMerged{m.merged}, Planner: owner,
+		ID: in.id, KV: in.kv, Ownership: meshOwnership{m.owners, unheard(in.verifiesPeers, m.server)}, Merged: meshMerged{m.merged}, Planner: owner,
 		Services: services, Shards: m.owners.Shards(), Interval: in.interval,
 		Logger: in.log, Registerer: in.metrics,
 	})
-	if err != nil {
-		return nil, err
-	}
-	m.sub, err = meshweights.NewSubscriber(meshweights.SubscriberConfig{KV: in.kv, Shard: m.owners.Shard, Logger: in.log, Registerer: in.metrics})
 	if err != nil {
 		return nil, err
 	}
@@ -247,16 +261,45 @@ type anyZone struct{}
 func (anyZone) Has(string) bool { return true }
 
 // meshOwnership adapts ownership.Owners to meshweights.Ownership.
-type meshOwnership struct{ o *ownership.Owners }
+type meshOwnership struct {
+	o *ownership.Owners
+	// unheard, or nil, is true of a live member whose summaries this
+	// owner refuses whatever they carry: it is not waited for.
+	unheard func(ownership.Member) bool
+}
 
 func (a meshOwnership) Owns(service string) bool      { return a.o.Owns(service) }
 func (a meshOwnership) Shard(service string) int      { return a.o.Shard(service) }
 func (a meshOwnership) Epoch(shard int) (int64, bool) { return a.o.Epoch(shard) }
-func (a meshOwnership) LiveMembers() (ids []string) {
-	for _, m := range a.o.Members() {
+
+// LiveMembers are the members a new owner waits to hear from (their
+// acknowledgement of its hold) before it publishes: the live ones, less
+// those it never hears from.
+func (a meshOwnership) LiveMembers() []string { return heardMembers(a.o.Members(), a.unheard) }
+
+// heardMembers returns the ids of members, less those unheard (nil: none)
+// says it never hears from.
+func heardMembers(members []ownership.Member, unheard func(ownership.Member) bool) (ids []string) {
+	for _, m := range members {
+		if unheard != nil && unheard(m) {
+			continue
+		}
 		ids = append(ids, m.ID)
 	}
 	return ids
+}
+
+// unheard is, when the gRPC port verifies client certificates (so every
+// other replica's summaries come over its certificate), the members the
+// load exchange refuses over any certificate: from cluster version 2 on,
+// a member record without identity (a release the cluster was finalised
+// past). Waiting for such a member's acknowledgement would hold every
+// handover while it is live. nil otherwise.
+func unheard(verifiesPeers bool, srv *exchange.Server) func(ownership.Member) bool {
+	if !verifiesPeers {
+		return nil
+	}
+	return srv.RefusesCertificates
 }
 
 // meshServices adapts the registry and ownership to exchange.Services.

@@ -20,6 +20,7 @@ import (
 	"github.com/spillway/spillway/internal/serverinfo"
 	"github.com/spillway/spillway/migration/migrationapi"
 	kubesource "github.com/spillway/spillway/registry/kubernetes"
+	"github.com/spillway/spillway/replica/clusterversion"
 	"github.com/spillway/spillway/security/audit"
 	"github.com/spillway/spillway/security/webguard"
 )
@@ -156,6 +157,9 @@ func (s *server) httpServer(kube *kubesource.Source) *http.Server {
 		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
+	mux.Handle(clusterversion.Path, s.versions.Handler(clusterversion.HandlerConfig{ // hold and release
+		Members: s.clusterMembers(), Authorizer: s.policy, Audit: s.audit,
+	}))
 	s.svcCfg.mount(mux)                         // /v1/config, /v1/config/{service}
 	s.routes.mount(mux, routeClients{x: s.xds}) // /v1/routes, /v1/routes/{service}
 	for _, p := range migrationapi.Paths {      // /v1/panic, /v1/rollout, /v1/rollout/validate
@@ -185,6 +189,7 @@ func (s *server) ready(w http.ResponseWriter, kube *kubesource.Source) {
 	fmt.Fprintf(w, "ok: %d services, %d endpoints, version %d\n", snap.Len(), snap.EndpointCount(), snap.Version())
 	if s.rep != nil {
 		fmt.Fprintln(w, s.rep.Status())
+		fmt.Fprintln(w, s.versions.Status())
 	}
 	if kube != nil {
 		for _, st := range kube.Status() {
@@ -203,6 +208,7 @@ func (s *server) runAll(ctx context.Context, wg *sync.WaitGroup, fail func(strin
 	if s.rep != nil {
 		wg.Go(func() { fail("replication", s.rep.Run(ctx)) })
 	}
+	wg.Go(func() { fail("cluster version", s.versions.Run(ctx, s.clusterMembers())) })
 	wg.Go(func() { fail("xds pushes", s.xds.Run(ctx)) })
 	if s.planner != nil {
 		wg.Go(func() { s.planner.Run(ctx) })

@@ -109,6 +109,7 @@ var commands = []*command{
 	configCommand,
 	routeCommand,
 	auditCommand,
+	clusterVersionCommand,
 	tokenCommand,
 }
 

@@ -108,6 +108,14 @@ func ifVersionFlag(fs *flag.FlagSet) *int64 {
 // answer is an error carrying the server's message. ifVersion non-zero
 // makes the request conditional (see ifVersionFlag).
 func callConfig(ctx context.Context, e *env, addr, method, path, token string, body []byte, ifVersion int64) ([]byte, error) {
+	// Every body the config and route commands send is YAML; the server
+	// refuses a write whose type a web page could send
+	// (security/webguard).
+	return callHTTP(ctx, e, addr, method, path, token, "application/yaml", body, ifVersion)
+}
+
+// callHTTP is callConfig with the body's Content-Type.
+func callHTTP(ctx context.Context, e *env, addr, method, path, token, contentType string, body []byte, ifVersion int64) ([]byte, error) {
 	api, err := e.httpAPI(ctx, addr, token)
 	if err != nil {
 		return nil, err
@@ -122,10 +130,7 @@ func callConfig(ctx context.Context, e *env, addr, method, path, token string, b
 		return nil, fmt.Errorf("%s %s: %w (%s)", method, path, err, api.hint)
 	}
 	if len(body) > 0 {
-		// Every body spillwayctl sends is YAML (config, route rules); the
-		// server refuses a write whose type a web page could send
-		// (security/webguard).
-		req.Header.Set("Content-Type", "application/yaml")
+		req.Header.Set("Content-Type", contentType)
 	}
 	switch {
 	case ifVersion == -1:

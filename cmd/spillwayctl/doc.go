@@ -1,8 +1,8 @@
 // Command spillwayctl is the SRE command line of spillway: it registers,
 // heartbeats and deregisters VM endpoints, lists what the registry holds,
 // and flips the panic flag and the rollout config, over the server's gRPC
-// port. config, route and audit use the HTTP API; they ask the gRPC port
-// where it is, so --server alone reaches every API.
+// port. config, route, audit and cluster-version use the HTTP API; they
+// ask the gRPC port where it is, so --server alone reaches every API.
 //
 // Usage:
 //
@@ -118,16 +118,27 @@
 //	    your zone) IDENTITY ACTION RESOURCE OUTCOME CHANGE (old → new, and
 //	    the reason of a denial or failure). --since takes a duration back
 //	    from now (1h) or an RFC 3339 time; --limit at most 1000.
+//	cluster-version [show | hold | release] [--if-version REV] [--http ADDR] [--token T] [-o text|json]
+//	    The cluster version the replicas of a shared store run at
+//	    (docs/replication.md, "Upgrades, version skew and shutdown"). show
+//	    (the default) prints it, the hold, each live member with the
+//	    highest version its binary supports, and what finalisation waits
+//	    for. hold, before an upgrade, keeps the version from being raised,
+//	    so that rolling back stays possible; release lets the replicas
+//	    finalise once every live one supports the next version. hold and
+//	    release need the panic right (the admin token by default);
+//	    --if-version applies them only while the record is at the
+//	    revision show printed (else HTTP 412, nothing changes).
 //	token new NAME
 //	    Print a fresh random bearer token for identity NAME (line 1) and
 //	    its entry for the server's --tokens-file (line 2), which holds only
 //	    the token's SHA-256 (docs/security.md). Needs no server.
 //
-// config, route and audit find the HTTP API through --server: they ask
-// the gRPC port (spillway.info.v1.ServerInfo, which needs no permission
-// but passes the same authentication as every call, with the command's
-// token) for the HTTP listener's address and whether it speaks TLS. A
-// wildcard listener (":18080", "0.0.0.0:18080", "[::]:18080") is reached
+// config, route, audit and cluster-version find the HTTP API through
+// --server: they ask the gRPC port (spillway.info.v1.ServerInfo, which
+// needs no permission but passes the same authentication as every call,
+// with the command's token) for the HTTP listener's address and whether
+// it speaks TLS. A wildcard listener (":18080", "0.0.0.0:18080", "[::]:18080") is reached
 // on --server's host at the reported port; a loopback one on --server's
 // host too unless --server is on loopback itself. The call is https when
 // the server says so or --tls-ca is given, and the HTTP certificate is
@@ -137,7 +148,7 @@
 // --http ADDR (the server's --http-addr, by default 127.0.0.1:18080).
 //
 // The changes (panic on|off, rollout set, config set|delete|undelete,
-// route set|delete) need the server's admin token
+// route set|delete, cluster-version hold|release) need the server's admin token
 // (spillway --admin-token-file): --token, the global --token-file, or $SPILLWAY_ADMIN_TOKEN, which
 // keeps it out of the process list. Without it they fail with
 // PermissionDenied and change nothing; a token the server does not know

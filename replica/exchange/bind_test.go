@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,7 +27,15 @@ import (
 // the given gRPC server options.
 func serveExchange(t *testing.T, m *Merged, members Membership, reg prometheus.Registerer, opts ...grpc.ServerOption) string {
 	t.Helper()
-	srv, err := NewServer(ServerConfig{Merged: m, Members: members, Self: "owner", Services: ownedHere, Registerer: reg})
+	_, addr := serveExchangeVersions(t, m, members, nil, reg, opts...)
+	return addr
+}
+
+// serveExchangeVersions is serveExchange with the cluster version of
+// versions (nil: none), returning the Server too.
+func serveExchangeVersions(t *testing.T, m *Merged, members Membership, versions Versions, reg prometheus.Registerer, opts ...grpc.ServerOption) (*Server, string) {
+	t.Helper()
+	srv, err := NewServer(ServerConfig{Merged: m, Members: members, Self: "owner", Services: ownedHere, Registerer: reg, Versions: versions})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +48,7 @@ func serveExchange(t *testing.T, m *Merged, members Membership, reg prometheus.R
 	done := make(chan struct{})
 	go func() { defer close(done); gs.Serve(lis) }()
 	t.Cleanup(func() { gs.Stop(); <-done })
-	return lis.Addr().String()
+	return srv, lis.Addr().String()
 }
 
 // dialWith dials addr with creds from the local address from ("" for
@@ -177,5 +186,87 @@ func TestCertificateSpeaksOnlyForItsMember(t *testing.T) {
 	_, err := reportStream(ctx, t, dialWith(t, addr, "", cert("spiffe://test/ns/prod/sa/payments")), forged("r1", now))
 	if s := status.Convert(err); s.Code() != codes.PermissionDenied || !strings.Contains(s.Message(), "spiffe://test/replica/r1") {
 		t.Errorf("workload certificate as r1 mid-upgrade = %v, want PermissionDenied naming r1's identity", err)
+	}
+}
+
+// fakeVersions is a cluster version the test sets.
+type fakeVersions struct{ v atomic.Int64 }
+
+func (f *fakeVersions) Active(v int) bool { return f.v.Load() >= int64(v) }
+
+// TestIdentityMissingAtVersion2 is cluster version 2's feature: before
+// it, a member record without identity (a release before identities
+// were recorded) is taken over a certificate on the mesh grant alone,
+// as in TestCertificateSpeaksOnlyForItsMember; from it on, that record
+// binds no certificate: its own and any other replica's certificate are
+// refused (identity_missing), saying why, while the members with an
+// identity stay bound to it and plaintext peers to their address.
+func TestIdentityMissingAtVersion2(t *testing.T) {
+	ca := tlstest.NewCA(t, "mesh-ca")
+	server := ca.Issue(t, tlstest.Leaf{CommonName: "owner", URIs: []string{"spiffe://test/replica/owner"}, IPs: []netip.Addr{netip.MustParseAddr("127.0.0.1")}})
+	cert := func(uri string) credentials.TransportCredentials {
+		c := ca.Issue(t, tlstest.Leaf{CommonName: uri, URIs: []string{uri}})
+		return credentials.NewTLS(c.ClientTLS(ca))
+	}
+	m := NewMerged(MergedConfig{})
+	members := &fakeMembers{}
+	old := ownership.Member{ID: "old", GRPCAddr: "127.0.0.1:4"}
+	r1 := ownership.Member{ID: "r1", GRPCAddr: "127.0.0.1:2", Identity: "spiffe://test/replica/r1"}
+	members.set(ownership.Member{ID: "owner", GRPCAddr: "127.0.0.1:1", Identity: "spiffe://test/replica/owner"}, r1, old)
+	versions := &fakeVersions{}
+	versions.v.Store(1)
+	reg := prometheus.NewRegistry()
+	srv, addr := serveExchangeVersions(t, m, members, versions, reg, grpc.Creds(credentials.NewTLS(&tls.Config{
+		Certificates: []tls.Certificate{server.TLS}, ClientCAs: tlstest.Pool(ca), ClientAuth: tls.RequireAndVerifyClientCert,
+	})))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	now := time.Now()
+
+	if _, err := reportStream(ctx, t, dialWith(t, addr, "", cert("spiffe://test/replica/old")), ToProto(goodSummary("old", now))); err != nil {
+		t.Errorf("version 1: Report as old over its certificate = %v, want OK (the mid-upgrade rule)", err)
+	}
+	if srv.RefusesCertificates(old) {
+		t.Errorf("version 1: RefusesCertificates(old) = true, want false")
+	}
+
+	versions.v.Store(2)
+	if !srv.RefusesCertificates(old) || srv.RefusesCertificates(r1) {
+		t.Errorf("version 2: RefusesCertificates(old, r1) = %v, %v; want true, false", srv.RefusesCertificates(old), srv.RefusesCertificates(r1))
+	}
+	for _, c := range []struct {
+		name, cert string
+		want       []string // in the denial
+	}{
+		{"old's certificate as old", "spiffe://test/replica/old", []string{"spiffe://test/replica/old", `"old"`, "name no identity", "cluster version 2"}},
+		{"r1's certificate as old", "spiffe://test/replica/r1", []string{`"old"`, "names no identity", "spiffe://test/replica/r1", "cluster version 2"}},
+	} {
+		before := testutil.ToFloat64(counterOf(t, reg, "spillway_mesh_load_refused_total", "identity_missing"))
+		_, err := reportStream(ctx, t, dialWith(t, addr, "", cert(c.cert)), forged("old", now))
+		s := status.Convert(err)
+		if s.Code() != codes.PermissionDenied {
+			t.Errorf("%s: Report = %v, want PermissionDenied", c.name, err)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(s.Message(), w) {
+				t.Errorf("%s: denial %q does not say %s", c.name, s.Message(), w)
+			}
+		}
+		if got := testutil.ToFloat64(counterOf(t, reg, "spillway_mesh_load_refused_total", "identity_missing")); got != before+1 {
+			t.Errorf("%s: refused{identity_missing} = %v, want %v", c.name, got, before+1)
+		}
+	}
+	if _, err := reportStream(ctx, t, dialWith(t, addr, "", cert("spiffe://test/replica/r1")), ToProto(goodSummary("r1", now))); err != nil {
+		t.Errorf("version 2: Report as r1 over its certificate = %v, want OK", err)
+	}
+
+	// In plaintext, a record without identity is bound by its address,
+	// at version 2 as before.
+	pm := NewMerged(MergedConfig{})
+	plain := &fakeMembers{}
+	plain.set(ownership.Member{ID: "owner", GRPCAddr: "127.0.0.1:1"}, ownership.Member{ID: "r9", GRPCAddr: "127.0.0.9:2"})
+	_, paddr := serveExchangeVersions(t, pm, plain, versions, prometheus.NewRegistry())
+	if _, err := reportStream(ctx, t, dialWith(t, paddr, "127.0.0.9", insecure.NewCredentials()), ToProto(goodSummary("r9", now))); err != nil {
+		t.Errorf("version 2, plaintext: Report as r9 from its address = %v, want OK", err)
 	}
 }

@@ -63,7 +63,16 @@
 //   - a stream without a verified client certificate (plaintext, or TLS
 //     without one) must come from the IP address of a live member's
 //     GRPCAddr (names resolved, cached 30 s); else PermissionDenied
-//     naming the address, before anything is read;
+//     naming the address, before anything is read; a stream over one
+//     must carry the identity some live member's record names;
+//   - the stream's peer must be the summary's member: the certificate's
+//     identity the one its record names, or the peer's address one of
+//     its GRPCAddr host's. A record without identity (a release before
+//     identities were recorded) is taken over any certificate on the
+//     mesh grant alone while the cluster version (ServerConfig.Versions)
+//     is below 2; from clusterversion.StrictSenderBinding (2) on it
+//     binds no certificate (identity_missing), and RefusesCertificates
+//     tells the owner not to wait for such a member's acknowledgement;
 //   - each summary's replica id must be a live member other than the
 //     owner itself (Self); else PermissionDenied naming it, nothing of it
 //     stored;
@@ -78,13 +87,13 @@
 //     costs no memory).
 //
 // Refusals count in spillway_mesh_load_refused_total{reason} (not_member,
-// peer_address), drops in spillway_mesh_load_dropped_services_total{reason}
-// (unregistered, not_owned, budget); each reason is logged at most once
-// per 10 s. The wire is unchanged: a replica of an earlier release that
-// is a live member sends as before. Member records carry no certificate
-// identity, so with mTLS a sender's certificate is not bound to its
-// replica id: any identity the policy grants "mesh" may send as any live
-// member.
+// peer_address, peer_identity, not_bound, identity_missing), drops in
+// spillway_mesh_load_dropped_services_total{reason} (unregistered,
+// not_owned, budget); each reason is logged at most once per 10 s. The
+// wire is unchanged: a replica of an earlier release that is a live
+// member sends as before, in plaintext always, over mTLS until the
+// cluster version reaches 2 (which needs every live member on this
+// release).
 //
 // Every received message is validated whole (FromProto) before anything
 // of it is stored: replica id (letters, digits and -_.:=@+, at most 128),
@@ -111,7 +120,7 @@
 //	spillway_mesh_load_summaries_total{result}   accepted, invalid, full; sent, delivered, dropped
 //	spillway_mesh_load_bytes_total{direction}    received, sent
 //	spillway_mesh_load_unrouted_services_total
-//	spillway_mesh_load_refused_total{reason}           not_member, peer_address
+//	spillway_mesh_load_refused_total{reason}           not_member, peer_address, peer_identity, not_bound, identity_missing
 //	spillway_mesh_load_dropped_services_total{reason}  unregistered, not_owned, budget
 //
 // # Concurrency

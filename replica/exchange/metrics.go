@@ -13,7 +13,8 @@ type metrics struct {
 	summaries *prometheus.CounterVec // result: accepted, invalid, full, denied, sent, delivered, dropped
 	bytes     *prometheus.CounterVec // direction: received, sent
 	unrouted  prometheus.Counter
-	// refused: reason not_member, peer_address, peer_identity, not_bound.
+	// refused: reason not_member, peer_address, peer_identity, not_bound,
+	// identity_missing.
 	refused *prometheus.CounterVec
 	// droppedServices: reason unregistered, not_owned, budget.
 	droppedServices *prometheus.CounterVec
@@ -35,7 +36,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "spillway_mesh_load_refused_total",
-			Help: "Load exchange streams refused (owner side), by reason: not_member (the sender replica id is not a live member), peer_address (a peer without a verified certificate is not at a live member's address), peer_identity (a verified certificate's identity is no live member's), not_bound (the summary's replica is a live member but not the stream's peer).",
+			Help: "Load exchange streams refused (owner side), by reason: not_member (the sender replica id is not a live member), peer_address (a peer without a verified certificate is not at a live member's address), peer_identity (a verified certificate's identity is no live member's), not_bound (the summary's replica is a live member but not the stream's peer), identity_missing (over a certificate, the live member's record names no identity, which cluster version 2 requires).",
 		}, []string{"reason"}),
 		droppedServices: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "spillway_mesh_load_dropped_services_total",

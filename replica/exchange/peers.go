@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"google.golang.org/grpc/credentials"
 	grpcpeer "google.golang.org/grpc/peer"
 
+	"github.com/spillway/spillway/replica/clusterversion"
 	"github.com/spillway/spillway/replica/ownership"
 	"github.com/spillway/spillway/security/authn"
 )
@@ -41,10 +44,18 @@ func (s *Server) admitPeer(ctx context.Context) (sender, string, error) {
 			return sender{}, reasonPeerIdentity, errors.New("the client certificate has no usable URI or DNS SAN to name a replica")
 		}
 		from := sender{cert: id.Name}
+		var unnamed []string
 		for _, m := range s.members.Members() {
 			if s.bound(ctx, from, m) {
 				return from, "", nil
 			}
+			if s.identityMissing(from, m) {
+				unnamed = append(unnamed, strconv.Quote(m.ID))
+			}
+		}
+		if len(unnamed) > 0 {
+			return sender{}, reasonIdentityMissing, fmt.Errorf("certificate identity %s is no live member's, and the member records of %s name no identity: cluster version %d binds a certificate only to the identity a member record names (those members run a release before identities were recorded, or no --tls-cert)",
+				id.Name, strings.Join(unnamed, ", "), clusterversion.StrictSenderBinding)
 		}
 		return sender{}, reasonPeerIdentity, fmt.Errorf("certificate identity %s is no live member's (member records name the identity of each replica's --tls-cert)", id.Name)
 	}
@@ -66,14 +77,18 @@ func (s *Server) admitPeer(ctx context.Context) (sender, string, error) {
 // IP address is one of m's GRPCAddr host's.
 //
 // A member record without an identity is of a release before identities
-// were recorded (or of a replica without --tls-cert): over a certificate
-// it is taken as that release took it, on the Authorizer's mesh grant
-// alone, so that a rolling upgrade under mTLS keeps every member's load
-// (and acknowledgements) flowing; the binding holds for each member from
-// its upgrade on.
+// were recorded (or of a replica without --tls-cert). Before cluster
+// version 2, over a certificate it is taken as that release took it, on
+// the Authorizer's mesh grant alone, so that a rolling upgrade under
+// mTLS keeps every member's load (and acknowledgements) flowing. From
+// version 2 on (every live member of a release that records its
+// identity when it was finalised) it binds no certificate.
 func (s *Server) bound(ctx context.Context, from sender, m ownership.Member) bool {
 	if from.cert != "" {
-		return m.Identity == "" || m.Identity == from.cert
+		if m.Identity == "" {
+			return !s.strict()
+		}
+		return m.Identity == from.cert
 	}
 	host, _, err := net.SplitHostPort(m.GRPCAddr)
 	if err != nil {
@@ -85,6 +100,37 @@ func (s *Server) bound(ctx context.Context, from sender, m ownership.Member) boo
 		}
 	}
 	return false
+}
+
+// strict reports whether cluster version 2 is in force: a member
+// record without an identity binds no certificate.
+func (s *Server) strict() bool {
+	return s.versions != nil && s.versions.Active(clusterversion.StrictSenderBinding)
+}
+
+// identityMissing reports whether from, over a certificate, is refused
+// for m only because m's record names no identity (version 2).
+func (s *Server) identityMissing(from sender, m ownership.Member) bool {
+	return from.cert != "" && m.Identity == "" && s.strict()
+}
+
+// RefusesCertificates reports whether every summary for member m that
+// comes over a verified client certificate is refused, whatever the
+// certificate: cluster version 2 is in force and m's record names no
+// identity. Such a member never acknowledges a new owner over mTLS, so
+// an owner whose peers present certificates must not wait for it (the
+// member runs a release the cluster has been finalised past, which is
+// unsupported; its load is lost, the handover is not). Self is never
+// refused: its summaries reach its Merged without the network.
+func (s *Server) RefusesCertificates(m ownership.Member) bool {
+	return m.Identity == "" && m.ID != s.self && s.strict()
+}
+
+// identityMissing says why from may not speak for member m, a record
+// without identity, at version 2.
+func identityMissing(from sender, m ownership.Member) error {
+	return fmt.Errorf("replica %q's member record names no identity, so certificate %s cannot speak for it: cluster version %d takes summaries over a certificate only for the identity a member record names (the member runs a release before identities were recorded, or no --tls-cert)",
+		m.ID, from.cert, clusterversion.StrictSenderBinding)
 }
 
 // notBound says why from may not speak for member m.

@@ -51,6 +51,22 @@ type ServerConfig struct {
 	// kept only when registered and owned here, others are dropped
 	// (counted) before anything is stored.
 	Services Services
+	// Versions is the cluster version in force, or nil for Baseline's
+	// rules. From clusterversion.StrictSenderBinding (2) on, a member
+	// record without an identity binds no certificate: over a verified
+	// client certificate its summaries are refused (identity_missing).
+	// Before, they are taken on the Authorizer's mesh grant alone, as a
+	// release before identities were recorded took them.
+	Versions Versions
+}
+
+// Versions tells which cluster versions are in force;
+// *clusterversion.Versions implements it. Active is called from many
+// goroutines at once, per stream and per summary.
+type Versions interface {
+	// Active reports whether cluster version v is in force. Once true
+	// for v it stays true.
+	Active(v int) bool
 }
 
 // Membership tells the live member replicas; *ownership.Owners
@@ -95,6 +111,7 @@ type Server struct {
 	members  Membership // or nil
 	self     string
 	services Services // or nil
+	versions Versions // or nil
 	log      *slog.Logger
 	metrics  *metrics
 	now      func() time.Time
@@ -118,7 +135,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		now = time.Now
 	}
 	return &Server{
-		merged: cfg.Merged, authz: cfg.Authorizer, members: cfg.Members, self: cfg.Self, services: cfg.Services,
+		merged: cfg.Merged, authz: cfg.Authorizer, members: cfg.Members, self: cfg.Self, services: cfg.Services, versions: cfg.Versions,
 		log: log.With("component", "load-exchange"), metrics: newMetrics(cfg.Registerer), now: now,
 		hosts: newHostCache(lookupHost, now), warn: newLogLimiter(refusalLogEvery),
 	}, nil
@@ -183,6 +200,9 @@ func (s *Server) Report(stream grpc.ClientStreamingServer[meshv1.Summary, meshv1
 				return s.refuse(reasonNotMember, sum.Replica, fmt.Errorf("replica %q is not a live member", sum.Replica))
 			}
 			if !s.bound(ctx, from, m) {
+				if s.identityMissing(from, m) {
+					return s.refuse(reasonIdentityMissing, sum.Replica, identityMissing(from, m))
+				}
 				return s.refuse(reasonNotBound, sum.Replica, notBound(from, m))
 			}
 		}
@@ -211,6 +231,9 @@ const (
 	reasonPeerAddress  = "peer_address"  // a plaintext peer at no live member's address
 	reasonPeerIdentity = "peer_identity" // a certificate no live member's record names
 	reasonNotBound     = "not_bound"     // a live member, but not the stream's peer
+	// a live member whose record names no identity, over a certificate,
+	// from cluster version 2 on
+	reasonIdentityMissing = "identity_missing"
 
 	dropUnregistered = "unregistered"
 	dropNotOwned     = "not_owned"

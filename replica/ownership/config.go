@@ -37,6 +37,12 @@ type Config struct {
 	// take its load summaries from that certificate only; "" without
 	// TLS. A valid identity name (authn.ValidateName).
 	Identity string
+	// MaxVersion is the highest cluster version this replica's binary
+	// supports (clusterversion.Current), published in its member record
+	// so that the version is raised only once every live member supports
+	// it; zero publishes none, which readers take as
+	// clusterversion.Baseline.
+	MaxVersion int
 	// Shards is how many shards services are spread over (the
 	// --mesh-shards flag); zero means 16, at most MaxShards. Every replica
 	// on a store must use the same count: the first records it under
@@ -69,6 +75,8 @@ func (c *Config) validate() error {
 		return errors.New("ownership config: KV is nil (it may only be nil when Elect is nil)")
 	case c.Shards < 0 || c.Shards > MaxShards:
 		return fmt.Errorf("ownership config: Shards %d: want 1 to %d (0 for %d)", c.Shards, MaxShards, DefaultShards)
+	case c.MaxVersion < 0:
+		return fmt.Errorf("ownership config: MaxVersion %d is negative", c.MaxVersion)
 	case c.TTL < 0:
 		return fmt.Errorf("ownership config: TTL %v is negative", c.TTL)
 	}

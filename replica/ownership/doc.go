@@ -15,13 +15,16 @@
 // (etcdstore's or spannerstore's Election):
 //
 //   - Membership: each replica puts "members/<id>" = {"id", "grpc_addr",
-//     "started", "expires"} every TTL/3 and watches "members/" (List, then
+//     "started", "expires", and the optional "identity" (its certificate's)
+//     and "max_version" (the highest cluster version its binary supports,
+//     package replica/clusterversion)} every TTL/3 and watches "members/" (List, then
 //     Watch from the listed revision, a new List after a failed watch). A
 //     member is live while the last change of its key that this replica
 //     observed is less than TTL old by this replica's own clock, so clock
 //     skew between replicas does not matter ("expires" is for people). A
 //     record found by the first List counts from its next heartbeat. A
-//     replica counts itself live. On a store with conditional deletes
+//     replica counts itself live; Settled says when Members lists every
+//     live member (TTL/2 after Run starts). On a store with conditional deletes
 //     (etcd), a member record unchanged for 3×TTL (a replica killed before
 //     deleting it) is deleted at the revision observed.
 //   - Who campaigns: rendezvous (highest random weight) hashing of

@@ -40,6 +40,18 @@ type Member struct {
 	// member only from that identity. Added after a770d6c; that
 	// release's readers ignore it (encoding/json drops unknown fields).
 	Identity string `json:"identity,omitempty"`
+	// MaxVersion is the highest cluster version this replica's binary
+	// supports (package replica/clusterversion); 0, as in the records of
+	// a770d6c, which has no such field, reads as that package's
+	// Baseline. a770d6c's readers ignore it.
+	MaxVersion int `json:"max_version,omitempty"`
+}
+
+// StoredMember is a member record as the store holds it.
+type StoredMember struct {
+	Member
+	// Expires is the writer's clock plus TTL at its last heartbeat.
+	Expires time.Time
 }
 
 // memberRecord is the value of members/<id>.
@@ -75,15 +87,20 @@ func ShardOf(service string, n int) int {
 
 // decodeMember parses a members/<id> value.
 func decodeMember(key string, b []byte) (Member, error) {
+	m, err := decodeMemberRecord(key, b)
+	return m.Member, err
+}
+
+func decodeMemberRecord(key string, b []byte) (memberRecord, error) {
 	var m memberRecord
 	if err := json.Unmarshal(b, &m); err != nil {
-		return Member{}, fmt.Errorf("member %s: %w", key, err)
+		return memberRecord{}, fmt.Errorf("member %s: %w", key, err)
 	}
 	id := strings.TrimPrefix(key, MembersPrefix)
 	if m.ID != id {
-		return Member{}, fmt.Errorf("member %s: id: %q differs from the key", key, m.ID)
+		return memberRecord{}, fmt.Errorf("member %s: id: %q differs from the key", key, m.ID)
 	}
-	return m.Member, nil
+	return m, nil
 }
 
 // decodeRecord parses an ownership/shard/NN value of a store with n
@@ -142,6 +159,9 @@ type Owners struct {
 	// settled is when this replica has watched members long enough to
 	// campaign; set by Run before its goroutines start.
 	settled time.Time
+	// viewSettled is set by the coordinator once it has computed the
+	// live members after settled: Members lists every live one since.
+	viewSettled atomic.Bool
 
 	// mu guards seen.
 	mu   sync.Mutex
@@ -156,7 +176,7 @@ func New(cfg Config) (*Owners, error) {
 	}
 	o := &Owners{
 		cfg: cfg, log: cfg.Logger,
-		self:    Member{ID: cfg.ID, GRPCAddr: cfg.GRPCAddr, Started: cfg.Now(), Identity: cfg.Identity},
+		self:    Member{ID: cfg.ID, GRPCAddr: cfg.GRPCAddr, Started: cfg.Now(), Identity: cfg.Identity, MaxVersion: cfg.MaxVersion},
 		changes: make(chan struct{}, 1),
 		trigger: make(chan struct{}, 1),
 		owned:   make([]atomic.Bool, cfg.Shards),
@@ -238,6 +258,32 @@ func (o *Owners) Records() []Record {
 // Members returns the live members as this replica sees them, itself
 // included, sorted by ID. The caller must not modify the slice.
 func (o *Owners) Members() []Member { return *o.members.Load() }
+
+// Settled reports whether Members lists every live member: Run has
+// watched the member records for TTL/2 (every live member heartbeats
+// every TTL/3) and computed the live members since. Before, Members may
+// lack members that are live. With Elect nil it is always true.
+func (o *Owners) Settled() bool { return o.electors == nil || o.viewSettled.Load() }
+
+// StoredMembers reads every member record in kv, the ones that do not
+// decode left out (as Owners leaves them out of Members), sorted by ID.
+// It is the store's view, not this replica's: a record stays until its
+// replica deletes it or it is reaped, Expires past or not.
+func StoredMembers(ctx context.Context, kv systemstore.KV) ([]StoredMember, error) {
+	kvs, _, err := kv.List(ctx, MembersPrefix)
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", MembersPrefix, err)
+	}
+	out := make([]StoredMember, 0, len(kvs))
+	for _, e := range kvs {
+		r, err := decodeMemberRecord(e.Key, e.Value)
+		if err != nil {
+			continue
+		}
+		out = append(out, StoredMember{Member: r.Member, Expires: r.Expires})
+	}
+	return out, nil
+}
 
 // Epoch returns the epoch of this replica's hold of shard s; ok is false
 // when it does not hold s. What an owner publishes for s carries it, so

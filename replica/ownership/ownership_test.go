@@ -575,22 +575,23 @@ func TestNewValidates(t *testing.T) {
 }
 
 // TestMemberRecordIdentity: a member record carries the replica's
-// certificate identity, and a record of the previous release (a770d6c,
-// no identity field) still reads, with no identity.
+// certificate identity and the highest cluster version it supports, and
+// a record of the previous release (a770d6c, neither field) still reads,
+// with neither.
 func TestMemberRecordIdentity(t *testing.T) {
 	at := time.Date(2026, 12, 4, 1, 0, 0, 0, time.UTC)
-	b, err := json.Marshal(memberRecord{Member: Member{ID: "r1", GRPCAddr: "10.0.0.1:9000", Started: at, Identity: "spiffe://prod/replica/r1"}, Expires: at})
+	b, err := json.Marshal(memberRecord{Member: Member{ID: "r1", GRPCAddr: "10.0.0.1:9000", Started: at, Identity: "spiffe://prod/replica/r1", MaxVersion: 2}, Expires: at})
 	if err != nil {
 		t.Fatal(err)
 	}
 	got, err := decodeMember(MembersPrefix+"r1", b)
-	if err != nil || got.Identity != "spiffe://prod/replica/r1" {
-		t.Errorf("decodeMember(new record) = %+v, %v; want the identity", got, err)
+	if err != nil || got.Identity != "spiffe://prod/replica/r1" || got.MaxVersion != 2 {
+		t.Errorf("decodeMember(new record) = %+v, %v; want the identity and max version 2", got, err)
 	}
 	old := []byte(`{"id":"r1","grpc_addr":"10.0.0.1:9000","started":"2026-12-02T03:00:00Z","expires":"2026-12-02T03:00:05Z"}`)
 	got, err = decodeMember(MembersPrefix+"r1", old)
-	if err != nil || got.ID != "r1" || got.GRPCAddr != "10.0.0.1:9000" || got.Identity != "" {
-		t.Errorf("decodeMember(a770d6c record) = %+v, %v; want r1 without identity", got, err)
+	if err != nil || got.ID != "r1" || got.GRPCAddr != "10.0.0.1:9000" || got.Identity != "" || got.MaxVersion != 0 {
+		t.Errorf("decodeMember(a770d6c record) = %+v, %v; want r1 without identity or max version", got, err)
 	}
 	// The previous release decodes members with encoding/json into a
 	// struct without the field: the new record reads there too.

@@ -125,6 +125,7 @@ func (o *Owners) coordinate(ctx context.Context) {
 		if now.Before(o.settled) {
 			continue
 		}
+		o.viewSettled.Store(true)
 		isLive := make(map[string]bool, len(live))
 		for _, m := range live {
 			isLive[m.ID] = true

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"maps"
 	"slices"
 	"testing"
 	"testing/synctest"
@@ -153,5 +154,74 @@ func TestOrphanGuard(t *testing.T) {
 		a.stop(t)
 		b.stop(t)
 		h.check(t)
+	})
+}
+
+// TestMaxVersionAndSettled (fake time): a member record publishes the
+// replica's MaxVersion, one of the previous release (no field) reads as
+// 0; Members lists every live member only once Settled, TTL/2 after
+// Run starts; StoredMembers reads both records with their expiry.
+func TestMaxVersionAndSettled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m, els := newMemKV(), newElections(fakeTTL)
+		old := m.client()
+		ctx, cancel := context.WithCancel(context.Background())
+		beat := make(chan struct{})
+		go func() { // a replica of a770d6c: its record has no max_version
+			defer close(beat)
+			for ctx.Err() == nil {
+				now := time.Now()
+				b, _ := json.Marshal(map[string]any{"id": "old", "grpc_addr": "127.0.0.1:1", "started": now, "expires": now.Add(fakeTTL)})
+				old.Put(ctx, MembersPrefix+"old", b)
+				select {
+				case <-ctx.Done():
+				case <-time.After(fakeTTL / 3):
+				}
+			}
+		}()
+		c := m.client()
+		o, err := New(Config{
+			KV: c, ID: "new", GRPCAddr: "127.0.0.1:2", TTL: fakeTTL, MaxVersion: 2,
+			Elect:  func(name string) (systemstore.Elector, error) { return &elector{e: els, name: name, c: c}, nil },
+			Logger: slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		in := &inst{id: "new", o: o, kv: c}
+		in.run()
+		synctest.Wait()
+		if o.Settled() {
+			t.Errorf("Settled() = true at start, before TTL/2 of watching")
+		}
+		time.Sleep(fakeTTL/2 + fakeTTL/5)
+		synctest.Wait()
+		if !o.Settled() {
+			t.Errorf("Settled() = false TTL/2+TTL/5 after start")
+		}
+		got := map[string]int{}
+		for _, mb := range o.Members() {
+			got[mb.ID] = mb.MaxVersion
+		}
+		if want := map[string]int{"new": 2, "old": 0}; !maps.Equal(got, want) {
+			t.Errorf("Members() max versions = %v, want %v", got, want)
+		}
+		stored, err := StoredMembers(context.Background(), c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = map[string]int{}
+		for _, sm := range stored {
+			got[sm.ID] = sm.MaxVersion
+			if !sm.Expires.After(time.Now()) {
+				t.Errorf("StoredMembers: %s expires %v, want after now", sm.ID, sm.Expires)
+			}
+		}
+		if want := map[string]int{"new": 2, "old": 0}; !maps.Equal(got, want) {
+			t.Errorf("StoredMembers() max versions = %v, want %v", got, want)
+		}
+		cancel()
+		<-beat
+		in.stop(t)
 	})
 }
