@@ -123,6 +123,13 @@ type RouteViewer interface {
 	EntryOf(service string) routing.Entry
 }
 
+// ClientSlots finds a client's subset slot: the client zone it is
+// numbered in and its slot among the service's streams of that zone on
+// this replica (*xds.Server implements it).
+type ClientSlots interface {
+	ClientSlot(service, nodeID string) (zone string, slot int, ok bool)
+}
+
 // Config configures an API.
 type Config struct {
 	// Loads is the LRS load table; non-nil.
@@ -146,6 +153,12 @@ type Config struct {
 	// Registry is the registry GET /v1/summary lists; nil answers it
 	// 501.
 	Registry Snapshotter
+	// Slots finds a client's subset slot for WeightsRequest.client; nil
+	// shows no client's subset.
+	Slots ClientSlots
+	// Replica is this replica's id, the group of its clients in a
+	// mesh-wide plan's subsets ("" for one replica alone).
+	Replica string
 	// Authorizer is asked before every read (action "read_load"; the
 	// service for Load and Weights, "" for Graph); nil allows all.
 	Authorizer Authorizer
@@ -168,6 +181,8 @@ type API struct {
 	regs     RegionViewer // or nil
 	routes   RouteViewer  // or nil
 	registry Snapshotter  // or nil
+	slots    ClientSlots  // or nil
+	replica  string
 	authz    Authorizer   // or nil
 	log      *slog.Logger
 	now      func() time.Time
@@ -192,7 +207,7 @@ func New(cfg Config) (*API, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &API{loads: cfg.Loads, subs: cfg.Subscriptions, plans: cfg.Plans, mesh: cfg.Mesh, regs: cfg.Regions, routes: cfg.Routes, registry: cfg.Registry, authz: cfg.Authorizer, log: cfg.Logger, now: cfg.Now}, nil
+	return &API{loads: cfg.Loads, subs: cfg.Subscriptions, plans: cfg.Plans, mesh: cfg.Mesh, regs: cfg.Regions, routes: cfg.Routes, registry: cfg.Registry, slots: cfg.Slots, replica: cfg.Replica, authz: cfg.Authorizer, log: cfg.Logger, now: cfg.Now}, nil
 }
 
 // RegisterGRPC adds the Admin service to s.

@@ -46,7 +46,7 @@ func (a *API) Handler() http.Handler {
 		if !ok {
 			return
 		}
-		resp, err := a.weights(r.Context(), &pb.WeightsRequest{Service: q.Get("service")})
+		resp, err := a.weights(r.Context(), &pb.WeightsRequest{Service: q.Get("service"), Client: q.Get("client")})
 		if err != nil {
 			a.fail(w, err)
 			return

@@ -50,6 +50,7 @@ func (a *API) weights(ctx context.Context, req *pb.WeightsRequest) (*pb.WeightsR
 	if a.routes != nil {
 		resp.RouteRules = routeRules(a.routes.EntryOf(service))
 	}
+	resp.Subsets = a.subsets(service, plan, req.GetClient())
 	return resp, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -39,6 +40,27 @@ func TestSubsetting(t *testing.T) {
 	s := newServer(t, "--xds-debounce", "20ms", "--weights-interval", "1s", "--lease-ttl", "1h", "--service-config-dir", dir)
 	s.start()
 	subsetCheck(t, []*server{s}, []int{m}, n, size, 1.05)
+
+	// What an operator sees: spillwayctl names the client's subset, and
+	// the metrics give the size and the balance.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out := s.ctl(ctx, "weights", subsetService, "--client", "subset-client-007")
+	head := fmt.Sprintf("subsets: deterministic, %d endpoints each; %d client slots", size, m)
+	if !strings.Contains(out, head) || !strings.Contains(out, "client subset-client-007 (zone-a, slot ") {
+		t.Errorf("spillwayctl weights --client:\n%s\nwant the line %q and the client's subset", out, head)
+	}
+	line := out[strings.Index(out, "client subset-client-007"):]
+	line, _, _ = strings.Cut(line, "\n")
+	if got := len(strings.Fields(line[strings.Index(line, "):")+2:])); got != size {
+		t.Errorf("the client's subset line %q lists %d endpoints, want %d", line, got, size)
+	}
+	if got := s.metric(`spillway_subset_size{service="` + subsetService + `"}`); got != fmt.Sprint(size) {
+		t.Errorf("spillway_subset_size = %q, want %d", got, size)
+	}
+	if got := s.metric(`spillway_subset_clients_per_endpoint_max_over_avg{service="` + subsetService + `"}`); got != "1" {
+		t.Errorf("spillway_subset_clients_per_endpoint_max_over_avg = %q, want 1 (%d clients x %d over %d)", got, m, size, n)
+	}
 }
 
 // TestSubsettingMesh (issue 29): two replicas on etcd with mesh-wide

@@ -254,6 +254,9 @@ func (p *Planner) cycle(now time.Time) []string {
 		if p.cfg.Strategies != nil {
 			p.subsets(plan, prev, svc, p.cfg.Strategies.Strategy(name).Subset, slots[name])
 		}
+		if plan.Subsets == nil && prev != nil && prev.Subsets != nil {
+			m.forgetSubsets(name)
+		}
 		switch {
 		case prev == nil || res.Changed || !sameEndpoints(prev, plan) || !prev.Subsets.Equal(plan.Subsets):
 			p.gen++
@@ -283,6 +286,7 @@ func (p *Planner) cycle(now time.Time) []string {
 		if _, ok := next[name]; !ok {
 			delete(p.states, name)
 			m.sameZone.DeleteLabelValues(name)
+			m.forgetSubsets(name)
 		}
 	}
 	p.plans.Store(&next)

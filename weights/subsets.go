@@ -73,4 +73,34 @@ func (p *Planner) subsets(plan *Plan, prev *Plan, svc *registry.Service, cfg Sub
 		return
 	}
 	plan.Subsets = a
+	var slotCount int
+	for _, n := range slots {
+		slotCount += n
+	}
+	counts := a.Counts()
+	var sum, hi float64
+	eps := 0
+	for _, ids := range in.Localities {
+		for _, id := range ids {
+			v := float64(counts[id])
+			sum += v
+			hi = max(hi, v)
+			eps++
+		}
+	}
+	m := p.metrics
+	m.subsetSize.WithLabelValues(svc.Name).Set(float64(cfg.Size))
+	m.subsetSlots.WithLabelValues(svc.Name).Set(float64(slotCount))
+	if sum > 0 {
+		m.subsetBalance.WithLabelValues(svc.Name).Set(hi / (sum / float64(eps)))
+	} else {
+		m.subsetBalance.DeleteLabelValues(svc.Name)
+	}
+}
+
+// forgetSubsets drops the subset series of a service that has none.
+func (m *plannerMetrics) forgetSubsets(service string) {
+	m.subsetSize.DeleteLabelValues(service)
+	m.subsetBalance.DeleteLabelValues(service)
+	m.subsetSlots.DeleteLabelValues(service)
 }

@@ -171,3 +171,22 @@ func (s *Server) subsetOf(svc *registry.Service, w *watcher) (*registry.Service,
 	}
 	return &registry.Service{Name: svc.Name, Version: svc.Version, Endpoints: eps}, "|s" + strconv.Quote(zone) + "#" + strconv.Itoa(i)
 }
+
+// ClientSlot finds the stream of node nodeID that wants service on this
+// replica: its client zone and slot (the first such stream when a node
+// has several). It implements admin.ClientSlots.
+func (s *Server) ClientSlot(service, nodeID string) (string, int, bool) {
+	h := &s.hub
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for w := range h.by[service] {
+		n := h.nodes[w]
+		if n.id != nodeID {
+			continue
+		}
+		if i, ok := h.slots.slot(w, service); ok {
+			return n.zone, i, true
+		}
+	}
+	return "", 0, false
+}

@@ -621,8 +621,11 @@ func (x *GraphResponse) GetTime() *timestamppb.Timestamp {
 }
 
 type WeightsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Service       string                 `protobuf:"bytes,1,opt,name=service,proto3" json:"service,omitempty"` // required; lower-cased, one trailing dot dropped
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Service string                 `protobuf:"bytes,1,opt,name=service,proto3" json:"service,omitempty"` // required; lower-cased, one trailing dot dropped
+	// A client's node id: the answer's subsets then show that client's
+	// subset, when its stream is connected to the replica asked.
+	Client        string `protobuf:"bytes,2,opt,name=client,proto3" json:"client,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -660,6 +663,13 @@ func (*WeightsRequest) Descriptor() ([]byte, []int) {
 func (x *WeightsRequest) GetService() string {
 	if x != nil {
 		return x.Service
+	}
+	return ""
+}
+
+func (x *WeightsRequest) GetClient() string {
+	if x != nil {
+		return x.Client
 	}
 	return ""
 }
@@ -1213,7 +1223,10 @@ type WeightsResponse struct {
 	// The service's route rules (xds/routing) in order, each with its
 	// targets and, when broken, the targets missing now; unset when the
 	// service has no rules.
-	RouteRules    *RouteRules `protobuf:"bytes,14,opt,name=route_rules,json=routeRules,proto3" json:"route_rules,omitempty"`
+	RouteRules *RouteRules `protobuf:"bytes,14,opt,name=route_rules,json=routeRules,proto3" json:"route_rules,omitempty"`
+	// How the service's clients get subsets of its endpoints; unset when
+	// every client gets every endpoint (subset_mode off).
+	Subsets       *Subsets `protobuf:"bytes,15,opt,name=subsets,proto3" json:"subsets,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1346,6 +1359,187 @@ func (x *WeightsResponse) GetRouteRules() *RouteRules {
 	return nil
 }
 
+func (x *WeightsResponse) GetSubsets() *Subsets {
+	if x != nil {
+		return x.Subsets
+	}
+	return nil
+}
+
+// Subsets is a service's subsetting as the plan gives it.
+type Subsets struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Mode  string                 `protobuf:"bytes,1,opt,name=mode,proto3" json:"mode,omitempty"`    // deterministic or random
+	Size  uint32                 `protobuf:"varint,2,opt,name=size,proto3" json:"size,omitempty"`   // the subset_size asked
+	Slots uint32                 `protobuf:"varint,3,opt,name=slots,proto3" json:"slots,omitempty"` // client slots given a subset, of every replica in a mesh-wide plan
+	// Of the healthy endpoints: the most slots holding one over the
+	// average (1 is perfectly even), and the fewest and most.
+	ClientsPerEndpointMaxOverAvg float64 `protobuf:"fixed64,4,opt,name=clients_per_endpoint_max_over_avg,json=clientsPerEndpointMaxOverAvg,proto3" json:"clients_per_endpoint_max_over_avg,omitempty"`
+	ClientsPerEndpointMin        uint32  `protobuf:"varint,5,opt,name=clients_per_endpoint_min,json=clientsPerEndpointMin,proto3" json:"clients_per_endpoint_min,omitempty"`
+	ClientsPerEndpointMax        uint32  `protobuf:"varint,6,opt,name=clients_per_endpoint_max,json=clientsPerEndpointMax,proto3" json:"clients_per_endpoint_max,omitempty"`
+	// The client asked for (WeightsRequest.client); unset when none was
+	// asked for or it has no stream of the service on this replica.
+	Client        *ClientSubset `protobuf:"bytes,7,opt,name=client,proto3" json:"client,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Subsets) Reset() {
+	*x = Subsets{}
+	mi := &file_admin_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Subsets) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Subsets) ProtoMessage() {}
+
+func (x *Subsets) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Subsets.ProtoReflect.Descriptor instead.
+func (*Subsets) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *Subsets) GetMode() string {
+	if x != nil {
+		return x.Mode
+	}
+	return ""
+}
+
+func (x *Subsets) GetSize() uint32 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *Subsets) GetSlots() uint32 {
+	if x != nil {
+		return x.Slots
+	}
+	return 0
+}
+
+func (x *Subsets) GetClientsPerEndpointMaxOverAvg() float64 {
+	if x != nil {
+		return x.ClientsPerEndpointMaxOverAvg
+	}
+	return 0
+}
+
+func (x *Subsets) GetClientsPerEndpointMin() uint32 {
+	if x != nil {
+		return x.ClientsPerEndpointMin
+	}
+	return 0
+}
+
+func (x *Subsets) GetClientsPerEndpointMax() uint32 {
+	if x != nil {
+		return x.ClientsPerEndpointMax
+	}
+	return 0
+}
+
+func (x *Subsets) GetClient() *ClientSubset {
+	if x != nil {
+		return x.Client
+	}
+	return nil
+}
+
+// ClientSubset is one client's subset.
+type ClientSubset struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Zone          string                 `protobuf:"bytes,2,opt,name=zone,proto3" json:"zone,omitempty"`       // its node.locality.zone, the group it is numbered in
+	Replica       string                 `protobuf:"bytes,3,opt,name=replica,proto3" json:"replica,omitempty"` // the group's replica in a mesh-wide plan; "" in a local one
+	Slot          uint32                 `protobuf:"varint,4,opt,name=slot,proto3" json:"slot,omitempty"`
+	Endpoints     []string               `protobuf:"bytes,5,rep,name=endpoints,proto3" json:"endpoints,omitempty"` // endpoint ids, sorted
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClientSubset) Reset() {
+	*x = ClientSubset{}
+	mi := &file_admin_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClientSubset) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClientSubset) ProtoMessage() {}
+
+func (x *ClientSubset) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClientSubset.ProtoReflect.Descriptor instead.
+func (*ClientSubset) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *ClientSubset) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *ClientSubset) GetZone() string {
+	if x != nil {
+		return x.Zone
+	}
+	return ""
+}
+
+func (x *ClientSubset) GetReplica() string {
+	if x != nil {
+		return x.Replica
+	}
+	return ""
+}
+
+func (x *ClientSubset) GetSlot() uint32 {
+	if x != nil {
+		return x.Slot
+	}
+	return 0
+}
+
+func (x *ClientSubset) GetEndpoints() []string {
+	if x != nil {
+		return x.Endpoints
+	}
+	return nil
+}
+
 // RouteRules is a service's route rules as served: a broken rule (a
 // target with no endpoint) is left out of the RouteConfiguration, so its
 // RPCs take the default route.
@@ -1361,7 +1555,7 @@ type RouteRules struct {
 
 func (x *RouteRules) Reset() {
 	*x = RouteRules{}
-	mi := &file_admin_proto_msgTypes[15]
+	mi := &file_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1373,7 +1567,7 @@ func (x *RouteRules) String() string {
 func (*RouteRules) ProtoMessage() {}
 
 func (x *RouteRules) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[15]
+	mi := &file_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1386,7 +1580,7 @@ func (x *RouteRules) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteRules.ProtoReflect.Descriptor instead.
 func (*RouteRules) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{15}
+	return file_admin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RouteRules) GetRules() []*RouteRule {
@@ -1429,7 +1623,7 @@ type RouteRule struct {
 
 func (x *RouteRule) Reset() {
 	*x = RouteRule{}
-	mi := &file_admin_proto_msgTypes[16]
+	mi := &file_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1441,7 +1635,7 @@ func (x *RouteRule) String() string {
 func (*RouteRule) ProtoMessage() {}
 
 func (x *RouteRule) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[16]
+	mi := &file_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1454,7 +1648,7 @@ func (x *RouteRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteRule.ProtoReflect.Descriptor instead.
 func (*RouteRule) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{16}
+	return file_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RouteRule) GetName() string {
@@ -1491,7 +1685,7 @@ type RegionRouting struct {
 
 func (x *RegionRouting) Reset() {
 	*x = RegionRouting{}
-	mi := &file_admin_proto_msgTypes[17]
+	mi := &file_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1503,7 +1697,7 @@ func (x *RegionRouting) String() string {
 func (*RegionRouting) ProtoMessage() {}
 
 func (x *RegionRouting) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[17]
+	mi := &file_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1516,7 +1710,7 @@ func (x *RegionRouting) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionRouting.ProtoReflect.Descriptor instead.
 func (*RegionRouting) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{17}
+	return file_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *RegionRouting) GetPresent() []string {
@@ -1554,7 +1748,7 @@ type RegionRule struct {
 
 func (x *RegionRule) Reset() {
 	*x = RegionRule{}
-	mi := &file_admin_proto_msgTypes[18]
+	mi := &file_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1566,7 +1760,7 @@ func (x *RegionRule) String() string {
 func (*RegionRule) ProtoMessage() {}
 
 func (x *RegionRule) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[18]
+	mi := &file_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1579,7 +1773,7 @@ func (x *RegionRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionRule.ProtoReflect.Descriptor instead.
 func (*RegionRule) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{18}
+	return file_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *RegionRule) GetFrom() string {
@@ -1636,7 +1830,7 @@ type RegionDecision struct {
 
 func (x *RegionDecision) Reset() {
 	*x = RegionDecision{}
-	mi := &file_admin_proto_msgTypes[19]
+	mi := &file_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1648,7 +1842,7 @@ func (x *RegionDecision) String() string {
 func (*RegionDecision) ProtoMessage() {}
 
 func (x *RegionDecision) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[19]
+	mi := &file_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1661,7 +1855,7 @@ func (x *RegionDecision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionDecision.ProtoReflect.Descriptor instead.
 func (*RegionDecision) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{19}
+	return file_admin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *RegionDecision) GetClientRegion() string {
@@ -1729,7 +1923,7 @@ type EndpointWeight struct {
 
 func (x *EndpointWeight) Reset() {
 	*x = EndpointWeight{}
-	mi := &file_admin_proto_msgTypes[20]
+	mi := &file_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1741,7 +1935,7 @@ func (x *EndpointWeight) String() string {
 func (*EndpointWeight) ProtoMessage() {}
 
 func (x *EndpointWeight) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[20]
+	mi := &file_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1754,7 +1948,7 @@ func (x *EndpointWeight) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointWeight.ProtoReflect.Descriptor instead.
 func (*EndpointWeight) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{20}
+	return file_admin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *EndpointWeight) GetId() string {
@@ -1854,7 +2048,7 @@ type PIDRound struct {
 
 func (x *PIDRound) Reset() {
 	*x = PIDRound{}
-	mi := &file_admin_proto_msgTypes[21]
+	mi := &file_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1866,7 +2060,7 @@ func (x *PIDRound) String() string {
 func (*PIDRound) ProtoMessage() {}
 
 func (x *PIDRound) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[21]
+	mi := &file_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1879,7 +2073,7 @@ func (x *PIDRound) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PIDRound.ProtoReflect.Descriptor instead.
 func (*PIDRound) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{21}
+	return file_admin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *PIDRound) GetOutcome() string {
@@ -1960,7 +2154,7 @@ type PlanOrigin struct {
 
 func (x *PlanOrigin) Reset() {
 	*x = PlanOrigin{}
-	mi := &file_admin_proto_msgTypes[22]
+	mi := &file_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1972,7 +2166,7 @@ func (x *PlanOrigin) String() string {
 func (*PlanOrigin) ProtoMessage() {}
 
 func (x *PlanOrigin) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[22]
+	mi := &file_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1985,7 +2179,7 @@ func (x *PlanOrigin) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanOrigin.ProtoReflect.Descriptor instead.
 func (*PlanOrigin) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{22}
+	return file_admin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PlanOrigin) GetSource() string {
@@ -2078,9 +2272,10 @@ const file_admin_proto_rawDesc = "" +
 	"erroredRps\"n\n" +
 	"\rGraphResponse\x12-\n" +
 	"\x05edges\x18\x01 \x03(\v2\x17.spillway.admin.v1.EdgeR\x05edges\x12.\n" +
-	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\"*\n" +
+	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\"B\n" +
 	"\x0eWeightsRequest\x12\x18\n" +
-	"\aservice\x18\x01 \x01(\tR\aservice\"\x86\x01\n" +
+	"\aservice\x18\x01 \x01(\tR\aservice\x12\x16\n" +
+	"\x06client\x18\x02 \x01(\tR\x06client\"\x86\x01\n" +
 	"\bFallback\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x12\n" +
 	"\x04text\x18\x02 \x01(\tR\x04text\x12\x1b\n" +
@@ -2131,7 +2326,7 @@ const file_admin_proto_rawDesc = "" +
 	"\x04held\x18\v \x01(\bR\x04held\x12\x14\n" +
 	"\x05moved\x18\f \x01(\x01R\x05moved\x12\x18\n" +
 	"\achanged\x18\r \x01(\bR\achanged\x12\x18\n" +
-	"\aexplain\x18\x0e \x01(\tR\aexplain\"\xa9\x05\n" +
+	"\aexplain\x18\x0e \x01(\tR\aexplain\"\xdf\x05\n" +
 	"\x0fWeightsResponse\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x12\x16\n" +
 	"\x06source\x18\x02 \x01(\tR\x06source\x127\n" +
@@ -2148,7 +2343,22 @@ const file_admin_proto_rawDesc = "" +
 	"\x03pid\x18\f \x01(\v2\x1b.spillway.admin.v1.PIDRoundR\x03pid\x12:\n" +
 	"\aregions\x18\r \x01(\v2 .spillway.admin.v1.RegionRoutingR\aregions\x12>\n" +
 	"\vroute_rules\x18\x0e \x01(\v2\x1d.spillway.admin.v1.RouteRulesR\n" +
-	"routeRules\"\x9d\x01\n" +
+	"routeRules\x124\n" +
+	"\asubsets\x18\x0f \x01(\v2\x1a.spillway.admin.v1.SubsetsR\asubsets\"\xbb\x02\n" +
+	"\aSubsets\x12\x12\n" +
+	"\x04mode\x18\x01 \x01(\tR\x04mode\x12\x12\n" +
+	"\x04size\x18\x02 \x01(\rR\x04size\x12\x14\n" +
+	"\x05slots\x18\x03 \x01(\rR\x05slots\x12G\n" +
+	"!clients_per_endpoint_max_over_avg\x18\x04 \x01(\x01R\x1cclientsPerEndpointMaxOverAvg\x127\n" +
+	"\x18clients_per_endpoint_min\x18\x05 \x01(\rR\x15clientsPerEndpointMin\x127\n" +
+	"\x18clients_per_endpoint_max\x18\x06 \x01(\rR\x15clientsPerEndpointMax\x127\n" +
+	"\x06client\x18\a \x01(\v2\x1f.spillway.admin.v1.ClientSubsetR\x06client\"\x87\x01\n" +
+	"\fClientSubset\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x12\n" +
+	"\x04zone\x18\x02 \x01(\tR\x04zone\x12\x18\n" +
+	"\areplica\x18\x03 \x01(\tR\areplica\x12\x12\n" +
+	"\x04slot\x18\x04 \x01(\rR\x04slot\x12\x1c\n" +
+	"\tendpoints\x18\x05 \x03(\tR\tendpoints\"\x9d\x01\n" +
 	"\n" +
 	"RouteRules\x122\n" +
 	"\x05rules\x18\x01 \x03(\v2\x1c.spillway.admin.v1.RouteRuleR\x05rules\x12\x18\n" +
@@ -2227,7 +2437,7 @@ func file_admin_proto_rawDescGZIP() []byte {
 	return file_admin_proto_rawDescData
 }
 
-var file_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_admin_proto_goTypes = []any{
 	(*Locality)(nil),              // 0: spillway.admin.v1.Locality
 	(*LoadRequest)(nil),           // 1: spillway.admin.v1.LoadRequest
@@ -2244,55 +2454,59 @@ var file_admin_proto_goTypes = []any{
 	(*ZoneShare)(nil),             // 12: spillway.admin.v1.ZoneShare
 	(*ZoneRoute)(nil),             // 13: spillway.admin.v1.ZoneRoute
 	(*WeightsResponse)(nil),       // 14: spillway.admin.v1.WeightsResponse
-	(*RouteRules)(nil),            // 15: spillway.admin.v1.RouteRules
-	(*RouteRule)(nil),             // 16: spillway.admin.v1.RouteRule
-	(*RegionRouting)(nil),         // 17: spillway.admin.v1.RegionRouting
-	(*RegionRule)(nil),            // 18: spillway.admin.v1.RegionRule
-	(*RegionDecision)(nil),        // 19: spillway.admin.v1.RegionDecision
-	(*EndpointWeight)(nil),        // 20: spillway.admin.v1.EndpointWeight
-	(*PIDRound)(nil),              // 21: spillway.admin.v1.PIDRound
-	(*PlanOrigin)(nil),            // 22: spillway.admin.v1.PlanOrigin
-	(*timestamppb.Timestamp)(nil), // 23: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 24: google.protobuf.Duration
+	(*Subsets)(nil),               // 15: spillway.admin.v1.Subsets
+	(*ClientSubset)(nil),          // 16: spillway.admin.v1.ClientSubset
+	(*RouteRules)(nil),            // 17: spillway.admin.v1.RouteRules
+	(*RouteRule)(nil),             // 18: spillway.admin.v1.RouteRule
+	(*RegionRouting)(nil),         // 19: spillway.admin.v1.RegionRouting
+	(*RegionRule)(nil),            // 20: spillway.admin.v1.RegionRule
+	(*RegionDecision)(nil),        // 21: spillway.admin.v1.RegionDecision
+	(*EndpointWeight)(nil),        // 22: spillway.admin.v1.EndpointWeight
+	(*PIDRound)(nil),              // 23: spillway.admin.v1.PIDRound
+	(*PlanOrigin)(nil),            // 24: spillway.admin.v1.PlanOrigin
+	(*timestamppb.Timestamp)(nil), // 25: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 26: google.protobuf.Duration
 }
 var file_admin_proto_depIdxs = []int32{
 	0,  // 0: spillway.admin.v1.LoadRow.locality:type_name -> spillway.admin.v1.Locality
-	23, // 1: spillway.admin.v1.LoadRow.updated:type_name -> google.protobuf.Timestamp
+	25, // 1: spillway.admin.v1.LoadRow.updated:type_name -> google.protobuf.Timestamp
 	2,  // 2: spillway.admin.v1.LoadResponse.rows:type_name -> spillway.admin.v1.LoadRow
-	23, // 3: spillway.admin.v1.LoadResponse.time:type_name -> google.protobuf.Timestamp
+	25, // 3: spillway.admin.v1.LoadResponse.time:type_name -> google.protobuf.Timestamp
 	4,  // 4: spillway.admin.v1.LoadResponse.merged_from:type_name -> spillway.admin.v1.Contributor
 	6,  // 5: spillway.admin.v1.GraphResponse.edges:type_name -> spillway.admin.v1.Edge
-	23, // 6: spillway.admin.v1.GraphResponse.time:type_name -> google.protobuf.Timestamp
+	25, // 6: spillway.admin.v1.GraphResponse.time:type_name -> google.protobuf.Timestamp
 	11, // 7: spillway.admin.v1.ZoneRoute.weights:type_name -> spillway.admin.v1.ZoneWeight
 	9,  // 8: spillway.admin.v1.ZoneRoute.fallback:type_name -> spillway.admin.v1.Fallback
 	12, // 9: spillway.admin.v1.ZoneRoute.spill:type_name -> spillway.admin.v1.ZoneShare
 	9,  // 10: spillway.admin.v1.WeightsResponse.fallback:type_name -> spillway.admin.v1.Fallback
-	24, // 11: spillway.admin.v1.WeightsResponse.data_age:type_name -> google.protobuf.Duration
+	26, // 11: spillway.admin.v1.WeightsResponse.data_age:type_name -> google.protobuf.Duration
 	10, // 12: spillway.admin.v1.WeightsResponse.zones:type_name -> spillway.admin.v1.ZoneCapacity
 	13, // 13: spillway.admin.v1.WeightsResponse.routes:type_name -> spillway.admin.v1.ZoneRoute
-	23, // 14: spillway.admin.v1.WeightsResponse.time:type_name -> google.protobuf.Timestamp
-	22, // 15: spillway.admin.v1.WeightsResponse.origin:type_name -> spillway.admin.v1.PlanOrigin
-	20, // 16: spillway.admin.v1.WeightsResponse.endpoints:type_name -> spillway.admin.v1.EndpointWeight
-	21, // 17: spillway.admin.v1.WeightsResponse.pid:type_name -> spillway.admin.v1.PIDRound
-	17, // 18: spillway.admin.v1.WeightsResponse.regions:type_name -> spillway.admin.v1.RegionRouting
-	15, // 19: spillway.admin.v1.WeightsResponse.route_rules:type_name -> spillway.admin.v1.RouteRules
-	16, // 20: spillway.admin.v1.RouteRules.rules:type_name -> spillway.admin.v1.RouteRule
-	18, // 21: spillway.admin.v1.RegionRouting.rules:type_name -> spillway.admin.v1.RegionRule
-	19, // 22: spillway.admin.v1.RegionRouting.clients:type_name -> spillway.admin.v1.RegionDecision
-	23, // 23: spillway.admin.v1.RegionRule.until:type_name -> google.protobuf.Timestamp
-	4,  // 24: spillway.admin.v1.PlanOrigin.contributors:type_name -> spillway.admin.v1.Contributor
-	23, // 25: spillway.admin.v1.PlanOrigin.published:type_name -> google.protobuf.Timestamp
-	1,  // 26: spillway.admin.v1.Admin.Load:input_type -> spillway.admin.v1.LoadRequest
-	5,  // 27: spillway.admin.v1.Admin.Graph:input_type -> spillway.admin.v1.GraphRequest
-	8,  // 28: spillway.admin.v1.Admin.Weights:input_type -> spillway.admin.v1.WeightsRequest
-	3,  // 29: spillway.admin.v1.Admin.Load:output_type -> spillway.admin.v1.LoadResponse
-	7,  // 30: spillway.admin.v1.Admin.Graph:output_type -> spillway.admin.v1.GraphResponse
-	14, // 31: spillway.admin.v1.Admin.Weights:output_type -> spillway.admin.v1.WeightsResponse
-	29, // [29:32] is the sub-list for method output_type
-	26, // [26:29] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	25, // 14: spillway.admin.v1.WeightsResponse.time:type_name -> google.protobuf.Timestamp
+	24, // 15: spillway.admin.v1.WeightsResponse.origin:type_name -> spillway.admin.v1.PlanOrigin
+	22, // 16: spillway.admin.v1.WeightsResponse.endpoints:type_name -> spillway.admin.v1.EndpointWeight
+	23, // 17: spillway.admin.v1.WeightsResponse.pid:type_name -> spillway.admin.v1.PIDRound
+	19, // 18: spillway.admin.v1.WeightsResponse.regions:type_name -> spillway.admin.v1.RegionRouting
+	17, // 19: spillway.admin.v1.WeightsResponse.route_rules:type_name -> spillway.admin.v1.RouteRules
+	15, // 20: spillway.admin.v1.WeightsResponse.subsets:type_name -> spillway.admin.v1.Subsets
+	16, // 21: spillway.admin.v1.Subsets.client:type_name -> spillway.admin.v1.ClientSubset
+	18, // 22: spillway.admin.v1.RouteRules.rules:type_name -> spillway.admin.v1.RouteRule
+	20, // 23: spillway.admin.v1.RegionRouting.rules:type_name -> spillway.admin.v1.RegionRule
+	21, // 24: spillway.admin.v1.RegionRouting.clients:type_name -> spillway.admin.v1.RegionDecision
+	25, // 25: spillway.admin.v1.RegionRule.until:type_name -> google.protobuf.Timestamp
+	4,  // 26: spillway.admin.v1.PlanOrigin.contributors:type_name -> spillway.admin.v1.Contributor
+	25, // 27: spillway.admin.v1.PlanOrigin.published:type_name -> google.protobuf.Timestamp
+	1,  // 28: spillway.admin.v1.Admin.Load:input_type -> spillway.admin.v1.LoadRequest
+	5,  // 29: spillway.admin.v1.Admin.Graph:input_type -> spillway.admin.v1.GraphRequest
+	8,  // 30: spillway.admin.v1.Admin.Weights:input_type -> spillway.admin.v1.WeightsRequest
+	3,  // 31: spillway.admin.v1.Admin.Load:output_type -> spillway.admin.v1.LoadResponse
+	7,  // 32: spillway.admin.v1.Admin.Graph:output_type -> spillway.admin.v1.GraphResponse
+	14, // 33: spillway.admin.v1.Admin.Weights:output_type -> spillway.admin.v1.WeightsResponse
+	31, // [31:34] is the sub-list for method output_type
+	28, // [28:31] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_admin_proto_init() }
@@ -2306,7 +2520,7 @@ func file_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_admin_proto_rawDesc), len(file_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   23,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

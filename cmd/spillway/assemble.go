@@ -348,6 +348,7 @@ func (s *server) apis(context.Context) (err error) {
 	s.admin, err = admin.New(admin.Config{
 		Mesh: meshLoad, Loads: s.loads, Subscriptions: s.xds, Regions: s.xds, Routes: s.routes.store, Registry: s.store,
 		Plans: s.plans, Authorizer: s.policy, Logger: s.component("admin"),
+		Slots: s.xds, Replica: replicaID(s.cfg.Store.Replica),
 	})
 	if err != nil {
 		return fmt.Errorf("admin config: %w", err)

@@ -21,15 +21,16 @@ var weightsCommand = &command{
 	name:    "weights",
 	args:    "SERVICE",
 	nargs:   1,
-	summary: "explain a service's zone-aware weights: demand, capacity, local share and spill per client zone, and per-endpoint PID weights when the service has them",
+	summary: "explain a service's zone-aware weights: demand, capacity, local share and spill per client zone, per-endpoint PID weights and client subsets when the service has them",
 	flags: func(fs *flag.FlagSet) action {
 		format, check := outputFlag(fs)
+		client := fs.String("client", "", "a client's node id: also show its subset (its stream must be connected to the replica asked)")
 		return func(ctx context.Context, e *env, args []string) error {
 			if err := check(); err != nil {
 				return err
 			}
 			return callAdmin(ctx, e, func(ctx context.Context, c adminv1.AdminClient) error {
-				resp, err := c.Weights(ctx, &adminv1.WeightsRequest{Service: args[0]})
+				resp, err := c.Weights(ctx, &adminv1.WeightsRequest{Service: args[0], Client: *client})
 				if err != nil {
 					return err
 				}
@@ -107,7 +108,37 @@ func writeWeights(w io.Writer, resp *adminv1.WeightsResponse) error {
 	if err := writeRegions(w, resp.GetRegions()); err != nil {
 		return err
 	}
-	return writeRouteRules(w, resp.GetRouteRules())
+	if err := writeRouteRules(w, resp.GetRouteRules()); err != nil {
+		return err
+	}
+	return writeSubsets(w, resp.GetSubsets())
+}
+
+// writeSubsets prints a service's subsetting, and the asked client's
+// subset:
+//
+//	subsets: deterministic, 10 endpoints each; 1000 client slots; clients per endpoint 100 to 100 (max/avg 1.000)
+//	client vm-17 (zone-a, slot 16): ep-003 ep-017 ...
+func writeSubsets(w io.Writer, s *adminv1.Subsets) error {
+	if s == nil {
+		return nil
+	}
+	fmt.Fprintf(w, "\nsubsets: %s, %d endpoints each; %d client slots; clients per endpoint %d to %d (max/avg %.3f)\n",
+		s.GetMode(), s.GetSize(), s.GetSlots(), s.GetClientsPerEndpointMin(), s.GetClientsPerEndpointMax(), s.GetClientsPerEndpointMaxOverAvg())
+	c := s.GetClient()
+	if c == nil {
+		return nil
+	}
+	where := orDash(c.GetZone())
+	if c.GetReplica() != "" {
+		where = c.GetReplica() + ", " + where
+	}
+	eps := strings.Join(c.GetEndpoints(), " ")
+	if eps == "" {
+		eps = "(every endpoint: the plan does not know its slot yet)"
+	}
+	_, err := fmt.Fprintf(w, "client %s (%s, slot %d): %s\n", c.GetNodeId(), where, c.GetSlot(), eps)
+	return err
 }
 
 // writeRouteRules prints a service's route rules in order and the
