@@ -59,6 +59,11 @@
 //	                                                         # capacity: defaults to the zone's first server group
 //	  - {step: 40, action: remove, zone: a, count: 1}        # the zone's newest pods go first
 //	  - {step: 12, action: surge, clients: web, factor: 2.5} # × the group's rate; 1 restores it
+//	subset:                  # subsets of the last step's endpoints per client (weights/subset)
+//	  size: 10               # required, 1..1000
+//	  modes: [deterministic, random]   # the default: both
+//	  route: spillway        # the strategy whose last-step route they follow (default: the first)
+//	  churn: true            # also the pairs one change moves (default true)
 //
 // # Model
 //
@@ -91,6 +96,16 @@
 // fallback state (zoneaware's Fallback.Key for spillway). The summary sums
 // the run and compares spillway with the others. The CSV adds rates,
 // capacity, errors, in-flight, pods, cold pods and local share per zone.
+//
+// With a subset section, after the run every client instance gets a
+// subset of the last step's pods by the real subset.Assign, once per
+// mode (subsetsim.go): per upstream zone, connections per endpoint
+// min/avg/max, max/avg and sd; requests per endpoint max/avg when each
+// client sends its rate by the route, round robin over its subset; the
+// busiest pod's utilization; beside them the closed form of random
+// subsets, the binomial B(M, s/N), with the expected max by a normal
+// approximation. Then the share of (client, endpoint) pairs that one
+// endpoint added or removed, one client joined or leaving changes.
 //
 // There is no clock and no global randomness: the same scenario gives the
 // same output, and every strategy of a run sees the same traffic.

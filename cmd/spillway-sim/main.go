@@ -132,6 +132,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "spillway-sim: %v\n", err)
 		return 1
 	}
+	if rep.Subsets != nil {
+		if err := writeSubsets(out, rep.Subsets); err != nil {
+			fmt.Fprintf(stderr, "spillway-sim: %v\n", err)
+			return 1
+		}
+	}
 	if err := out.Flush(); err != nil {
 		fmt.Fprintf(stderr, "spillway-sim: %v\n", err)
 		return 1

@@ -85,6 +85,9 @@ type Scenario struct {
 	// ReportInterval is always Step.
 	Spillway zoneaware.Config
 	Events   []Event // sorted by Step, file order within a step
+	// Subset, or nil, is the subset section: subsets of the last step's
+	// fleet, compared by mode (see subsetsim.go).
+	Subset *SubsetOptions
 }
 
 // ClientGroup is a set of identical client instances in one zone.
@@ -198,11 +201,12 @@ func ParseScenario(data []byte) (*Scenario, error) {
 	return parseRoot(root)
 }
 
-var rootFields = []string{"name", "description", "zones", "step", "steps", "seed", "strategy", "compare", "clients", "servers", "model", "spillway", "events"}
+var rootFields = []string{"name", "description", "zones", "step", "steps", "seed", "strategy", "compare", "clients", "servers", "model", "spillway", "events", "subset"}
 
 // parseRoot reads the scenario's top-level mapping, field by field in
 // the order later fields depend on: zones before everything that names
-// one, steps before events, clients before the events that name a group.
+// one, steps before events, clients before the events that name a group,
+// the events before subset (which sizes the last step's fleet).
 func parseRoot(root *yaml.Node) (*Scenario, error) {
 	f, err := mapping(root, "", rootFields)
 	if err != nil {
@@ -249,6 +253,12 @@ func parseRoot(root *yaml.Node) (*Scenario, error) {
 			return nil, err
 		}
 		if err := checkPods(sc, pods); err != nil {
+			return nil, err
+		}
+	}
+	// After the events: checkPods has left pods at the fleet's last step.
+	if n := f["subset"]; n != nil && !strictyaml.IsNull(n) {
+		if sc.Subset, err = parseSubset(n, sc, pods); err != nil {
 			return nil, err
 		}
 	}

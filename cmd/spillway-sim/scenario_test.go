@@ -159,6 +159,26 @@ var errorCases = []struct {
 		"line 9: events[1].count: removes 2 pods but zone a has 1 at step 2"},
 	{"event-scale-up-capacity", minimal + "events:\n  - {step: 1, action: scale_up, zone: b, count: 1}\n", "line 8: events[0].capacity: is required: zone b has no server group"},
 	{"alias", "zones: &z [a]\nsteps: *z\n", "line 2: steps: YAML aliases (*z) are not supported"},
+	{"subset-not-mapping", minimal + "subset: 10\n", "line 7: subset: want a mapping with fields size, modes, route, churn"},
+	{"subset-size-missing", minimal + "subset: {modes: [random]}\n", "line 7: subset.size: is required"},
+	{"subset-size-zero", minimal + "subset: {size: 0}\n", `line 7: subset.size: "0", want a whole number 1..1000`},
+	{"subset-size-too-big", minimal + "subset: {size: 1001}\n", `line 7: subset.size: "1001", want a whole number 1..1000`},
+	{"subset-size-float", minimal + "subset:\n  size: 2.5\n", `line 8: subset.size: "2.5", want a whole number`},
+	{"subset-unknown-field", minimal + "subset: {size: 2, seed: 3}\n", "line 7: subset.seed: unknown field"},
+	{"subset-modes-empty", minimal + "subset: {size: 2, modes: []}\n", "line 7: subset.modes: empty list"},
+	{"subset-modes-not-list", minimal + "subset: {size: 2, modes: random}\n", "line 7: subset.modes: want a list"},
+	{"subset-mode-unknown", minimal + "subset:\n  size: 2\n  modes: [random, ring]\n", `line 9: subset.modes[1]: unknown mode "ring", want deterministic or random`},
+	{"subset-mode-off", minimal + "subset: {size: 2, modes: [off]}\n", `line 7: subset.modes[0]: unknown mode "off"`},
+	{"subset-mode-twice", minimal + "subset: {size: 2, modes: [random, random]}\n", `line 7: subset.modes[1]: "random" is listed twice`},
+	{"subset-route-unknown", minimal + "subset: {size: 2, route: envoy}\n", `line 7: subset.route: unknown strategy "envoy"`},
+	{"subset-route-not-run", minimal + "subset: {size: 2, route: static}\n", `line 7: subset.route: strategy "static" does not run, want one of spillway`},
+	{"subset-churn-not-bool", minimal + "subset: {size: 2, churn: 1}\n", `line 7: subset.churn: "1", want true or false`},
+	{"subset-too-many-clients", strings.Replace(minimal, "instances: 2,", "instances: 2000000,", 1) + "subset: {size: 2}\n",
+		"line 7: subset: 2000000 client instances, want at most 1048576"},
+	{"subset-too-much-work", strings.Replace(strings.Replace(minimal, "instances: 2,", "instances: 100000,", 1), "count: 2,", "count: 10000,", 1) + "subset:\n  size: 10\n",
+		"line 8: subset: 100000 clients × 10000 endpoints × size 10 is 1e+10, want at most 2e+08"},
+	{"subset-after-events", strings.Replace(minimal, "instances: 2,", "instances: 2000,", 1) + "events:\n  - {step: 1, action: scale_up, zone: a, count: 20000}\nsubset: {size: 10}\n",
+		"line 9: subset: 2000 clients × 20002 endpoints × size 10 is 4e+08"},
 }
 
 func TestParseScenarioErrors(t *testing.T) {
@@ -248,6 +268,15 @@ func FuzzParseScenario(f *testing.F) {
 		}
 		if pods > 300 || len(sc.Zones) > 8 {
 			return
+		}
+		if sc.Subset != nil {
+			clients := 0
+			for _, g := range sc.Clients {
+				clients += g.Instances
+			}
+			if clients*pods*min(sc.Subset.Size, pods) > 1e6 {
+				sc.Subset = nil
+			}
 		}
 		sc.Steps = min(sc.Steps, 12)
 		var evs []Event

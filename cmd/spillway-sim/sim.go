@@ -20,6 +20,8 @@ const maxRho = 100
 type Report struct {
 	Scenario *Scenario
 	Runs     []Run
+	// Subsets is the outcome of the scenario's subset section, or nil.
+	Subsets *SubsetReport
 }
 
 // Run is one strategy's steps.
@@ -107,6 +109,13 @@ func Simulate(sc *Scenario) (*Report, error) {
 			return nil, fmt.Errorf("strategy %s: %w", name, err)
 		}
 		rep.Runs = append(rep.Runs, run)
+	}
+	if sc.Subset != nil {
+		sub, err := simulateSubsets(rep)
+		if err != nil {
+			return nil, err
+		}
+		rep.Subsets = sub
 	}
 	return rep, nil
 }

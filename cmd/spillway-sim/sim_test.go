@@ -85,6 +85,8 @@ var scenarioChecks = map[string]func(t *testing.T, sc *Scenario){
 	"zone-outage":            checkZoneOutage,
 	"new-service":            checkNewService,
 	"new-service-small-zone": checkNewService,
+	"subsetting":             checkSubsetting,
+	"subsetting-zones":       checkSubsettingZones,
 }
 
 func TestScenarios(t *testing.T) {
@@ -357,6 +359,9 @@ func TestHostCountMatchesZoneaware(t *testing.T) {
 	files, _ := filepath.Glob("scenarios/*.yaml")
 	for _, f := range files {
 		sc := loadScenario(t, strings.TrimSuffix(filepath.Base(f), ".yaml"))
+		if len(sc.Zones) < 2 {
+			continue // Envoy's heuristic is off with one zone (off_one_zone)
+		}
 		fl := newFleet(sc)
 		st := &Step{Shares: make([][]float64, len(sc.Zones))}
 		for z := range st.Shares {
