@@ -122,6 +122,9 @@ type svcState struct {
 	// an imported PID snapshot restored at the next cycle.
 	pid     *pid.State
 	pending *pid.Snapshot
+	// subsetKey is the subset.Input.Key the published plan's subsets
+	// were assigned for.
+	subsetKey uint64
 }
 
 // NewPlanner validates cfg and returns a Planner. Errors name the field.
@@ -252,7 +255,7 @@ func (p *Planner) cycle(now time.Time) []string {
 		p.endpointWeights(plan, ss, svc, now)
 		prev := old[name]
 		if p.cfg.Strategies != nil {
-			p.subsets(plan, prev, svc, p.cfg.Strategies.Strategy(name).Subset, slots[name])
+			p.subsets(plan, prev, ss, svc, p.cfg.Strategies.Strategy(name).Subset, slots[name])
 		}
 		if plan.Subsets == nil && prev != nil && prev.Subsets != nil {
 			m.forgetSubsets(name)

@@ -37,7 +37,7 @@ type SubsetMemory interface {
 // healthy endpoints clients can dial, by zone, each client zone's slots
 // split as its route in plan.Result sends traffic (PID alone: in
 // proportion to the endpoints). A failure is logged and the plan has none.
-func (p *Planner) subsets(plan *Plan, prev *Plan, svc *registry.Service, cfg SubsetConfig, slots map[subset.Group]int) {
+func (p *Planner) subsets(plan *Plan, prev *Plan, ss *svcState, svc *registry.Service, cfg SubsetConfig, slots map[subset.Group]int) {
 	if !cfg.on() {
 		return
 	}
@@ -60,6 +60,11 @@ func (p *Planner) subsets(plan *Plan, prev *Plan, svc *registry.Service, cfg Sub
 			return out
 		}
 	}
+	key := in.Key()
+	if prev != nil && prev.Subsets != nil && ss.subsetKey == key {
+		plan.Subsets = prev.Subsets // nothing it reads changed
+		return
+	}
 	var last *subset.Assignment
 	switch {
 	case prev != nil:
@@ -73,6 +78,7 @@ func (p *Planner) subsets(plan *Plan, prev *Plan, svc *registry.Service, cfg Sub
 		return
 	}
 	plan.Subsets = a
+	ss.subsetKey = key
 	var slotCount int
 	for _, n := range slots {
 		slotCount += n

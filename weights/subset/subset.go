@@ -305,21 +305,38 @@ type pair struct {
 	refs       []slotRef
 }
 
-// rank is the tie-break of endpoint id for slot r.
-func (p *pair) rank(r slotRef, id string) uint64 {
-	h := fnv.New64a()
-	h.Write([]byte(p.seed))
-	h.Write([]byte{0})
-	h.Write([]byte(r.g.Replica))
-	h.Write([]byte{0})
-	h.Write([]byte(r.g.Zone))
-	h.Write([]byte{0})
-	var buf [20]byte
-	h.Write(strconv.AppendInt(buf[:0], int64(r.i), 10))
-	h.Write([]byte{0})
-	h.Write([]byte(id))
-	return mix(h.Sum64())
+// FNV-1a, 64 bits, by hand: a slot's prefix is hashed once and each
+// endpoint id continues from it.
+const (
+	fnvOffset = 14695981039346656037
+	fnvPrime  = 1099511628211
+)
+
+func fnvString(h uint64, s string) uint64 {
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= fnvPrime
+	}
+	return h
 }
+
+func fnvByte(h uint64, b byte) uint64 { return (h ^ uint64(b)) * fnvPrime }
+
+// prefix is the hash state of slot r before the endpoint id: the seed,
+// the group and the slot number, each followed by a zero byte.
+func (p *pair) prefix(r slotRef) uint64 {
+	h := fnvByte(fnvString(fnvOffset, p.seed), 0)
+	h = fnvByte(fnvString(h, r.g.Replica), 0)
+	h = fnvByte(fnvString(h, r.g.Zone), 0)
+	var buf [20]byte
+	for _, c := range strconv.AppendInt(buf[:0], int64(r.i), 10) {
+		h = fnvByte(h, c)
+	}
+	return fnvByte(h, 0)
+}
+
+// rank is the tie-break of endpoint e for the slot whose prefix is pre.
+func (p *pair) rank(pre uint64, e int) uint64 { return mix(fnvString(pre, p.eps[e])) }
 
 // mix is a 64-bit finalizer (splitmix64's), so that nearby inputs rank
 // independently.
@@ -332,30 +349,61 @@ func mix(x uint64) uint64 {
 	return x
 }
 
+// cand is an endpoint with what orders it for one slot: its count (when
+// it matters), then its rank, then its index.
+type cand struct {
+	count int
+	rank  uint64
+	e     int
+}
+
+func (a cand) less(b cand) bool {
+	if a.count != b.count {
+		return a.count < b.count
+	}
+	if a.rank != b.rank {
+		return a.rank < b.rank
+	}
+	return a.e < b.e
+}
+
+// smallest keeps the n least candidates offered, in order: an insertion
+// into a short sorted list, so that offering all N costs about N
+// comparisons when n is small.
+type smallest struct {
+	n   int
+	out []cand
+}
+
+func (s *smallest) offer(c cand) {
+	if len(s.out) == s.n {
+		if !c.less(s.out[len(s.out)-1]) {
+			return
+		}
+		s.out = s.out[:len(s.out)-1]
+	}
+	i := len(s.out)
+	s.out = append(s.out, c)
+	for i > 0 && c.less(s.out[i-1]) {
+		s.out[i] = s.out[i-1]
+		i--
+	}
+	s.out[i] = c
+}
+
 // random gives each slot the k endpoints that rank first for it.
 func (p *pair) random() [][]string {
 	out := make([][]string, len(p.refs))
-	type ranked struct {
-		id string
-		r  uint64
-	}
-	rs := make([]ranked, len(p.eps))
+	sel := smallest{n: p.k, out: make([]cand, 0, p.k)}
 	for j, ref := range p.refs {
-		for i, id := range p.eps {
-			rs[i] = ranked{id, p.rank(ref, id)}
+		pre := p.prefix(ref)
+		sel.out = sel.out[:0]
+		for e := range p.eps {
+			sel.offer(cand{rank: p.rank(pre, e), e: e})
 		}
-		slices.SortFunc(rs, func(a, b ranked) int {
-			switch {
-			case a.r < b.r:
-				return -1
-			case a.r > b.r:
-				return 1
-			}
-			return cmpStr(a.id, b.id)
-		})
-		sub := make([]string, p.k)
-		for i := range sub {
-			sub[i] = rs[i].id
+		sub := make([]string, len(sel.out))
+		for i, c := range sel.out {
+			sub[i] = p.eps[c.e]
 		}
 		out[j] = sub
 	}
@@ -372,6 +420,10 @@ func (p *pair) balance(prev *Assignment, locOf map[string]string, l string) [][]
 	}
 	count := make([]int, len(p.eps))
 	held := make([]map[int]struct{}, len(p.refs))
+	holders := make([]map[int]struct{}, len(p.eps)) // the slots holding each endpoint
+	for e := range holders {
+		holders[e] = map[int]struct{}{}
+	}
 	for j, r := range p.refs {
 		held[j] = make(map[int]struct{}, p.k)
 		for _, id := range prev.Subset(r.g, r.i) {
@@ -380,38 +432,66 @@ func (p *pair) balance(prev *Assignment, locOf map[string]string, l string) [][]
 			}
 			if e, ok := idx[id]; ok {
 				held[j][e] = struct{}{}
+				holders[e][j] = struct{}{}
 				count[e]++
 			}
 		}
 	}
-	// Trim: a slot over k (the share shrank) gives up its most-held.
+	pres := make([]uint64, len(p.refs))
 	for j, r := range p.refs {
+		pres[j] = p.prefix(r)
+	}
+	// Trim: a slot over k (the share shrank) gives up its most-held,
+	// ties by rank.
+	for j := range p.refs {
 		for len(held[j]) > p.k {
-			e := p.pick(r, held[j], count, true)
-			delete(held[j], e)
-			count[e]--
+			best := cand{e: -1}
+			for e := range held[j] {
+				c := cand{count: -count[e], rank: p.rank(pres[j], e), e: e}
+				if best.e < 0 || c.less(best) {
+					best = c
+				}
+			}
+			delete(held[j], best.e)
+			delete(holders[best.e], j)
+			count[best.e]--
 		}
 	}
-	// Fill: a slot under k (new, or an endpoint gone) takes the least-held.
-	for j, r := range p.refs {
-		for len(held[j]) < p.k {
-			e := p.pickOutside(r, held[j], count)
-			held[j][e] = struct{}{}
-			count[e]++
+	// Fill: a slot under k (new, or an endpoint gone) takes the
+	// least-held it does not hold, ties by rank: the r least by (count,
+	// rank) at the start of its turn, since what it takes it cannot take
+	// again.
+	sel := smallest{out: make([]cand, 0, p.k)}
+	for j := range p.refs {
+		need := p.k - len(held[j])
+		if need <= 0 {
+			continue
+		}
+		sel.n, sel.out = need, sel.out[:0]
+		for e := range p.eps {
+			if _, ok := held[j][e]; ok {
+				continue
+			}
+			sel.offer(cand{count: count[e], rank: p.rank(pres[j], e), e: e})
+		}
+		for _, c := range sel.out {
+			held[j][c.e] = struct{}{}
+			holders[c.e][j] = struct{}{}
+			count[c.e]++
 		}
 	}
 	// Trade: while the most-held endpoint is held by two more slots than
-	// the least-held, one slot holding the first and not the second
-	// swaps them. Each trade brings the spread's ends closer; the total
-	// excess bounds the trades.
+	// the least-held, the slot holding the first and not the second that
+	// ranks the second first swaps them. Each trade brings the spread's
+	// ends closer; the total excess bounds the trades.
 	limit := len(p.refs)*p.k + len(p.eps)
 	for range limit {
 		hi, lo := 0, 0
 		for e := range count {
-			if count[e] > count[hi] || (count[e] == count[hi] && e < hi) {
+			if count[e] > count[hi] {
 				hi = e
 			}
-			if count[e] < count[lo] || (count[e] == count[lo] && e < lo) {
+			if count[e] < count[lo] {
 				lo = e
 			}
 		}
@@ -419,14 +499,11 @@ func (p *pair) balance(prev *Assignment, locOf map[string]string, l string) [][]
 			break
 		}
 		best, bestRank := -1, uint64(0)
-		for j, r := range p.refs {
-			if _, ok := held[j][hi]; !ok {
-				continue
-			}
+		for j := range holders[hi] {
 			if _, ok := held[j][lo]; ok {
 				continue
 			}
-			if rk := p.rank(r, p.eps[lo]); best < 0 || rk < bestRank {
+			if rk := p.rank(pres[j], lo); best < 0 || rk < bestRank || (rk == bestRank && j < best) {
 				best, bestRank = j, rk
 			}
 		}
@@ -434,7 +511,9 @@ func (p *pair) balance(prev *Assignment, locOf map[string]string, l string) [][]
 			break // cannot happen while count[hi] > count[lo]
 		}
 		delete(held[best], hi)
+		delete(holders[hi], best)
 		held[best][lo] = struct{}{}
+		holders[lo][best] = struct{}{}
 		count[hi]--
 		count[lo]++
 	}
@@ -447,40 +526,6 @@ func (p *pair) balance(prev *Assignment, locOf map[string]string, l string) [][]
 		out[j] = sub
 	}
 	return out
-}
-
-// pick returns the endpoint of set with the highest count (most, true) or
-// the lowest, ties by rank.
-func (p *pair) pick(r slotRef, set map[int]struct{}, count []int, most bool) int {
-	best, bestRank := -1, uint64(0)
-	for e := range set {
-		rk := p.rank(r, p.eps[e])
-		switch {
-		case best < 0:
-		case most && count[e] > count[best], !most && count[e] < count[best]:
-		case count[e] == count[best] && rk < bestRank:
-		default:
-			continue
-		}
-		best, bestRank = e, rk
-	}
-	return best
-}
-
-// pickOutside returns the least-held endpoint that set does not hold,
-// ties by rank.
-func (p *pair) pickOutside(r slotRef, set map[int]struct{}, count []int) int {
-	best, bestRank := -1, uint64(0)
-	for e := range p.eps {
-		if _, ok := set[e]; ok {
-			continue
-		}
-		rk := p.rank(r, p.eps[e])
-		if best < 0 || count[e] < count[best] || (count[e] == count[best] && rk < bestRank) {
-			best, bestRank = e, rk
-		}
-	}
-	return best
 }
 
 func cmpStr(a, b string) int {
@@ -636,4 +681,59 @@ func (a *Assignment) Fingerprint() uint64 {
 		}
 	}
 	return h.Sum64() | 1
+}
+
+// Key is a hash of what Assign reads of in: for the same key, Assign from
+// the assignment it returned last time returns it again, so a caller may
+// keep it instead (an idle service costs no assignment per cycle).
+func (in *Input) Key() uint64 {
+	h := fnvString(fnvOffset, in.Seed)
+	h = fnvString(fnvByte(h, 0), string(in.Mode))
+	h = fnvString(fnvByte(h, 0), strconv.Itoa(in.Size))
+	groups := make([]Group, 0, len(in.Slots))
+	for g, n := range in.Slots {
+		if n > 0 {
+			groups = append(groups, g)
+		}
+	}
+	slices.SortFunc(groups, func(a, b Group) int {
+		if a.Zone != b.Zone {
+			return cmpStr(a.Zone, b.Zone)
+		}
+		return cmpStr(a.Replica, b.Replica)
+	})
+	zones := map[string]bool{}
+	for _, g := range groups {
+		h = fnvString(fnvByte(h, 1), g.Replica)
+		h = fnvString(fnvByte(h, 0), g.Zone)
+		h = fnvString(fnvByte(h, 0), strconv.Itoa(in.Slots[g]))
+		zones[g.Zone] = true
+	}
+	locs := make([]string, 0, len(in.Localities))
+	for l, ids := range in.Localities {
+		if len(ids) > 0 {
+			locs = append(locs, l)
+		}
+	}
+	slices.Sort(locs)
+	for _, l := range locs {
+		h = fnvString(fnvByte(h, 2), l)
+		ids := slices.Clone(in.Localities[l])
+		slices.Sort(ids)
+		for _, id := range ids {
+			h = fnvString(fnvByte(h, 0), id)
+		}
+	}
+	zs := make([]string, 0, len(zones))
+	for z := range zones {
+		zs = append(zs, z)
+	}
+	slices.Sort(zs)
+	for _, z := range zs {
+		h = fnvString(fnvByte(h, 3), z)
+		for _, l := range locs {
+			h = fnvString(fnvByte(h, 0), strconv.Itoa(perLocality(*in, z, l, locs)))
+		}
+	}
+	return h
 }

@@ -300,3 +300,39 @@ func TestBadInput(t *testing.T) {
 func containsStr(s, sub string) bool {
 	return strings.Contains(s, sub)
 }
+
+// TestKey: the key sees every input Assign reads (slot counts, endpoints,
+// the share a route gives a locality, size, mode, seed) and nothing else
+// (map order).
+func TestKey(t *testing.T) {
+	base := func() Input {
+		return Input{
+			Size: 4, Mode: Deterministic, Seed: "svc",
+			Slots:      map[Group]int{{"r0", "a"}: 5, {"r1", "b"}: 3},
+			Localities: map[string][]string{"a": {"a2", "a1"}, "b": {"b1"}},
+			Shares:     func(z string) map[string]float64 { return map[string]float64{"a": 3, "b": 1} },
+		}
+	}
+	in := base()
+	k := in.Key()
+	same := base()
+	same.Localities["a"] = []string{"a1", "a2"}
+	if same.Key() != k {
+		t.Errorf("the order of a locality's ids changed the key")
+	}
+	for name, edit := range map[string]func(*Input){
+		"slots":    func(in *Input) { in.Slots[Group{"r0", "a"}] = 6 },
+		"group":    func(in *Input) { in.Slots[Group{"r2", "a"}] = 1 },
+		"endpoint": func(in *Input) { in.Localities["b"] = append(in.Localities["b"], "b2") },
+		"share":    func(in *Input) { in.Shares = func(string) map[string]float64 { return map[string]float64{"a": 1, "b": 1} } },
+		"size":     func(in *Input) { in.Size = 5 },
+		"mode":     func(in *Input) { in.Mode = Random },
+		"seed":     func(in *Input) { in.Seed = "other" },
+	} {
+		in := base()
+		edit(&in)
+		if in.Key() == k {
+			t.Errorf("%s changed but the key did not", name)
+		}
+	}
+}
