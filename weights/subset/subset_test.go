@@ -324,10 +324,12 @@ func TestKey(t *testing.T) {
 		"slots":    func(in *Input) { in.Slots[Group{"r0", "a"}] = 6 },
 		"group":    func(in *Input) { in.Slots[Group{"r2", "a"}] = 1 },
 		"endpoint": func(in *Input) { in.Localities["b"] = append(in.Localities["b"], "b2") },
-		"share":    func(in *Input) { in.Shares = func(string) map[string]float64 { return map[string]float64{"a": 1, "b": 1} } },
-		"size":     func(in *Input) { in.Size = 5 },
-		"mode":     func(in *Input) { in.Mode = Random },
-		"seed":     func(in *Input) { in.Seed = "other" },
+		"share": func(in *Input) {
+			in.Shares = func(string) map[string]float64 { return map[string]float64{"a": 1, "b": 1} }
+		},
+		"size": func(in *Input) { in.Size = 5 },
+		"mode": func(in *Input) { in.Mode = Random },
+		"seed": func(in *Input) { in.Seed = "other" },
 	} {
 		in := base()
 		edit(&in)
