@@ -183,7 +183,7 @@ type API struct {
 	registry Snapshotter  // or nil
 	slots    ClientSlots  // or nil
 	replica  string
-	authz    Authorizer   // or nil
+	authz    Authorizer // or nil
 	log      *slog.Logger
 	now      func() time.Time
 }
