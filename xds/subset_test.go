@@ -1,6 +1,7 @@
 package xds_test
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/spillway/spillway/weights"
 	"github.com/spillway/spillway/weights/subset"
+	"github.com/spillway/spillway/weights/zoneaware"
 	"github.com/spillway/spillway/xds"
 )
 
@@ -153,5 +155,62 @@ func registrytestWait(t *testing.T, what string, ok func() bool) {
 		if time.Now().After(deadline) {
 			t.Fatalf("waiting for %s: timed out", what)
 		}
+	}
+}
+
+// TestSubsetKeepsPIDWeights (issue 29 point 5): a plan with per-endpoint
+// PID weights and subsets gives each stream its subset's endpoints with
+// their PID weights, and a locality of PID alone weighs the sum of the
+// subset's weights there.
+func TestSubsetKeepsPIDWeights(t *testing.T) {
+	store := rawStore(t, map[string]int{"web": 6})
+	eps := map[string]weights.EndpointWeight{}
+	for i := 1; i <= 6; i++ {
+		eps[fmt.Sprintf("ep-%d", i)] = weights.EndpointWeight{Zone: "zone-a", Weight: uint32(100 * i)}
+	}
+	as, err := subset.Assign(nil, subset.Input{
+		Size: 2, Mode: subset.Deterministic, Seed: "web",
+		Slots:      map[subset.Group]int{{Zone: "zone-a"}: 1},
+		Localities: map[string][]string{"zone-a": {"ep-1", "ep-2", "ep-3", "ep-4", "ep-5", "ep-6"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := &weights.Plan{Gen: 1, Result: &zoneaware.Result{}, Endpoints: eps, LocalityFromEndpoints: true, Subsets: as}
+	rs := startRawXDS(t, store, xds.Config{Plans: xds.PlanFunc(func(string) *weights.Plan { return plan })})
+	c := newSotwClient(t, rs.conn)
+	c.subscribe(edsURL, "web")
+	resp := c.recvType(edsURL)
+	cla := &v3endpointpb.ClusterLoadAssignment{}
+	if err := resp.GetResources()[0].UnmarshalTo(cla); err != nil {
+		t.Fatal(err)
+	}
+	want := as.Subset(subset.Group{Zone: "zone-a"}, 0)
+	var got []string
+	var sum uint32
+	for _, l := range cla.GetEndpoints() {
+		var lsum uint32
+		for _, e := range l.GetLbEndpoints() {
+			addr := e.GetEndpoint().GetAddress().GetSocketAddress().GetAddress()
+			var id string
+			for i := 1; i <= 6; i++ {
+				if addr == fmt.Sprintf("10.0.0.%d", i) {
+					id = fmt.Sprintf("ep-%d", i)
+				}
+			}
+			got = append(got, id)
+			if w := e.GetLoadBalancingWeight().GetValue(); w != eps[id].Weight {
+				t.Errorf("endpoint %s weighs %d in the subset's EDS, want its PID weight %d", id, w, eps[id].Weight)
+			}
+			lsum += e.GetLoadBalancingWeight().GetValue()
+		}
+		if w := l.GetLoadBalancingWeight().GetValue(); w != lsum {
+			t.Errorf("locality weighs %d, want the sum of its subset endpoints' weights %d", w, lsum)
+		}
+		sum += lsum
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Errorf("the stream got endpoints %v, want its subset %v", got, want)
 	}
 }
