@@ -225,6 +225,7 @@ type sotwClient struct {
 	resps    chan *v3discoverypb.DiscoveryResponse
 	errc     chan error
 	sentNode bool
+	node     *v3corepb.Node      // the node sent; nil: rawNode()
 	names    map[string][]string // per type: the subscribed names
 	acked    map[string]string   // per type: the last ACKed version
 	nonce    map[string]string   // per type: the last received nonce
@@ -262,6 +263,9 @@ func (c *sotwClient) send(req *v3discoverypb.DiscoveryRequest) {
 	c.t.Helper()
 	if !c.sentNode {
 		req.Node, c.sentNode = rawNode(), true
+		if c.node != nil {
+			req.Node = c.node
+		}
 	}
 	if err := c.stream.Send(req); err != nil {
 		c.t.Fatalf("send %s: %v", shortURL(req.GetTypeUrl()), err)

@@ -2,12 +2,15 @@ package xds_test
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"testing"
 	"time"
 
+	v3corepb "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	v3endpointpb "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 
+	"github.com/spillway/spillway/registry"
 	"github.com/spillway/spillway/weights"
 	"github.com/spillway/spillway/weights/subset"
 	"github.com/spillway/spillway/weights/zoneaware"
@@ -212,5 +215,104 @@ func TestSubsetKeepsPIDWeights(t *testing.T) {
 	slices.Sort(got)
 	if !slices.Equal(got, want) {
 		t.Errorf("the stream got endpoints %v, want its subset %v", got, want)
+	}
+}
+
+// TestSubsetZonePlan (issue 29, the zone figure): 4, 2 and 2 endpoints in
+// zones a, b and c, 8, 4 and 4 clients, subsets of 4 on the zone-aware
+// plan. Each stream's locality weights give each zone the share its
+// zone's route gives it (so the same-zone share is the plan's, within 2
+// points), and the load the streams send to each zone stays within its
+// capacity share + 5 points.
+func TestSubsetZonePlan(t *testing.T) {
+	store := registry.NewStore()
+	var ops []registry.Op
+	n := 0
+	for zone, k := range map[string]int{"a": 4, "b": 2, "c": 2} {
+		for range k {
+			n++
+			e := rawEndpoint(n, 0)
+			e.Locality.Zone = zone
+			ops = append(ops, registry.Upsert("web", e))
+		}
+	}
+	if _, err := store.Apply(ops...); err != nil {
+		t.Fatal(err)
+	}
+	store.MarkSynced()
+	var p *weights.Planner
+	rs := startRawXDS(t, store, xds.Config{Plans: xds.PlanFunc(func(service string) *weights.Plan { return p.Plan(service) })})
+	var err error
+	p, err = weights.NewPlanner(weights.Config{
+		Registry: store, Loads: rs.x.Loads(), Clients: rs.x, Zones: rs.x, OnChange: rs.x.Dispatch,
+		Strategies: weights.StrategyFunc(func(string) weights.Strategy {
+			return weights.Strategy{ZoneAware: true, Subset: weights.SubsetConfig{Mode: subset.Deterministic, Size: 4}}
+		}),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type stream struct {
+		zone string
+		c    *sotwClient
+	}
+	var streams []stream
+	for zone, k := range map[string]int{"a": 8, "b": 4, "c": 4} {
+		for range k {
+			c := newSotwClient(t, rs.conn)
+			c.node = &v3corepb.Node{Id: "c-" + zone, Cluster: "tests", Locality: &v3corepb.Locality{Region: "r1", Zone: zone}}
+			c.subscribe(edsURL, "web")
+			c.ack(c.recvType(edsURL))
+			streams = append(streams, stream{zone, c})
+		}
+	}
+	registrytestWait(t, "16 slots", func() bool {
+		total := 0
+		for _, k := range rs.x.SubsetSlots()["web"] {
+			total += k
+		}
+		return total == 16
+	})
+	p.Cycle(time.Now())
+	plan := p.Plan("web")
+	if plan.Subsets == nil {
+		t.Fatal("no subsets in the plan")
+	}
+	load := map[string]float64{} // upstream zone -> streams' traffic
+	for _, st := range streams {
+		resp := st.c.recvType(edsURL)
+		st.c.ack(resp)
+		cla := &v3endpointpb.ClusterLoadAssignment{}
+		if err := resp.GetResources()[0].UnmarshalTo(cla); err != nil {
+			t.Fatal(err)
+		}
+		var total float64
+		byZone := map[string]float64{}
+		for _, l := range cla.GetEndpoints() {
+			w := float64(l.GetLoadBalancingWeight().GetValue())
+			byZone[l.GetLocality().GetZone()] += w
+			total += w
+		}
+		var routeTotal float64
+		route := map[string]float64{}
+		for _, zw := range plan.Result.Route(st.zone).Weights {
+			route[zw.Zone] = float64(zw.Weight)
+			routeTotal += float64(zw.Weight)
+		}
+		for z, w := range route {
+			got, want := byZone[z]/total, w/routeTotal
+			if math.Abs(got-want) > 0.02 {
+				t.Errorf("a client in %s sends %.1f%% to zone %s through its subset, the plan %.1f%%", st.zone, 100*got, z, 100*want)
+			}
+			load[z] += got
+		}
+	}
+	capacity := map[string]float64{"a": 0.5, "b": 0.25, "c": 0.25}
+	t.Logf("traffic by upstream zone through the subsets: a %.1f%%, b %.1f%%, c %.1f%% (capacity 50/25/25)",
+		100*load["a"]/16, 100*load["b"]/16, 100*load["c"]/16)
+	for z, l := range load {
+		if share := l / float64(len(streams)); share > capacity[z]+0.05 {
+			t.Errorf("zone %s gets %.1f%% of the traffic through the subsets, capacity %.0f%% + 5 points", z, 100*share, 100*capacity[z])
+		}
 	}
 }
