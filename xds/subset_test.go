@@ -316,3 +316,61 @@ func TestSubsetZonePlan(t *testing.T) {
 		}
 	}
 }
+
+// TestSubsetThousandStreams is the raw-stream figure: 1,000
+// streams of one service, 100 endpoints, subsets of 10. Deterministic
+// subsets put every endpoint in the same number of streams' EDS
+// (max/avg <= 1.05); random ones, in the same run, spread as the binomial
+// law says (about 1.25).
+func TestSubsetThousandStreams(t *testing.T) {
+	const m, n, size = 1000, 100, 10
+	for _, mode := range []subset.Mode{subset.Deterministic, subset.Random} {
+		t.Run(string(mode), func(t *testing.T) {
+			store := rawStore(t, map[string]int{"web": n})
+			var p *weights.Planner
+			rs := startRawXDS(t, store, xds.Config{Plans: xds.PlanFunc(func(service string) *weights.Plan { return p.Plan(service) })})
+			var err error
+			p, err = weights.NewPlanner(weights.Config{
+				Registry: store, Loads: rs.x.Loads(), Clients: rs.x, Zones: rs.x, OnChange: rs.x.Dispatch,
+				Strategies: weights.StrategyFunc(func(string) weights.Strategy {
+					return weights.Strategy{ZoneAware: true, Subset: weights.SubsetConfig{Mode: mode, Size: size}}
+				}),
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			clients := make([]*subsetClient, m)
+			for i := range clients {
+				clients[i] = &subsetClient{c: newSotwClient(t, rs.conn)}
+				clients[i].c.subscribe(edsURL, "web")
+			}
+			for _, sc := range clients {
+				sc.next(t)
+			}
+			registrytestWait(t, "1,000 slots", func() bool { return rs.x.SubsetSlots()["web"][subset.Group{Zone: "zone-a"}] == m })
+			p.Cycle(time.Now())
+			counts := map[string]int{}
+			for i, sc := range clients {
+				if got := sc.next(t); len(got) != size {
+					t.Fatalf("stream %d holds %d endpoints, want %d", i, len(got), size)
+				}
+				for _, a := range sc.last {
+					counts[a]++
+				}
+			}
+			var sum, hi float64
+			for _, c := range counts {
+				sum += float64(c)
+				hi = max(hi, float64(c))
+			}
+			ratio := hi / (sum / n)
+			t.Logf("%s: %d streams x %d over %d endpoints: connections per endpoint max/avg %.3f", mode, m, size, n, ratio)
+			if mode == subset.Deterministic && (ratio > 1.05 || len(counts) != n) {
+				t.Errorf("deterministic: max/avg %.3f over %d endpoints, want <= 1.05 over all %d", ratio, len(counts), n)
+			}
+			if mode == subset.Random && ratio < 1.1 {
+				t.Errorf("random: max/avg %.3f, want the binomial spread (about 1.25)", ratio)
+			}
+		})
+	}
+}
