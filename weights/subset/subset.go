@@ -211,18 +211,7 @@ func Assign(prev *Assignment, in Input) (*Assignment, error) {
 	slices.Sort(locs)
 	// The slots of each client zone, across replicas, in a fixed order.
 	byZone := map[string][]slotRef{}
-	groups := make([]Group, 0, len(in.Slots))
-	for g, n := range in.Slots {
-		if n > 0 {
-			groups = append(groups, g)
-		}
-	}
-	slices.SortFunc(groups, func(a, b Group) int {
-		if a.Zone != b.Zone {
-			return cmpStr(a.Zone, b.Zone)
-		}
-		return cmpStr(a.Replica, b.Replica)
-	})
+	groups := sortedGroups(in.Slots, func(n int) bool { return n > 0 })
 	for _, g := range groups {
 		subs := make([][]string, in.Slots[g])
 		out.slots[g] = subs
@@ -528,6 +517,24 @@ func (p *pair) balance(prev *Assignment, locOf map[string]string, l string) [][]
 	return out
 }
 
+// sortedGroups returns m's groups that keep (nil: all) takes, by zone
+// then replica.
+func sortedGroups[V any](m map[Group]V, keep func(V) bool) []Group {
+	groups := make([]Group, 0, len(m))
+	for g, v := range m {
+		if keep == nil || keep(v) {
+			groups = append(groups, g)
+		}
+	}
+	slices.SortFunc(groups, func(a, b Group) int {
+		if a.Zone != b.Zone {
+			return cmpStr(a.Zone, b.Zone)
+		}
+		return cmpStr(a.Replica, b.Replica)
+	})
+	return groups
+}
+
 func cmpStr(a, b string) int {
 	switch {
 	case a < b:
@@ -579,16 +586,7 @@ func (a *Assignment) MarshalJSON() ([]byte, error) {
 	for i, id := range w.Endpoints {
 		idx[id] = i
 	}
-	groups := make([]Group, 0, len(a.slots))
-	for g := range a.slots {
-		groups = append(groups, g)
-	}
-	slices.SortFunc(groups, func(x, y Group) int {
-		if x.Replica != y.Replica {
-			return cmpStr(x.Replica, y.Replica)
-		}
-		return cmpStr(x.Zone, y.Zone)
-	})
+	groups := sortedGroups(a.slots, nil)
 	for _, g := range groups {
 		wg := wireGroup{Replica: g.Replica, Zone: g.Zone, Slots: make([][]int, len(a.slots[g]))}
 		for i, sub := range a.slots[g] {
@@ -658,16 +656,7 @@ func (a *Assignment) Fingerprint() uint64 {
 	if a == nil {
 		return 0
 	}
-	groups := make([]Group, 0, len(a.slots))
-	for g := range a.slots {
-		groups = append(groups, g)
-	}
-	slices.SortFunc(groups, func(x, y Group) int {
-		if x.Replica != y.Replica {
-			return cmpStr(x.Replica, y.Replica)
-		}
-		return cmpStr(x.Zone, y.Zone)
-	})
+	groups := sortedGroups(a.slots, nil)
 	h := fnv.New64a()
 	fmt.Fprintf(h, "%d/%s", a.Size, a.Mode)
 	for _, g := range groups {
@@ -690,18 +679,7 @@ func (in *Input) Key() uint64 {
 	h := fnvString(fnvOffset, in.Seed)
 	h = fnvString(fnvByte(h, 0), string(in.Mode))
 	h = fnvString(fnvByte(h, 0), strconv.Itoa(in.Size))
-	groups := make([]Group, 0, len(in.Slots))
-	for g, n := range in.Slots {
-		if n > 0 {
-			groups = append(groups, g)
-		}
-	}
-	slices.SortFunc(groups, func(a, b Group) int {
-		if a.Zone != b.Zone {
-			return cmpStr(a.Zone, b.Zone)
-		}
-		return cmpStr(a.Replica, b.Replica)
-	})
+	groups := sortedGroups(in.Slots, func(n int) bool { return n > 0 })
 	zones := map[string]bool{}
 	for _, g := range groups {
 		h = fnvString(fnvByte(h, 1), g.Replica)
