@@ -3,11 +3,13 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -26,6 +28,7 @@ var bin struct {
 }
 
 func TestMain(m *testing.M) {
+	flag.Parse() // for runs, before m.Run
 	dir, err := os.MkdirTemp("", "spillway-e2e-bin")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -33,21 +36,43 @@ func TestMain(m *testing.M) {
 	}
 	bin.spillway = filepath.Join(dir, "spillway")
 	bin.spillwayctl = filepath.Join(dir, "spillwayctl")
-	for out, pkg := range map[string]string{bin.spillway: "./cmd/spillway", bin.spillwayctl: "./cmd/spillwayctl"} {
-		args := []string{"build", "-o", out}
-		if raceEnabled {
-			args = append(args, "-race")
-		}
-		cmd := exec.Command("go", append(args, pkg)...)
-		cmd.Dir = ".."
-		if b, err := cmd.CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "go build %s: %v\n%s", pkg, err, b)
-			os.Exit(1)
-		}
+	if err := goBuild("..", dir, "./cmd/spillway", "./cmd/spillwayctl"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	if runs("TestRollingUpgrade") {
+		startRelease(previousRelease) // builds while the first tests run
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// goBuild builds the main packages pkgs of the module in src into dir,
+// in one go build (-race as this test binary is).
+func goBuild(src, dir string, pkgs ...string) error {
+	args := []string{"build", "-o", dir + string(filepath.Separator)}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	cmd := exec.Command("go", append(args, pkgs...)...)
+	cmd.Dir = src
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build %v in %s: %v\n%s", pkgs, src, err, b)
+	}
+	return nil
+}
+
+// runs reports whether this run's -test.run pattern can select test (a
+// top-level name): true without a pattern.
+func runs(test string) bool {
+	f := flag.Lookup("test.run")
+	if f == nil || f.Value.String() == "" {
+		return true
+	}
+	top, _, _ := strings.Cut(f.Value.String(), "/")
+	re, err := regexp.Compile(top)
+	return err != nil || re.MatchString(test)
 }
 
 // freeAddr returns a loopback address for a server of the test to bind

@@ -35,50 +35,72 @@ const previousRelease = "a770d6c"
 // release is a build of another commit's binaries.
 type release struct{ spillway, spillwayctl string }
 
-// releases caches the builds of buildRelease for the test process (a
-// -count=N run builds each commit once), next to this tree's binaries.
+// releases holds the builds of buildRelease for the test process (a
+// -count=N run builds each commit once), next to this tree's binaries:
+// one build per commit, started by the first to ask (TestMain starts the
+// previous release's while the first tests run, when the run includes
+// the upgrade test).
 var releases struct {
-	mu    sync.Mutex
-	built map[string]release
+	mu     sync.Mutex
+	builds map[string]*releaseBuild
 }
 
-// buildRelease builds spillway and spillwayctl at commit from this
-// repository's history (git archive, then go build with this module
-// cache; -race as this test binary is), once per test process.
-func buildRelease(t *testing.T, commit string) release {
-	t.Helper()
+// releaseBuild is one commit's build, done when done is closed.
+type releaseBuild struct {
+	done chan struct{}
+	rel  release
+	err  error
+}
+
+// startRelease starts building commit's spillway and spillwayctl, once
+// per process, and returns the build to wait on.
+func startRelease(commit string) *releaseBuild {
 	releases.mu.Lock()
 	defer releases.mu.Unlock()
-	if r, ok := releases.built[commit]; ok {
-		return r
+	if b, ok := releases.builds[commit]; ok {
+		return b
 	}
-	dir := filepath.Join(filepath.Dir(bin.spillway), "release-"+commit) // removed with the binaries
+	if releases.builds == nil {
+		releases.builds = map[string]*releaseBuild{}
+	}
+	b := &releaseBuild{done: make(chan struct{})}
+	releases.builds[commit] = b
+	go func() {
+		defer close(b.done)
+		b.rel, b.err = buildReleaseAt(filepath.Join(filepath.Dir(bin.spillway), "release-"+commit), commit)
+	}()
+	return b
+}
+
+// buildRelease returns spillway and spillwayctl built at commit from this
+// repository's history (git archive, then go build with this module
+// cache; -race as this test binary is), building them once per process.
+func buildRelease(t *testing.T, commit string) release {
+	t.Helper()
+	b := startRelease(commit)
+	<-b.done
+	if b.err != nil {
+		t.Fatal(b.err)
+	}
+	return b.rel
+}
+
+// buildReleaseAt builds commit's binaries into dir (removed with this
+// tree's binaries), both in one go build.
+func buildReleaseAt(dir, commit string) (release, error) {
 	src := filepath.Join(dir, "src")
 	if err := os.MkdirAll(src, 0o755); err != nil {
-		t.Fatal(err)
+		return release{}, err
 	}
 	archive := exec.Command("sh", "-c", `git archive --format=tar "$1" | tar -x -C "$2"`, "sh", commit, src)
 	archive.Dir = ".."
 	if out, err := archive.CombinedOutput(); err != nil {
-		t.Fatalf("git archive %s (the upgrade test needs the repository's history): %v\n%s", commit, err, out)
+		return release{}, fmt.Errorf("git archive %s (the upgrade test needs the repository's history): %v\n%s", commit, err, out)
 	}
-	r := release{spillway: filepath.Join(dir, "spillway"), spillwayctl: filepath.Join(dir, "spillwayctl")}
-	for out, pkg := range map[string]string{r.spillway: "./cmd/spillway", r.spillwayctl: "./cmd/spillwayctl"} {
-		args := []string{"build", "-o", out}
-		if raceEnabled {
-			args = append(args, "-race")
-		}
-		cmd := exec.Command("go", append(args, pkg)...)
-		cmd.Dir = src
-		if b, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("go build %s at %s: %v\n%s", pkg, commit, err, b)
-		}
+	if err := goBuild(src, dir, "./cmd/spillway", "./cmd/spillwayctl"); err != nil {
+		return release{}, fmt.Errorf("at %s: %w", commit, err)
 	}
-	if releases.built == nil {
-		releases.built = map[string]release{}
-	}
-	releases.built[commit] = r
-	return r
+	return release{spillway: filepath.Join(dir, "spillway"), spillwayctl: filepath.Join(dir, "spillwayctl")}, nil
 }
 
 // upgradeWatch records, while a cluster is rolled, what its clients see:
