@@ -42,7 +42,7 @@ func (a *API) Handler() http.Handler {
 		httpjson.WriteProto(w, a.graph())
 	})
 	mux.HandleFunc("GET /v1/weights", func(w http.ResponseWriter, r *http.Request) {
-		q, ok := query(w, r, "service")
+		q, ok := query(w, r, "service", "client")
 		if !ok {
 			return
 		}

@@ -4,6 +4,7 @@ import (
 	"math"
 
 	pb "github.com/spillway/spillway/admin/adminv1"
+	"github.com/spillway/spillway/registry"
 	"github.com/spillway/spillway/weights"
 	"github.com/spillway/spillway/weights/subset"
 )
@@ -21,6 +22,16 @@ func (a *API) subsets(service string, plan *weights.Plan, client string) *pb.Sub
 		out.Slots += uint32(n)
 	}
 	counts := as.Counts()
+	if a.registry != nil {
+		// Every healthy endpoint counts, those no slot holds at 0.
+		if svc, ok := a.registry.Snapshot().Service(service); ok {
+			for _, e := range svc.Serving() {
+				if _, held := counts[e.ID]; !held && e.Health == registry.Healthy {
+					counts[e.ID] = 0
+				}
+			}
+		}
+	}
 	if len(counts) > 0 {
 		var sum float64
 		lo, hi := math.MaxInt, 0

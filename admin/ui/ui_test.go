@@ -119,7 +119,8 @@ func TestTestIDs(t *testing.T) {
 		all.Write(b)
 	}
 	for _, id := range []string{"services-table", "service-row", "services-search", "service-title", "flow-measured", "flow-planned",
-		"same-zone-chart", "explain", "graph", "migration-panel", "panic-state", "panic-toggle", "token-input", "confirm-yes"} {
+		"same-zone-chart", "explain", "graph", "migration-panel", "panic-state", "panic-toggle", "token-input", "confirm-yes",
+		"subsets", "subsets-size", "subsets-slots", "subset-client-input", "subset-client-node", "subset-client-endpoints"} {
 		// data-testid="id" in the HTML, 'data-testid': 'id' or a
 		// matrixTable('id', ...) argument in the JS.
 		if !regexp.MustCompile(`["']` + id + `["']`).MatchString(all.String()) {

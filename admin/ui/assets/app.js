@@ -46,6 +46,9 @@ const share = (v) => v.toFixed(1);
 const pct = (v) => `${share(v)} %`;
 const rps = (v) => `${v.toFixed(1)} rps`;
 const zoneLabel = (z) => (z === '' ? '(no zone)' : z);
+// ratio formats a max/avg with three decimals; protojson writes NaN and
+// infinities as strings ("NaN"), shown as —.
+const ratio = (v) => (Number.isFinite(Number(v)) ? Number(v).toFixed(3) : '—');
 
 function zoneColor(z) {
   if (!state.zoneColors.has(z)) state.zoneColors.set(z, PALETTE[state.zoneColors.size % PALETTE.length]);
@@ -316,6 +319,9 @@ function serviceView(main, r) {
   const name = r.name;
   const title = el('h1', { 'data-testid': 'service-title' }, name);
   const body = el('div');
+  // The subsets panel outlives the polls (its input keeps what is typed
+  // and its focus); each poll updates it in place.
+  const subsets = subsetsPanel(main, () => restart(refresh));
   main.append(el('p', {}, el('a', { href: '#/services' }, '← all services')), title, body);
 
   async function refresh(stale) {
@@ -324,13 +330,17 @@ function serviceView(main, r) {
     const info = sum.services[0];
     if (!info) {
       body.replaceChildren(el('p', { 'data-testid': 'unknown-service' }, `No service named ${name} in the registry.`));
+      subsets.update(null, null);
       return;
     }
     const q = encodeURIComponent(name);
+    // The client asked for in the subsets panel comes with the weights.
+    const wq = new URLSearchParams({ service: name });
+    if (subsets.client()) wq.set('client', subsets.client());
     const [eps, load, weights] = await Promise.all([
       api(`/v1/services/${q}/endpoints`),
       api(`/v1/load?service=${q}`),
-      info.weights ? api(`/v1/weights?service=${q}`) : Promise.resolve(null),
+      info.weights ? api(`/v1/weights?${wq}`) : Promise.resolve(null),
     ]);
     if (stale()) return;
     const measured = measuredMatrix(load), planned = plannedMatrix(weights);
@@ -358,8 +368,81 @@ function serviceView(main, r) {
       el('h2', {}, 'Why these weights'), explainView(weights),
       weights && weights.zones && weights.zones.length ? [el('h2', {}, 'Capacity by zone'), zonesTable(weights)] : null,
       regionsView(weights), routeRulesView(weights))));
+    subsets.update(weights && weights.subsets, eps);
   }
   return refresh;
+}
+
+// subsetsPanel is the "Subsets" section of a service whose weights have
+// subsets (GET /v1/weights `subsets`): the mode and size, the client
+// slots, the clients per endpoint, and a form asking for one client's
+// subset by node id (the same API with &client=NODE). It is appended to
+// main when the service has subsets and removed when it has none. ask is
+// called when the form asks for another client, to poll again now.
+// Node ids, zones and endpoint ids are shown as text only (el).
+function subsetsPanel(main, ask) {
+  let asked = ''; // the node id asked for; '' for none
+  const summary = el('tbody');
+  const result = el('div', { 'data-testid': 'subset-client', 'aria-live': 'polite' });
+  const input = el('input', {
+    type: 'text', 'data-testid': 'subset-client-input', 'aria-label': 'Client node id', placeholder: 'Client node id',
+    autocomplete: 'off', spellcheck: 'false',
+  });
+  const form = el('form', { class: 'toolbar', 'data-testid': 'subset-client-form' },
+    el('label', {}, 'Client ', input),
+    el('button', { type: 'submit', 'data-testid': 'subset-client-show' }, 'Show its subset'));
+  form.addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    asked = input.value.trim();
+    ask();
+  });
+  const panel = el('section', { 'data-testid': 'subsets' },
+    el('h2', {}, 'Subsets'),
+    el('p', { class: 'note' }, 'Each xDS client of this service is sent a subset of its endpoints (service config subset_mode, subset_size). Clients per endpoint: of the healthy endpoints, how many client slots hold each.'),
+    el('table', { 'data-testid': 'subsets-table' }, summary),
+    el('h3', {}, 'One client\'s subset'),
+    form, result);
+
+  function update(s, eps) {
+    if (!s) {
+      panel.remove();
+      return;
+    }
+    if (!panel.isConnected) main.append(panel);
+    const row = (head, testid, text) => el('tr', {}, el('th', { scope: 'row' }, head), el('td', { 'data-testid': testid }, text));
+    summary.replaceChildren(
+      row('Mode', 'subsets-mode', s.mode),
+      row('Size', 'subsets-size', `${s.size} endpoints per client`),
+      row('Client slots', 'subsets-slots', `${s.slots} slots`),
+      row('Clients per endpoint', 'subsets-clients-per-endpoint',
+        `${s.clients_per_endpoint_min} to ${s.clients_per_endpoint_max} slots (max/avg ${ratio(s.clients_per_endpoint_max_over_avg)})`));
+    result.replaceChildren(...nodes(clientSubset(asked, s.client, eps)));
+  }
+  return { update, client: () => asked };
+}
+
+// clientSubset shows the answer for the client asked: its zone (the group
+// it is numbered in), replica in a mesh-wide plan, slot and endpoints,
+// with each endpoint's address when the endpoints list has it.
+function clientSubset(asked, c, eps) {
+  if (asked === '') return el('p', { class: 'note' }, 'Type a client\'s node id (its xDS bootstrap node.id) to see its subset.');
+  if (!c || c.node_id !== asked) {
+    return el('p', { 'data-testid': 'subset-client-missing' }, 'No stream of this service from node ', el('code', {}, asked),
+      ' on this replica (not connected here, or not a client of this service).');
+  }
+  const addr = new Map(((eps && eps.endpoints) || []).map((e) => [e.id, e.address]));
+  const ids = c.endpoints || [];
+  return [
+    el('p', {}, 'Client ', el('code', { 'data-testid': 'subset-client-node' }, c.node_id),
+      ' · zone ', el('span', { 'data-testid': 'subset-client-zone' }, zoneChip(c.zone)),
+      c.replica ? ` · replica ${c.replica}` : null,
+      ' · slot ', el('span', { 'data-testid': 'subset-client-slot' }, c.slot),
+      ` · ${ids.length} endpoints`),
+    ids.length === 0
+      ? el('p', { class: 'note', 'data-testid': 'subset-client-endpoints' }, 'Every endpoint: the plan does not know its slot yet.')
+      : el('ul', { 'data-testid': 'subset-client-endpoints' }, ids.map((id) => el('li', { 'data-endpoint': id }, el('code', {}, id),
+        addr.has(id) ? ` ${addr.get(id)}` : ''))),
+  ];
 }
 
 function endpointsTable(eps, weights) {
