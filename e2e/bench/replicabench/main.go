@@ -180,10 +180,7 @@ func run(ctx context.Context, c config) error {
 	if err := build.Run(); err != nil {
 		return fmt.Errorf("go build ./cmd/spillway (run from the repository root): %w", err)
 	}
-	etcdVersion := "unknown"
-	if out, err := exec.Command(c.etcdBin, "--version").Output(); err == nil {
-		etcdVersion = strings.TrimSpace(strings.TrimPrefix(strings.SplitN(string(out), "\n", 2)[0], "etcd Version:"))
-	}
+	etcdVersion := benchproc.EtcdVersion(c.etcdBin)
 
 	etcd, etcdURL, err := startEtcd(ctx, dir, c.etcdBin)
 	if err != nil {
@@ -573,18 +570,6 @@ func heartbeat(ctx context.Context, c config, etcd *proc, reps []*replica, homes
 	return res, nil
 }
 
-func loadAvg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], " ")
-}
-
 func ms(d time.Duration) string {
 	return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 1, 64)
 }
@@ -592,7 +577,7 @@ func ms(d time.Duration) string {
 func report(c config, etcdVersion string, reg regResult, hb hbResult, before, after, afterHB []memReading) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "replicabench %s: %d replicas, %d leases over %d services, etcd %s (one member, default settings: WAL fsync per commit), %s, %d CPUs, load average at the end %s\n\n",
-		time.Now().UTC().Format("2006-01-02 15:04 MST"), c.replicas, c.leases, c.services, etcdVersion, runtime.Version(), runtime.NumCPU(), loadAvg())
+		time.Now().UTC().Format("2006-01-02 15:04 MST"), c.replicas, c.leases, c.services, etcdVersion, runtime.Version(), runtime.NumCPU(), benchproc.LoadAvg())
 
 	fmt.Fprintf(&b, "Registrations (%d in flight, round-robin over the replicas):\n\n", c.concurrency)
 	b.WriteString("| acknowledged | failed | wall s | registrations/s | p50 ms | p99 ms | max ms | etcd revisions | etcd puts | etcd WAL fsyncs | mean fsync ms | registrations per fsync | etcd CPU s | replicas CPU s |\n")

@@ -1,6 +1,7 @@
 // Package benchproc runs the child processes of the bench commands
-// (replicabench, consistency): spillway replicas and a one-member etcd on
-// 127.0.0.1, each logging to its own file, each dying with the driver.
+// (replicabench, consistency, soak): spillway replicas and a one-member
+// etcd on 127.0.0.1, each logging to its own file, each dying with the
+// driver; and it reads their Prometheus /metrics.
 package benchproc
 
 import (
@@ -12,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -124,6 +126,43 @@ func Get(url string) (int, string, error) {
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	return resp.StatusCode, string(b), err
+}
+
+// BuildSpillway builds ./cmd/spillway (run from the repository root)
+// into dir and returns the binary's path; the compiler's output goes to
+// stderr.
+func BuildSpillway(ctx context.Context, dir string) (string, error) {
+	bin := filepath.Join(dir, "spillway")
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/spillway")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		return "", fmt.Errorf("go build ./cmd/spillway (run from the repository root): %w", err)
+	}
+	return bin, nil
+}
+
+// LoadAvg is the machine's load average over 1, 5 and 15 minutes
+// (/proc/loadavg), or "unknown".
+func LoadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+// EtcdVersion is what `bin --version` says of etcd's version, or
+// "unknown".
+func EtcdVersion(bin string) string {
+	out, err := exec.Command(bin, "--version").Output()
+	if err != nil {
+		return "unknown"
+	}
+	return strings.TrimSpace(strings.TrimPrefix(strings.SplitN(string(out), "\n", 2)[0], "etcd Version:"))
 }
 
 // FreeAddr returns a free 127.0.0.1 TCP address.

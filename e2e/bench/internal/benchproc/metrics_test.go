@@ -1,4 +1,4 @@
-package main
+package benchproc
 
 import (
 	"strings"
@@ -58,15 +58,15 @@ etcd_disk_wal_fsync_duration_seconds_sum 1.5e-01
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := parseMetrics(strings.NewReader(tt.input), tt.names...)
+			got, err := ParseMetrics(strings.NewReader(tt.input), tt.names...)
 			if (err != nil) != tt.err {
-				t.Fatalf("parseMetrics error = %v, want error %v", err, tt.err)
+				t.Fatalf("ParseMetrics error = %v, want error %v", err, tt.err)
 			}
 			if tt.err {
 				return
 			}
 			if diff := cmp.Diff(tt.want, got); diff != "" {
-				t.Errorf("parseMetrics (-want +got):\n%s", diff)
+				t.Errorf("ParseMetrics (-want +got):\n%s", diff)
 			}
 		})
 	}
@@ -77,9 +77,9 @@ func FuzzParseMetrics(f *testing.F) {
 	f.Add("etcd_mvcc_put_total{a=\"}\"} 2 3\n# x\n")
 	f.Add("etcd_mvcc_put_total{\n")
 	f.Fuzz(func(t *testing.T, input string) {
-		m, err := parseMetrics(strings.NewReader(input), "etcd_mvcc_put_total")
+		m, err := ParseMetrics(strings.NewReader(input), "etcd_mvcc_put_total")
 		if err == nil && len(m) > 1 {
-			t.Errorf("parseMetrics returned %d names, asked for 1", len(m))
+			t.Errorf("ParseMetrics returned %d names, asked for 1", len(m))
 		}
 	})
 }
