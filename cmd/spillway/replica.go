@@ -90,4 +90,5 @@ func decideExpiry(lc *lease.Config, rep *registrysync.Replica) {
 	lc.Decider = rep
 	lc.ExpiryGrace = rep.Grace()
 	lc.Sharer = rep
+	lc.View = rep
 }

@@ -147,6 +147,14 @@ type Sharer interface {
 	Sharing() error
 }
 
+// View says whether this replica holds every lease the store has: nil
+// when it does, an error naming why not while it cannot be sure (the
+// store is unreachable, or the replica is listing the registrations
+// again after a broken watch). Package registrysync implements it.
+type View interface {
+	Complete() error
+}
+
 // Decider says whether this replica may expire leases now. With several
 // replicas on one store exactly one, elected through the store, may; and
 // none while the store is unreachable (package replica implements it).
@@ -200,6 +208,12 @@ type Config struct {
 	// lease but returns ErrNotShared so that the agent moves. Nil: every
 	// heartbeat is shared (one replica).
 	Sharer Sharer
+	// View, with several replicas, tells whether a lease this manager
+	// does not hold can exist: while it cannot be sure, a heartbeat for
+	// an unknown lease is answered ErrNotShared (the agent moves) rather
+	// than ErrNotFound (the agent registers again). Nil: an unknown lease
+	// is not found.
+	View View
 }
 
 func (c *Config) validate() error {
@@ -498,6 +512,12 @@ func (m *Manager) Heartbeat(id string) (time.Duration, error) {
 	l := m.leases[id]
 	m.mu.RUnlock()
 	if l == nil {
+		if m.cfg.View != nil {
+			if err := m.cfg.View.Complete(); err != nil {
+				m.metrics.heartbeatsNotShared.Inc()
+				return 0, fmt.Errorf("heartbeat %q: lease not held here, and this replica may not have every lease yet: %w (%v); heartbeat another replica", id, ErrNotShared, err)
+			}
+		}
 		m.metrics.heartbeatsUnknown.Inc()
 		return 0, fmt.Errorf("heartbeat %q: %w", id, ErrNotFound)
 	}

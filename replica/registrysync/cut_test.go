@@ -183,6 +183,9 @@ func TestCutReplicaSendsAgentsAway(t *testing.T) {
 				if err := b.rep.Sharing(); err == nil {
 					t.Errorf("b.Sharing() = nil during the cut")
 				}
+				if err := b.rep.Complete(); err == nil {
+					t.Errorf("b.Complete() = nil during the cut: it may lack leases made meanwhile")
+				}
 				if err := a.rep.Sharing(); err != nil {
 					t.Errorf("a.Sharing() = %v during b's cut", err)
 				}

@@ -102,8 +102,11 @@ type Replica struct {
 	grace   time.Duration
 	metrics *metrics
 
-	up        atomic.Bool
-	upSince   atomic.Int64 // unix nanos of the last down→up, or of start
+	up      atomic.Bool
+	upSince atomic.Int64 // unix nanos of the last down→up, or of start
+	// relisting is true while the registrations are being listed again
+	// after their watch broke (Complete).
+	relisting atomic.Bool
 	leader    atomic.Bool
 	leadSince atomic.Int64
 	freshAt   atomic.Int64  // unix nanos of the last List of every replica's stamps
@@ -260,6 +263,21 @@ func (r *Replica) Sharing() error {
 	return fmt.Errorf("store %s unreachable from this replica: %w", r.cfg.Name, err)
 }
 
+// Complete implements lease.View: nil while this replica's registrations
+// follow the store's watch; an error while the store is unreachable
+// (Sharing) or while it lists them again after a broken watch (after an
+// outage that is a full list: seconds at 100,000 registrations), when a
+// lease another replica made meanwhile may not be here yet.
+func (r *Replica) Complete() error {
+	if err := r.Sharing(); err != nil {
+		return err
+	}
+	if r.relisting.Load() {
+		return fmt.Errorf("store %s: listing the registrations again after a broken watch", r.cfg.Name)
+	}
+	return nil
+}
+
 // Status is what /readyz shows of the store.
 type Status struct {
 	Name    string
@@ -365,8 +383,12 @@ func (r *Replica) watchLoop(ctx context.Context, prefix string, list func(contex
 	if !ok {
 		rev = -1
 	}
+	regs := prefix == systemstore.RegistrationsPrefix
 	for ctx.Err() == nil {
 		if rev < 0 {
+			if regs {
+				r.relisting.Store(true)
+			}
 			var err error
 			if rev, err = list(ctx); err != nil {
 				rev = -1
@@ -375,6 +397,9 @@ func (r *Replica) watchLoop(ctx context.Context, prefix string, list func(contex
 				continue
 			}
 			r.metrics.resyncs.Inc()
+			if regs {
+				r.relisting.Store(false)
+			}
 		}
 		r.mu.Lock()
 		resync := r.resync

@@ -34,6 +34,14 @@ func (g *gate) MayExpire() bool {
 	return r != nil && r.MayExpire()
 }
 
+// Complete is the lease manager's View, as cmd/spillway wires it.
+func (g *gate) Complete() error {
+	if r := g.r.Load(); r != nil {
+		return r.Complete()
+	}
+	return errors.New("replica not started")
+}
+
 // Sharing is the lease manager's Sharer, as cmd/spillway wires it.
 func (g *gate) Sharing() error {
 	if r := g.r.Load(); r != nil {
@@ -68,7 +76,7 @@ func startNode(t *testing.T, kv systemstore.KV, id string, el systemstore.Electo
 	var err error
 	n.leases, err = lease.New(lease.Config{
 		Store: n.store, Storage: st, Tick: 100 * time.Millisecond, MinTTL: time.Second,
-		Decider: g, Sharer: g, ExpiryGrace: GraceFor(testFlush, testProbe), GuardShare: 1,
+		Decider: g, Sharer: g, View: g, ExpiryGrace: GraceFor(testFlush, testProbe), GuardShare: 1,
 	})
 	if err != nil {
 		t.Fatal(err)
