@@ -22,6 +22,11 @@ type entry struct {
 	rules  uint64               // region rules version the eds map is for
 	eds    map[string]*resource // by zone and region variant, for svc, gen and rules
 	good   map[string]*resource // last valid, by zone and region variant, any version
+	// subIn[v] fingerprints what built good[v] for a subset variant v
+	// (subsetFingerprint): under a new service version or plan
+	// generation, a slot whose endpoints and weights are the same takes
+	// good[v] again instead of encoding it anew.
+	subIn map[string]uint64
 	// regions are svc's regions with a healthy endpoint, sorted; nil
 	// until computed for svc.
 	regions []string
@@ -116,7 +121,8 @@ func (s *Server) lookupFor(t int, name string, node nodeInfo, w *watcher, snap *
 	prio, outcome := s.priorities(e.regions, node.region, rules)
 	variant += prioKey(prio)
 	built := svc
-	if sub, key := s.subsetOf(svc, w); sub != nil {
+	sub, key := s.subsetOf(svc, w)
+	if sub != nil {
 		variant += key
 		built = sub
 	}
@@ -127,16 +133,34 @@ func (s *Server) lookupFor(t int, name string, node nodeInfo, w *watcher, snap *
 		e.eds, e.good = map[string]*resource{}, map[string]*resource{}
 	}
 	s.reportRegions(name, node.region, outcome)
+	var fp uint64
+	reuse := false
+	if sub != nil {
+		fp, reuse = s.subsetFingerprint(sub, zone, gen, epw)
+		if r := e.good[variant]; reuse && r != nil && e.subIn[variant] == fp {
+			e.eds[variant] = r
+			return r, true
+		}
+	}
 	r, err := s.buildEDS(built, zone, weights, epw, prio)
 	if err != nil {
 		s.metrics.invalid.WithLabelValues("EDS").Inc()
 		s.log.Error("endpoints not pushed: the new version is invalid, clients keep the last valid one", "service", name, "zone", zone, "err", err)
+		delete(e.subIn, variant)
 		r = e.good[variant]
 		if r == nil {
 			return nil, true
 		}
 	} else {
 		e.good[variant] = r
+		if reuse {
+			if e.subIn == nil {
+				e.subIn = map[string]uint64{}
+			}
+			e.subIn[variant] = fp
+		} else {
+			delete(e.subIn, variant)
+		}
 	}
 	e.eds[variant] = r
 	return r, true

@@ -1,6 +1,8 @@
 package xds
 
 import (
+	"encoding/binary"
+	"hash/maphash"
 	"slices"
 	"strconv"
 	"time"
@@ -170,6 +172,68 @@ func (s *Server) subsetOf(svc *registry.Service, w *watcher) (*registry.Service,
 		return nil, ""
 	}
 	return &registry.Service{Name: svc.Name, Version: svc.Version, Endpoints: eps}, "|s" + strconv.Quote(zone) + "#" + strconv.Itoa(i)
+}
+
+// fingerprintSeed seeds subsetFingerprint: random per process, so that
+// endpoint fields chosen to collide cannot be found offline.
+var fingerprintSeed = maphash.MakeSeed()
+
+// subsetFingerprint hashes what buildEDS makes a subset variant's EDS
+// of, beyond the variant's key (route, priorities, zone and slot): each
+// endpoint's id, address, port, health, locality and endpoint weight, and
+// the plan's zone weights for the client zone (PID alone: none, its
+// endpoint weights give the localities'). It reports false, and the
+// variant is encoded anew, unless the service's current plan is of
+// generation gen and has zone-aware weights, the only LocalityWeights
+// that are a function of these.
+func (s *Server) subsetFingerprint(sub *registry.Service, zone string, gen uint64, epw endpointWeights) (uint64, bool) {
+	p := s.planFor(sub.Name)
+	if p == nil || p.Result == nil || p.Gen != gen {
+		return 0, false
+	}
+	var h maphash.Hash
+	h.SetSeed(fingerprintSeed)
+	var n [8]byte
+	u32 := func(v uint32) {
+		binary.LittleEndian.PutUint32(n[:4], v)
+		h.Write(n[:4])
+	}
+	str := func(v string) {
+		u32(uint32(len(v)))
+		h.WriteString(v)
+	}
+	for _, e := range sub.Endpoints {
+		str(e.ID)
+		a := e.Address.As16()
+		h.Write(a[:])
+		str(e.Address.Zone())
+		if e.Address.Is4() {
+			h.WriteByte(4)
+		} else {
+			h.WriteByte(6)
+		}
+		if port, ok := endpointPort(e, s.cfg.PortName); ok {
+			h.WriteByte(1)
+			u32(uint32(port.Number))
+		} else {
+			h.WriteByte(0)
+		}
+		str(string(e.Health))
+		str(e.Locality.Region)
+		str(e.Locality.Zone)
+		str(e.Locality.SubZone)
+		u32(epw.weight(e))
+	}
+	if epw.localities {
+		h.WriteByte(1)
+	} else {
+		h.WriteByte(0)
+		for _, zw := range p.Result.Route(zone).Weights {
+			str(zw.Zone)
+			u32(zw.Weight)
+		}
+	}
+	return h.Sum64(), true
 }
 
 // ClientSlot finds the stream of node nodeID that wants service on this

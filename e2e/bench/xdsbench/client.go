@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -50,6 +51,11 @@ type fleet struct {
 
 	// pending[svc] is the change in flight on service svc, or nil.
 	pending []atomic.Pointer[pendingChange]
+	// views[i] is stream i's latest EDS, when the fleet tracks every
+	// stream's endpoints (subsets: trackEDS); nil otherwise. A stream
+	// then counts as synced once its EDS holds some but not all of the
+	// service's endpoints: its subset.
+	views []atomic.Pointer[edsView]
 
 	errOnce sync.Once
 	err     error
@@ -115,8 +121,10 @@ type stream struct {
 
 // openFleet dials addr with ceil(k/perConn) connections and opens k streams,
 // perConn per connection. It returns once every stream has sent its four
-// subscriptions; waitSynced waits for the answers.
-func openFleet(ctx context.Context, addr string, k, perConn int, services []benchdata.Service, zones []string) (*fleet, error) {
+// subscriptions; waitSynced waits for the answers. With trackEDS the
+// fleet keeps every stream's latest EDS (views) and a stream is synced
+// once it holds a subset.
+func openFleet(ctx context.Context, addr string, k, perConn int, services []benchdata.Service, zones []string, trackEDS bool) (*fleet, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	f := &fleet{
 		k:        k,
@@ -125,6 +133,9 @@ func openFleet(ctx context.Context, addr string, k, perConn int, services []benc
 		syncedCh: make(chan struct{}),
 		pending:  make([]atomic.Pointer[pendingChange], len(services)),
 		errCh:    make(chan struct{}),
+	}
+	if trackEDS {
+		f.views = make([]atomic.Pointer[edsView], k)
 	}
 	nconn := (k + perConn - 1) / perConn
 	for range nconn {
@@ -246,6 +257,9 @@ func (f *fleet) receive(ctx context.Context, st *stream) {
 }
 
 func (f *fleet) onEDS(st *stream, resp *v3discoverypb.DiscoveryResponse, now time.Time) error {
+	if f.views != nil {
+		return f.onTrackedEDS(st, resp, now)
+	}
 	if !st.synced {
 		cla, err := findCLA(resp, st.name)
 		if err != nil || cla == nil {
@@ -277,6 +291,72 @@ func (f *fleet) onEDS(st *stream, resp *v3discoverypb.DiscoveryResponse, now tim
 		p.record(now.Sub(p.start))
 	}
 	return nil
+}
+
+// edsView is what one EDS response gave a stream: its endpoint
+// addresses, sorted, and when it arrived. Immutable.
+type edsView struct {
+	addrs []string
+	at    time.Time
+}
+
+// has reports whether v holds addr; false for a nil v.
+func (v *edsView) has(addr string) bool {
+	if v == nil {
+		return false
+	}
+	_, ok := slices.BinarySearch(v.addrs, addr)
+	return ok
+}
+
+// size is the number of endpoints in v, 0 for a nil v.
+func (v *edsView) size() int {
+	if v == nil {
+		return 0
+	}
+	return len(v.addrs)
+}
+
+// same reports whether v and w hold the same endpoints.
+func (v *edsView) same(w *edsView) bool {
+	if v == nil || w == nil {
+		return v == w
+	}
+	return slices.Equal(v.addrs, w.addrs)
+}
+
+// onTrackedEDS records st's EDS in f.views; the stream is synced at its
+// first EDS holding some but not all of its service's endpoints.
+func (f *fleet) onTrackedEDS(st *stream, resp *v3discoverypb.DiscoveryResponse, now time.Time) error {
+	cla, err := findCLA(resp, st.name)
+	if err != nil || cla == nil {
+		return err
+	}
+	v := &edsView{at: now}
+	for _, l := range cla.GetEndpoints() {
+		for _, e := range l.GetLbEndpoints() {
+			v.addrs = append(v.addrs, e.GetEndpoint().GetAddress().GetSocketAddress().GetAddress())
+		}
+	}
+	slices.Sort(v.addrs)
+	f.views[st.i].Store(v)
+	if !st.synced && len(v.addrs) > 0 && len(v.addrs) < len(f.services[st.svc].Endpoints) {
+		st.synced = true
+		if f.synced.Add(1) == int64(f.k) {
+			close(f.syncedCh)
+		}
+	}
+	return nil
+}
+
+// streamsOf returns the streams subscribed to service svc: svc, svc +
+// services, … below k.
+func (f *fleet) streamsOf(svc int) []int {
+	var out []int
+	for i := svc; i < f.k; i += len(f.services) {
+		out = append(out, i)
+	}
+	return out
 }
 
 // findCLA returns the ClusterLoadAssignment named name in resp, or nil.

@@ -52,19 +52,55 @@
 //     that ended in the window is missed), in cores, printed for every round
 //     so a noisy round shows.
 //
+// With --subset-size N (0, the default, is off) every round also runs
+// the target spillway+subset, right after spillway: spillway started with
+// a --service-config-dir holding one SERVICE.yaml per service,
+// "subset_mode: deterministic" and "subset_size: N", so that each stream
+// gets only its slot's subset of the service's endpoints (package
+// weights/subset). Both spillway targets then run with --weights-interval
+// (default 1s with --subset-size; spillway's own 10s otherwise), the
+// baseline as before. The subset run differs in three places:
+//
+//   - Sync: a stream is synced at its first EDS holding some but not all
+//     of the service's endpoints; then the driver waits until the plan of
+//     every service gives a slot to each of its streams (the admin API's
+//     Weights, subsets.slots, over the gRPC address) and the streams are
+//     quiet, checks that every stream holds a subset and that the first
+//     stream of every service holds exactly the subset the admin API names
+//     for its node, and only then takes the memory readings. After the
+//     idle window it checks every stream that way.
+//   - Fan-out: a change reaches only the streams whose subset it changes,
+//     some only at the next weights cycle, and may reach none (an added
+//     endpoint whose share is no slot). A change is over once the streams
+//     show it (added: some stream holds the endpoint; removed: none does
+//     and each that held it got its replacement) or, two weights cycles
+//     on, the service's plan counts it (Weights, zones' healthy
+//     endpoints), then once no response came for --quiet. Its stream
+//     updates are the streams whose endpoints differ from before the
+//     change; its latencies, the time to the EDS that gave each its final
+//     endpoints, include the wait for the weights cycle.
+//   - The ratios spillway+subset/spillway: RSS per stream, after one GC,
+//     and gross CPU per stream update against at most 1.2; net CPU per
+//     stream update, CPU per EDS response and server CPU per change
+//     (changes on services of the same number of streams) without target.
+//
 // It prints, per row, the medians over the rounds, the ratios
 // spillway/baseline of the medians against the targets (RSS, gross CPU per
 // stream update and fan-out p99 at most 1/2 of the baseline's), and every
 // round; --out writes the same as markdown. With --pprof and --keep, round
 // 1 of every row saves each server's heap and goroutine profiles, and the
 // heap profile's text form (its runtime.MemStats lines give the stack
-// total), after the sync (spillway with its --pprof on its HTTP address).
+// total), after the sync (spillway with its --pprof on its HTTP address);
+// with --cpu-profile D also a CPU profile of the first D of the change
+// window (which the idle window and, for spillway+subset, the final check
+// follow).
 //
 // Usage, from the repository root:
 //
 //	go run ./e2e/bench/xdsbench                      # K=1000,10000; 1 and 10 streams per connection; 5 rounds
 //	go run ./e2e/bench/xdsbench --streams 1000 --streams-per-conn 1 --rounds 3 --out /tmp/xds.md
 //	go run ./e2e/bench/xdsbench --streams 10000 --rounds 1 --pprof --keep /tmp/xdsprof
+//	go run ./e2e/bench/xdsbench --target spillway --subset-size 10 --streams 2000 --streams-per-conn 1 --services 20 --endpoints 100 --changes 20
 //
 // Everything runs on 127.0.0.1; every wait is bounded; the servers are
 // stopped on exit, including on Ctrl-C, and die with the driver if it is
@@ -88,6 +124,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -119,6 +156,15 @@ type config struct {
 	pprof         bool
 	steady        bool          // also measure after one runtime.GC in each server
 	scavenge      time.Duration // wait after that GC for the background scavenger
+	// subsetSize > 0 adds the target subsetTarget: spillway with
+	// deterministic subsets of that size for every service.
+	subsetSize int
+	// cpuProfile > 0: with pprof, round 1 also saves a CPU profile of the
+	// server over the first cpuProfile of the change window.
+	cpuProfile time.Duration
+	// weightsInterval is spillway's --weights-interval in both spillway
+	// targets; 0 leaves spillway's default.
+	weightsInterval time.Duration
 }
 
 // result is one target at one K.
@@ -152,6 +198,11 @@ type result struct {
 	updates      int                  // stream updates the changes needed: affected streams, summed
 	idleWindow   time.Duration        // the idle window actually waited
 	idleRaw      float64              // server CPU seconds over idleWindow (unscaled)
+
+	// The subset target's streams after the sync: the fewest and most
+	// endpoints a stream holds, and the services whose first stream was
+	// checked against the admin API's subset.
+	subsetMin, subsetMax, subsetChecked int
 }
 
 // otherCPU is the CPU the rest of the machine used during the change
@@ -267,6 +318,12 @@ func run() int {
 	fmt.Printf("== xdsbench: %s\n", machine())
 	fmt.Printf("== %d services x %d endpoints over %d zones; %d changes per run; %d rounds; streams per connection %v\n",
 		cfg.services, cfg.endpoints, cfg.zones, cfg.changes, cfg.rounds, cfg.perConns)
+	if cfg.weightsInterval > 0 {
+		fmt.Printf("== spillway --weights-interval %v in every spillway run\n", cfg.weightsInterval)
+	}
+	if cfg.subsetSize > 0 {
+		fmt.Printf("== %s: every service with subset_mode deterministic, subset_size %d\n", subsetTarget, cfg.subsetSize)
+	}
 	var tables []string
 	failed := false
 	for _, k := range cfg.streams {
@@ -286,8 +343,8 @@ func run() int {
 						failed = true
 						fmt.Printf("   %s K=%d round %d FAILED: %v\n", t, k, round, r.err)
 					} else {
-						fmt.Printf("   round %d %-8s K=%d/%d per conn: RSS/stream %.1f KiB (%s after one GC), peak %.1f KiB, p99 %s ms, gross CPU %.1f µs per stream update, other processes %.2f cores\n",
-							round, t, k, perConn, r.rssPerStream(), steadyCell(&cfg, "%.1f", r.rssSteadyPerStream()), r.peakPerStream(), ms(r.p(0.99)), r.grossPerUpdate(), r.otherCPU())
+						fmt.Printf("   round %d %-8s K=%d/%d per conn: RSS/stream %.1f KiB (%s after one GC), peak %.1f KiB, p99 %s ms, gross CPU %.1f µs per stream update (%d updates), %.1f per EDS response, other processes %.2f cores\n",
+							round, t, k, perConn, r.rssPerStream(), steadyCell(&cfg, "%.1f", r.rssSteadyPerStream()), r.peakPerStream(), ms(r.p(0.99)), r.grossPerUpdate(), r.updates, r.perEDS(), r.otherCPU())
 					}
 					rs = append(rs, r)
 				}
@@ -341,6 +398,9 @@ func parseFlags(args []string) (config, error) {
 	fs.DurationVar(&cfg.scavenge, "scavenge", 5*time.Second, "with --steady, wait after the GC for the background scavenger before the two RSS readings (--settle apart)")
 	fs.StringVar(&cfg.spillwayBin, "spillway-bin", "", "prebuilt spillway binary (default: go build ./cmd/spillway)")
 	fs.StringVar(&cfg.baselineBin, "baseline-bin", "", "prebuilt baseline binary (default: go build ./e2e/bench/xdsbench/baseline)")
+	fs.DurationVar(&cfg.cpuProfile, "cpu-profile", 0, "with --pprof: round 1 also saves each server's CPU profile of the first this long (whole seconds) of the change window (0: none)")
+	fs.IntVar(&cfg.subsetSize, "subset-size", 0, "also run "+subsetTarget+": spillway with subset_mode deterministic and this subset_size for every service (0: off)")
+	fs.DurationVar(&cfg.weightsInterval, "weights-interval", 0, "spillway's --weights-interval, in both spillway targets (0: spillway's default, 10s; 1s with --subset-size)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -377,8 +437,25 @@ func parseFlags(args []string) (config, error) {
 		return cfg, errors.New("--quiet, --sync-timeout, --change-timeout and --max-idle must be positive")
 	case cfg.pprof && cfg.keep == "":
 		return cfg, errors.New("--pprof needs --keep (where the profiles go)")
+	case cfg.cpuProfile != 0 && (!cfg.pprof || cfg.cpuProfile < time.Second):
+		return cfg, errors.New("--cpu-profile needs --pprof and at least 1s")
 	case cfg.scavenge < 0:
 		return cfg, errors.New("--scavenge must not be negative")
+	case cfg.subsetSize < 0 || cfg.subsetSize >= cfg.endpoints:
+		return cfg, fmt.Errorf("--subset-size: %d, want 0 (off) or 1..%d (fewer than --endpoints)", cfg.subsetSize, cfg.endpoints-1)
+	case cfg.subsetSize > 0 && !slices.Contains(cfg.targets, "spillway"):
+		return cfg, errors.New("--subset-size needs --target spillway or both (the subset run is compared with spillway's)")
+	case cfg.weightsInterval != 0 && cfg.weightsInterval < 100*time.Millisecond:
+		return cfg, fmt.Errorf("--weights-interval: %v, want at least 100ms (spillway's minimum) or 0", cfg.weightsInterval)
+	}
+	if cfg.subsetSize > 0 {
+		// Right after spillway, so that the two spillway runs of a round
+		// are next to each other.
+		i := slices.Index(cfg.targets, "spillway")
+		cfg.targets = slices.Insert(cfg.targets, i+1, subsetTarget)
+		if cfg.weightsInterval == 0 {
+			cfg.weightsInterval = time.Second
+		}
 	}
 	if slices.Min(cfg.streams) < cfg.services {
 		fmt.Fprintf(os.Stderr, "xdsbench: warning: K=%d < %d services: some changes have no affected stream\n", slices.Min(cfg.streams), cfg.services)
@@ -473,7 +550,8 @@ func runOne(ctx context.Context, cfg *config, target string, k, perConn, round i
 		return r
 	}
 	start := time.Now()
-	fl, err := openFleet(ctx, srv.adsAddr, k, perConn, services, benchdata.Zones(cfg.zones))
+	subsets := target == subsetTarget
+	fl, err := openFleet(ctx, srv.adsAddr, k, perConn, services, benchdata.Zones(cfg.zones), subsets)
 	if err != nil {
 		r.err = explain(target, err)
 		return r
@@ -483,6 +561,13 @@ func runOne(ctx context.Context, cfg *config, target string, k, perConn, round i
 		r.err = err
 		return r
 	}
+	if subsets {
+		if err := m.syncSubsets(ctx, fl, r); err != nil {
+			r.err = err
+			return r
+		}
+		r.setup = time.Since(start)
+	}
 	if err := m.memoryWith(ctx, r); err != nil {
 		r.err = err
 		return r
@@ -490,6 +575,18 @@ func runOne(ctx context.Context, cfg *config, target string, k, perConn, round i
 	if profiling {
 		m.saveProfiles(ctx, dir)
 	}
+	var cpuProfile sync.WaitGroup
+	if profiling && cfg.cpuProfile > 0 {
+		file := filepath.Join(dir, target+"-cpu.pprof")
+		cpuProfile.Go(func() {
+			if err := srv.savePprof(ctx, fmt.Sprintf("profile?seconds=%d", int(cfg.cpuProfile.Seconds())), file); err != nil {
+				m.say("CPU profile: %v", err)
+			} else {
+				m.say("saved %s", file)
+			}
+		})
+	}
+	defer cpuProfile.Wait() // before the server stops
 	if err := m.changes(ctx, fl, plan, r); err != nil {
 		r.err = err
 		return r
@@ -498,19 +595,44 @@ func runOne(ctx context.Context, cfg *config, target string, k, perConn, round i
 		r.err = err
 		return r
 	}
+	if subsets {
+		// After the measurements: every stream's subset, as the changes
+		// left it, is the one the plan gives its slot.
+		all := make([]int, k)
+		for i := range all {
+			all[i] = i
+		}
+		if err := m.checkSubsets(ctx, fl, all, plan); err != nil {
+			r.err = fmt.Errorf("after the changes: %w", err)
+			return r
+		}
+		m.say("after the changes, each of the %d streams holds exactly the subset the admin API names for it", k)
+	}
 	if err := srv.alive(); err != nil {
 		r.err = err
 	}
 	return r
 }
 
-// startTarget starts the server of target, "spillway" or "baseline"
-// (parseFlags accepts no other), with the data set loaded, serving
-// /debug/pprof/ when debug is set.
+// startTarget starts the server of target, "spillway", subsetTarget or
+// "baseline" (parseFlags accepts no other), with the data set loaded,
+// serving /debug/pprof/ when debug is set. Both spillway targets get
+// --weights-interval when set; subsetTarget also a --service-config-dir
+// giving every service subsets of --subset-size.
 func startTarget(ctx context.Context, cfg *config, target, dir string, services []benchdata.Service, debug bool) (*server, error) {
+	var extra []string
+	if cfg.weightsInterval > 0 {
+		extra = append(extra, "--weights-interval", cfg.weightsInterval.String())
+	}
 	switch target {
 	case "spillway":
-		return startSpillway(ctx, cfg.spillwayBin, dir, services, debug)
+		return startSpillway(ctx, cfg.spillwayBin, dir, services, debug, extra...)
+	case subsetTarget:
+		cfgDir, err := writeSubsetConfig(dir, services, cfg.subsetSize)
+		if err != nil {
+			return nil, err
+		}
+		return startSpillway(ctx, cfg.spillwayBin, dir, services, debug, append(extra, "--service-config-dir", cfgDir)...)
 	case "baseline":
 		return startBaseline(ctx, cfg.baselineBin, dir, cfg.services, cfg.endpoints, cfg.zones, debug)
 	default:
@@ -666,7 +788,11 @@ func (m *meter) changes(ctx context.Context, fl *fleet, plan []benchdata.Change,
 	resp0 := fl.totalResponses()
 	t0 := time.Now()
 	for _, c := range plan {
-		if err := m.change(ctx, fl, c, r); err != nil {
+		change := m.change
+		if fl.views != nil {
+			change = m.changeSubset
+		}
+		if err := change(ctx, fl, c, r); err != nil {
 			return err
 		}
 	}
@@ -811,10 +937,14 @@ func msf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond
 // against the targets, and every round with the machine's other CPU use.
 func table(cfg *config, k, perConn int, rs []*result) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "K = %d streams, %d per connection (%d connections); %d services x %d endpoints, %d zones; %d changes per round, %d affected streams each; medians of %d rounds\n\n",
+	fmt.Fprintf(&b, "K = %d streams, %d per connection (%d connections); %d services x %d endpoints, %d zones; %d changes per round, on services of %d streams each; medians of %d rounds\n\n",
 		k, perConn, (k+perConn-1)/perConn, cfg.services, cfg.endpoints, cfg.zones, cfg.changes, k/cfg.services, cfg.rounds)
-	fmt.Fprintln(&b, "| target | rounds ok | RSS/stream KiB | peak RSS/stream KiB | RSS/stream KiB after one GC | stack KiB/stream (before GC / after) | fan-out p50 ms | p99 ms | max ms | missed | gross CPU µs/stream update | net µs/stream update | CPU µs/EDS response | EDS responses/change | L+R+C responses/change | idle server CPU ms/s | idle responses/s | driver CPU cores | other processes cores (min-max) | setup s |")
-	fmt.Fprintln(&b, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	if cfg.subsetSize > 0 {
+		fmt.Fprintf(&b, "%s: subsets of %d for every service; spillway --weights-interval %v in both spillway targets. Its stream updates are the streams whose endpoints a change changed, its fan-out latencies the time to their final endpoints (a subset moves at the next weights cycle).\n\n",
+			subsetTarget, cfg.subsetSize, cfg.weightsInterval)
+	}
+	fmt.Fprintln(&b, "| target | rounds ok | RSS/stream KiB | peak RSS/stream KiB | RSS/stream KiB after one GC | stack KiB/stream (before GC / after) | fan-out p50 ms | p99 ms | max ms | missed | gross CPU µs/stream update | net µs/stream update | CPU µs/EDS response | stream updates/change | EDS responses/change | L+R+C responses/change | endpoints/stream | idle server CPU ms/s | idle responses/s | driver CPU cores | other processes cores (min-max) | setup s |")
+	fmt.Fprintln(&b, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	ok := map[string][]*result{}
 	for _, r := range rs {
 		if r.err == nil {
@@ -831,7 +961,11 @@ func table(cfg *config, k, perConn int, rs []*result) string {
 		for i, r := range g {
 			others[i] = r.otherCPU()
 		}
-		fmt.Fprintf(&b, "| %s | %d | %.1f | %.1f | %s | %s | %.1f | %.1f | %.1f | %d | %.1f | %.1f | %.1f | %.0f | %.0f | %.1f | %.1f | %.2f | %.2f (%.2f-%.2f) | %.1f |\n",
+		eps := fmt.Sprint(cfg.endpoints)
+		if t == subsetTarget {
+			eps = fmt.Sprintf("%d-%d", slices.Min(collect(g, func(r *result) int { return r.subsetMin })), slices.Max(collect(g, func(r *result) int { return r.subsetMax })))
+		}
+		fmt.Fprintf(&b, "| %s | %d | %.1f | %.1f | %s | %s | %.1f | %.1f | %.1f | %d | %.1f | %.1f | %.1f | %.1f | %.0f | %.0f | %s | %.1f | %.1f | %.2f | %.2f (%.2f-%.2f) | %.1f |\n",
 			t, len(g),
 			med(g, (*result).rssPerStream),
 			med(g, (*result).peakPerStream),
@@ -844,40 +978,59 @@ func table(cfg *config, k, perConn int, rs []*result) string {
 			med(g, (*result).grossPerUpdate),
 			med(g, (*result).netPerUpdate),
 			med(g, (*result).perEDS),
+			med(g, func(r *result) float64 { return r.perChange(float64(r.updates)) }),
 			med(g, func(r *result) float64 { return r.perChange(float64(r.responses[edsIndex])) }),
 			med(g, func(r *result) float64 { return r.perChange(float64(r.responses[0] + r.responses[1] + r.responses[2])) }),
+			eps,
 			med(g, (*result).idleRate),
 			med(g, func(r *result) float64 { return float64(r.idleResp) / max(r.idleWindow.Seconds(), 1e-9) }),
 			med(g, func(r *result) float64 { return r.clientCPU / max(r.window.Seconds(), 1e-9) }),
 			median(others), slices.Min(others), slices.Max(others),
 			med(g, func(r *result) float64 { return r.setup.Seconds() }))
 	}
+	// ratio prints the ratio of the medians of f over num and den against
+	// want (0: no target).
+	ratio := func(num, den []*result, name string, f func(*result) float64, want float64) {
+		nv, dv := med(num, f), med(den, f)
+		switch {
+		case dv <= 0:
+			fmt.Fprintf(&b, "| %s | n/a (the denominator is 0) | | |\n", name)
+		case want == 0:
+			fmt.Fprintf(&b, "| %s | %.2f | | |\n", name, nv/dv)
+		default:
+			verdict := "meets"
+			if nv/dv > want {
+				verdict = "misses"
+			}
+			fmt.Fprintf(&b, "| %s | %.2f | at most %.2f | %s |\n", name, nv/dv, want, verdict)
+		}
+	}
 	s, bl := ok["spillway"], ok["baseline"]
 	if len(s) > 0 && len(bl) > 0 {
 		fmt.Fprintf(&b, "\n| spillway/baseline (medians) | ratio | target | |\n|---|---:|---:|---|\n")
-		ratio := func(name string, f func(*result) float64, want float64) {
-			sv, bv := med(s, f), med(bl, f)
-			switch {
-			case bv <= 0:
-				fmt.Fprintf(&b, "| %s | n/a (baseline is 0) | | |\n", name)
-			case want == 0:
-				fmt.Fprintf(&b, "| %s | %.2f | | |\n", name, sv/bv)
-			default:
-				verdict := "meets"
-				if sv/bv > want {
-					verdict = "misses"
-				}
-				fmt.Fprintf(&b, "| %s | %.2f | at most %.2f | %s |\n", name, sv/bv, want, verdict)
-			}
-		}
-		ratio("RSS per stream", (*result).rssPerStream, 0.5)
-		ratio("peak RSS per stream (opening every stream at once)", (*result).peakPerStream, 0)
+		ratio(s, bl, "RSS per stream", (*result).rssPerStream, 0.5)
+		ratio(s, bl, "peak RSS per stream (opening every stream at once)", (*result).peakPerStream, 0)
 		if cfg.steady {
-			ratio("RSS per stream after one GC (steady state)", (*result).rssSteadyPerStream, 0.5)
+			ratio(s, bl, "RSS per stream after one GC (steady state)", (*result).rssSteadyPerStream, 0.5)
 		}
-		ratio("gross CPU per stream update", (*result).grossPerUpdate, 0.5)
-		ratio("fan-out p99", func(r *result) float64 { return msf(r.p(0.99)) }, 0.5)
-		ratio("net CPU per stream update", (*result).netPerUpdate, 0)
+		ratio(s, bl, "gross CPU per stream update", (*result).grossPerUpdate, 0.5)
+		ratio(s, bl, "fan-out p99", func(r *result) float64 { return msf(r.p(0.99)) }, 0.5)
+		ratio(s, bl, "net CPU per stream update", (*result).netPerUpdate, 0)
+	}
+	if sub := ok[subsetTarget]; len(s) > 0 && len(sub) > 0 {
+		// The subset run's stream updates are the streams whose subset a
+		// change changed (changeSubset); spillway's, every stream of the
+		// changed service.
+		fmt.Fprintf(&b, "\n| %s/spillway (medians) | ratio | target | |\n|---|---:|---:|---|\n", subsetTarget)
+		ratio(sub, s, "RSS per stream", (*result).rssPerStream, subsetWant)
+		ratio(sub, s, "peak RSS per stream (opening every stream at once)", (*result).peakPerStream, 0)
+		if cfg.steady {
+			ratio(sub, s, "RSS per stream after one GC (steady state)", (*result).rssSteadyPerStream, subsetWant)
+		}
+		ratio(sub, s, "gross CPU per stream update (a stream whose endpoints changed)", (*result).grossPerUpdate, subsetWant)
+		ratio(sub, s, "net CPU per stream update", (*result).netPerUpdate, 0)
+		ratio(sub, s, "CPU per EDS response sent", (*result).perEDS, 0)
+		ratio(sub, s, "server CPU per change", func(r *result) float64 { return r.perChange(r.cpu) }, 0)
 	}
 	fmt.Fprintf(&b, "\n| round | target | RSS/stream KiB | peak | after one GC | p99 ms | gross CPU µs/stream update | net µs/stream update | other processes cores |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range rs {
@@ -890,6 +1043,19 @@ func table(cfg *config, k, perConn int, rs []*result) string {
 	}
 	fmt.Fprintf(&b, "\nLoad average after this row: %s (%d CPUs).\n", loadAverage(), runtime.NumCPU())
 	return b.String()
+}
+
+// subsetWant is the target of the subset run's cost per stream over
+// spillway's without subsets (RSS and CPU per stream update).
+const subsetWant = 1.2
+
+// collect is f of every result of rs.
+func collect(rs []*result, f func(*result) int) []int {
+	out := make([]int, len(rs))
+	for i, r := range rs {
+		out[i] = f(r)
+	}
+	return out
 }
 
 // steadyCell formats a --steady figure, or "-" without --steady.

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,6 +22,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/spillway/spillway/admin/adminv1"
 	"github.com/spillway/spillway/e2e/bench/xdsbench/internal/benchdata"
 	"github.com/spillway/spillway/registry/registryv1"
 )
@@ -38,6 +40,9 @@ type server struct {
 	// change makes one endpoint change and returns once the server has
 	// accepted it (the RPC or HTTP call returned).
 	change func(ctx context.Context, c benchdata.Change) error
+	// admin is spillway's admin API on its gRPC address (the subsets
+	// its plans give); nil for the baseline.
+	admin adminv1.AdminClient
 	// cleanup releases the driver's side (connections); run by stop.
 	cleanup []func()
 }
@@ -147,15 +152,16 @@ func (s *server) waitReady(ctx context.Context, limit time.Duration, ready func(
 // startSpillway runs the spillway binary with registrations in memory and
 // leases of an hour, and registers every endpoint through the registry API.
 // With withPprof, it serves /debug/pprof/ (its --pprof) on its HTTP
-// address, a free loopback address.
-func startSpillway(ctx context.Context, bin, dir string, services []benchdata.Service, withPprof bool) (_ *server, err error) {
+// address, a free loopback address. extra are more flags of spillway's
+// (--weights-interval, --service-config-dir).
+func startSpillway(ctx context.Context, bin, dir string, services []benchdata.Service, withPprof bool, extra ...string) (_ *server, err error) {
 	grpcAddr, err := freeAddr()
 	if err != nil {
 		return nil, err
 	}
 	httpAddr := "127.0.0.1:0"
 	pprofAddr := ""
-	var extra []string
+	extra = slices.Clone(extra)
 	if withPprof {
 		if pprofAddr, err = freeAddr(); err != nil {
 			return nil, err
@@ -185,6 +191,7 @@ func startSpillway(ctx context.Context, bin, dir string, services []benchdata.Se
 		return s, err
 	}
 	s.cleanup = append(s.cleanup, func() { cc.Close() })
+	s.admin = adminv1.NewAdminClient(cc)
 	reg := registryv1.NewRegistryClient(cc)
 	if err := s.waitReady(ctx, 30*time.Second, func(ctx context.Context) error {
 		_, err := reg.ListServices(ctx, &registryv1.ListServicesRequest{})
