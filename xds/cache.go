@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/spillway/spillway/registry"
+	"github.com/spillway/spillway/weights"
 )
 
 // entry caches the encoded resources of one service name. Listener, route
@@ -106,7 +107,8 @@ func (s *Server) lookupFor(t int, name string, node nodeInfo, w *watcher, snap *
 		}
 		return e.static[t], true
 	}
-	variant, gen, weights, epw := s.variant(svc, zone)
+	p := s.planFor(name) // one read: the variant, its weights and the subset agree
+	variant, gen, lw, epw := s.variant(p, svc, zone)
 	rules, rulesVer := s.regionRules(name)
 	if e.svc != svc || e.gen != gen || e.rules != rulesVer {
 		if e.svc != svc {
@@ -119,12 +121,21 @@ func (s *Server) lookupFor(t int, name string, node nodeInfo, w *watcher, snap *
 		e.regions = serviceRegions(svc, s.cfg.PortName)
 	}
 	prio, outcome := s.priorities(e.regions, node.region, rules)
-	variant += prioKey(prio)
+	base, pk := variant, prioKey(prio)
+	variant += pk
 	built := svc
-	sub, key := s.subsetOf(svc, w)
+	var fp uint64
+	reuse := false
+	sub, key, slot, wrapped := s.subsetOf(svc, p, w)
 	if sub != nil {
 		variant += key
 		built = sub
+		fp, reuse = s.subsetFingerprint(sub.Endpoints, p, zone, epw)
+		var view uint64
+		if reuse {
+			view = subsetView(base, pk, zone, wrapped, fp)
+		}
+		s.hub.seen(w, name, slot, view)
 	}
 	if r := e.eds[variant]; r != nil {
 		return r, true
@@ -133,16 +144,11 @@ func (s *Server) lookupFor(t int, name string, node nodeInfo, w *watcher, snap *
 		e.eds, e.good = map[string]*resource{}, map[string]*resource{}
 	}
 	s.reportRegions(name, node.region, outcome)
-	var fp uint64
-	reuse := false
-	if sub != nil {
-		fp, reuse = s.subsetFingerprint(sub, zone, gen, epw)
-		if r := e.good[variant]; reuse && r != nil && e.subIn[variant] == fp {
-			e.eds[variant] = r
-			return r, true
-		}
+	if r := e.good[variant]; reuse && r != nil && e.subIn[variant] == fp {
+		e.eds[variant] = r
+		return r, true
 	}
-	r, err := s.buildEDS(built, zone, weights, epw, prio)
+	r, err := s.buildEDS(built, zone, lw, epw, prio)
 	if err != nil {
 		s.metrics.invalid.WithLabelValues("EDS").Inc()
 		s.log.Error("endpoints not pushed: the new version is invalid, clients keep the last valid one", "service", name, "zone", zone, "err", err)
@@ -166,22 +172,30 @@ func (s *Server) lookupFor(t int, name string, node nodeInfo, w *watcher, snap *
 	return r, true
 }
 
-// variant names the EDS content a client zone gets, so that zones that get
-// the same weights share one encoded resource, with the plan generation it
-// is valid for and the weights that build it. A plan of PID alone
-// (LocalityFromEndpoints) gives every client zone the same content.
-func (s *Server) variant(svc *registry.Service, zone string) (string, uint64, LocalityWeights, endpointWeights) {
-	if p := s.planFor(svc.Name); p != nil && p.Result != nil {
-		epw := endpointWeights{byID: p.Endpoints, localities: p.LocalityFromEndpoints}
-		if p.LocalityFromEndpoints {
-			return "", p.Gen, planWeights(p), epw
-		}
-		return p.Result.Route(zone).ClientZone, p.Gen, planWeights(p), epw
+// variant names the EDS content a client zone gets under the service's
+// plan p (nil for none), so that zones that get the same weights share one
+// encoded resource, with the plan generation it is valid for and the
+// weights that build it.
+func (s *Server) variant(p *weights.Plan, svc *registry.Service, zone string) (string, uint64, LocalityWeights, endpointWeights) {
+	if p != nil && p.Result != nil {
+		v, epw := planVariant(p, zone)
+		return v, p.Gen, planWeights(p), epw
 	}
 	if s.cfg.ZoneVariant != nil {
 		return s.cfg.ZoneVariant(svc, zone), 0, s.cfg.Weights, endpointWeights{}
 	}
 	return "", 0, s.cfg.Weights, endpointWeights{}
+}
+
+// planVariant is variant's name and endpoint weights under plan p, which
+// has a Result. A plan of PID alone (LocalityFromEndpoints) gives every
+// client zone the same content.
+func planVariant(p *weights.Plan, zone string) (string, endpointWeights) {
+	epw := endpointWeights{byID: p.Endpoints, localities: p.LocalityFromEndpoints}
+	if p.LocalityFromEndpoints {
+		return "", epw
+	}
+	return p.Result.Route(zone).ClientZone, epw
 }
 
 func (s *Server) buildStatic(t int, name string) (*resource, error) {

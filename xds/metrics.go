@@ -16,6 +16,7 @@ type metrics struct {
 	lrsReports             prometheus.Counter
 	lrsRequests            *prometheus.CounterVec
 	lrsDropped             *prometheus.CounterVec
+	subsetKept             prometheus.Counter
 }
 
 func newMetrics(*Server) *metrics {
@@ -52,6 +53,9 @@ func newMetricVecs() *metrics {
 			Help:    "From a store change to the Send of a response carrying it (includes the debounce).",
 			Buckets: []float64{0.01, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 1, 2, 5, 10},
 		}),
+		subsetKept: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "spillway_xds_subset_streams_unchanged_total", Help: "Streams of a changed service that were not woken: their subset's endpoints and weights stayed as last built.",
+		}),
 		lrsReports: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "spillway_lrs_cluster_reports_total", Help: "Per-cluster load reports received over LRS.",
 		}),
@@ -72,7 +76,7 @@ func (m *metrics) freeZone(zone string) {
 }
 
 func (m *metrics) register(r prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.streams, m.pushes, m.suppressed, m.stale, m.nacks, m.invalid, m.pushLatency, m.lrsReports, m.lrsRequests, m.lrsDropped} {
+	for _, c := range []prometheus.Collector{m.streams, m.pushes, m.suppressed, m.stale, m.nacks, m.invalid, m.pushLatency, m.lrsReports, m.lrsRequests, m.lrsDropped, m.subsetKept} {
 		if err := r.Register(c); err != nil {
 			return err
 		}

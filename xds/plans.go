@@ -78,6 +78,8 @@ func (s *Server) ClientCounts() map[string]map[string]int {
 // (Config.MaxZones): it keeps its own name. It implements weights.ZoneSet.
 func (s *Server) Has(zone string) bool { return s.zones.has(zone) }
 
-// Dispatch tells the streams of services that their content changed at
-// now, as a store change does (the planner's OnChange).
-func (s *Server) Dispatch(services []string, now time.Time) { s.hub.dispatch(services, now) }
+// Dispatch tells the streams of services that their endpoints' content
+// changed at now, as a store change does: the planner's OnChange (new
+// weights or subsets), the region rules'. A stream whose subset of a
+// service it leaves as it was is not woken (dispatchViews).
+func (s *Server) Dispatch(services []string, now time.Time) { s.dispatchViews(services, now) }

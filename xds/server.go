@@ -278,13 +278,18 @@ func (s *Server) Run(ctx context.Context) error {
 		routesChanged = s.cfg.Routes.Changed()
 		ruled, deps = s.cfg.Routes.Services(), dependents(s.cfg.Routes)
 	}
-	withDeps := func(names []string) []string {
+	// A registry change changes the EDS of the changed services (and the
+	// route of those whose rules name them): dispatchViews leaves out
+	// the streams whose subset it did not change.
+	changed := func(names []string, at time.Time) {
+		s.dispatchViews(names, at)
+		var ds []string
 		for _, n := range names {
-			if d := deps[n]; len(d) > 0 {
-				names = append(names[:len(names):len(names)], d...)
-			}
+			ds = append(ds, deps[n]...)
 		}
-		return names
+		if len(ds) > 0 {
+			s.hub.dispatch(ds, at)
+		}
 	}
 	for {
 		select {
@@ -299,7 +304,7 @@ func (s *Server) Run(ctx context.Context) error {
 			now := time.Now()
 			dispatch, arm := co.change()
 			if dispatch {
-				s.hub.dispatch(withDeps(sub.Changed()), now)
+				changed(sub.Changed(), now)
 			} else if first.IsZero() {
 				first = now
 			}
@@ -309,7 +314,7 @@ func (s *Server) Run(ctx context.Context) error {
 		case <-window.C:
 			dispatch, arm := co.expire()
 			if dispatch {
-				s.hub.dispatch(withDeps(sub.Changed()), first)
+				changed(sub.Changed(), first)
 				first = time.Time{}
 			}
 			if arm > 0 {
@@ -456,6 +461,10 @@ type watcher struct {
 	all   bool
 	asked uint8     // types whose request waits for an answer, bit t for type t
 	since time.Time // earliest pending change, for push latency
+	// pushing is set from take until the push that took the changes
+	// ends (pushTypes): dispatchViews wakes such a stream whatever its
+	// last build, which may have read the registry before the change.
+	pushing bool
 }
 
 func newWatcher(wake func(resync bool)) *watcher { return &watcher{wake: wake} }
@@ -488,6 +497,20 @@ func (w *watcher) ask(t int) {
 	w.wake(false)
 }
 
+// busy reports whether a push is running.
+func (w *watcher) busy() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.pushing
+}
+
+// done ends the push that take began.
+func (w *watcher) done() {
+	w.mu.Lock()
+	w.pushing = false
+	w.mu.Unlock()
+}
+
 // pending reports whether changes wait to be taken.
 func (w *watcher) pending() bool {
 	w.mu.Lock()
@@ -517,12 +540,14 @@ func (m marked) any(names map[string]struct{}) bool {
 	return false
 }
 
-// take returns and clears the pending changes.
+// take returns and clears the pending changes, and marks a push running
+// until done.
 func (w *watcher) take() (names marked, all bool, asked uint8, since time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	names, all, asked, since = marked{w.first, w.dirty}, w.all, w.asked, w.since
 	w.first, w.dirty, w.all, w.asked, w.since = "", nil, false, 0, time.Time{}
+	w.pushing = true
 	return names, all, asked, since
 }
 
@@ -538,6 +563,7 @@ type subs struct {
 // for every type asked for or whose subscription the changes touch.
 func pushTypes(w *watcher, types [4]*subs, respond func(t int, since time.Time) error) (err error) {
 	names, all, asked, since := w.take()
+	defer w.done()
 	for t, ts := range types {
 		if !ts.requested {
 			continue

@@ -5,10 +5,12 @@ import (
 	"hash/maphash"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spillway/spillway/registry"
 	"github.com/spillway/spillway/weights"
+	"github.com/spillway/spillway/weights/regions"
 	"github.com/spillway/spillway/weights/subset"
 )
 
@@ -25,21 +27,30 @@ type slotKey struct{ service, zone string }
 // stream's subset changes. Guarded by hub.mu.
 type slots struct {
 	by map[slotKey][]*watcher
-	of map[*watcher]map[string]int // the stream's slot per service
+	of map[*watcher]map[string]slotRec // the stream's slot per service
+}
+
+// slotRec is a stream's slot of one service and what its last EDS of the
+// service was built from: view, the subsetView of that build, 0 when it
+// was not a subset whose view can be checked (dispatchViews then always
+// wakes the stream).
+type slotRec struct {
+	slot int
+	view uint64
 }
 
 // take gives w a slot for service in zone's group.
 func (s *slots) take(w *watcher, service, zone string) {
 	if s.by == nil {
-		s.by, s.of = map[slotKey][]*watcher{}, map[*watcher]map[string]int{}
+		s.by, s.of = map[slotKey][]*watcher{}, map[*watcher]map[string]slotRec{}
 	}
 	k := slotKey{service, zone}
 	m := s.of[w]
 	if m == nil {
-		m = map[string]int{}
+		m = map[string]slotRec{}
 		s.of[w] = m
 	}
-	m[service] = len(s.by[k])
+	m[service] = slotRec{slot: len(s.by[k])}
 	s.by[k] = append(s.by[k], w)
 }
 
@@ -48,10 +59,11 @@ func (s *slots) take(w *watcher, service, zone string) {
 // subset.
 func (s *slots) give(w *watcher, service, zone string) *watcher {
 	k := slotKey{service, zone}
-	i, ok := s.of[w][service]
+	rec, ok := s.of[w][service]
 	if !ok {
 		return nil
 	}
+	i := rec.slot
 	delete(s.of[w], service)
 	if len(s.of[w]) == 0 {
 		delete(s.of, w)
@@ -63,7 +75,7 @@ func (s *slots) give(w *watcher, service, zone string) *watcher {
 	var moved *watcher
 	if last != w {
 		list[i] = last
-		s.of[last][service] = i
+		s.of[last][service] = slotRec{slot: i} // its view is another slot's
 		moved = last
 	}
 	if len(list) == 0 {
@@ -76,8 +88,18 @@ func (s *slots) give(w *watcher, service, zone string) *watcher {
 
 // slot returns w's slot of service, and false if it has none.
 func (s *slots) slot(w *watcher, service string) (int, bool) {
-	i, ok := s.of[w][service]
-	return i, ok
+	rec, ok := s.of[w][service]
+	return rec.slot, ok
+}
+
+// setView records the view of w's last EDS of service, built for slot.
+// A stream whose slot moved since keeps view 0.
+func (s *slots) setView(w *watcher, service string, slot int, view uint64) {
+	m := s.of[w]
+	if rec, ok := m[service]; ok && rec.slot == slot {
+		rec.view = view
+		m[service] = rec
+	}
 }
 
 // streamSlot returns the client zone and slot of w for service.
@@ -135,43 +157,52 @@ func (h *hub) moveSlots(w *watcher, old, next map[string]struct{}, oldZone, zone
 	}
 }
 
-// subsetOf returns the service as stream w's subset shows it, and the
-// key of that subset among the service's EDS variants; nil when the
-// plan gives no subsets or w holds no slot. The stream's group is its
-// client zone on this replica: Replica "" in a local plan, Config.Replica
-// in a mesh-wide one. A stream whose slot the plan does not know yet (it
-// came after the plan was computed) gets the subset of the slot its
-// number wraps to in its group, or every endpoint when the group is new.
-func (s *Server) subsetOf(svc *registry.Service, w *watcher) (*registry.Service, string) {
-	p := s.planFor(svc.Name)
+// subsetOf returns the service as stream w's subset under plan p shows
+// it, the key of that subset among the service's EDS variants, and the
+// stream's slot and the slot it wrapped to; nil when the plan gives no
+// subsets or w holds no slot. The stream's group is its client zone on
+// this replica: Replica "" in a local plan, Config.Replica in a
+// mesh-wide one. A stream whose slot the plan does not know yet (it came
+// after the plan was computed) gets the subset of the slot its number
+// wraps to in its group, or every endpoint when the group is new.
+func (s *Server) subsetOf(svc *registry.Service, p *weights.Plan, w *watcher) (sub *registry.Service, key string, slot, wrapped int) {
 	if p == nil || p.Subsets == nil {
-		return nil, ""
+		return nil, "", 0, 0
 	}
-	zone, i, ok := s.hub.streamSlot(w, svc.Name)
+	zone, slot, ok := s.hub.streamSlot(w, svc.Name)
 	if !ok {
-		return nil, ""
+		return nil, "", 0, 0
 	}
+	eps, wrapped, ok := s.subsetAt(nil, svc, p, zone, slot)
+	if !ok {
+		return nil, "", 0, 0
+	}
+	return &registry.Service{Name: svc.Name, Version: svc.Version, Endpoints: eps}, "|s" + strconv.Quote(zone) + "#" + strconv.Itoa(wrapped), slot, wrapped
+}
+
+// subsetAt appends to buf the serving endpoints of svc in the subset that
+// plan p (which has Subsets) gives slot of client zone's group, in ID
+// order, and returns the slot it wrapped to; false when the group has no
+// slots or the subset no serving endpoint (the stream gets every
+// endpoint).
+func (s *Server) subsetAt(buf []*registry.Endpoint, svc *registry.Service, p *weights.Plan, zone string, slot int) ([]*registry.Endpoint, int, bool) {
 	g := subset.Group{Zone: zone}
 	if p.Source == weights.SourceMesh {
 		g.Replica = s.cfg.Replica
 	}
 	n := p.Subsets.Slots(g)
 	if n == 0 {
-		return nil, ""
+		return buf, 0, false
 	}
-	i %= n
-	ids := p.Subsets.Subset(g, i)
-	serving := svc.Serving()
-	eps := make([]*registry.Endpoint, 0, len(ids))
-	for _, e := range serving {
-		if _, found := slices.BinarySearch(ids, e.ID); found {
-			eps = append(eps, e)
+	slot %= n
+	serving := svc.Serving() // sorted by ID, as the subset's ids are
+	start := len(buf)
+	for _, id := range p.Subsets.Subset(g, slot) {
+		if j, found := slices.BinarySearchFunc(serving, id, func(e *registry.Endpoint, id string) int { return strings.Compare(e.ID, id) }); found {
+			buf = append(buf, serving[j])
 		}
 	}
-	if len(eps) == 0 {
-		return nil, ""
-	}
-	return &registry.Service{Name: svc.Name, Version: svc.Version, Endpoints: eps}, "|s" + strconv.Quote(zone) + "#" + strconv.Itoa(i)
+	return buf, slot, len(buf) > start
 }
 
 // fingerprintSeed seeds subsetFingerprint: random per process, so that
@@ -180,15 +211,13 @@ var fingerprintSeed = maphash.MakeSeed()
 
 // subsetFingerprint hashes what buildEDS makes a subset variant's EDS
 // of, beyond the variant's key (route, priorities, zone and slot): each
-// endpoint's id, address, port, health, locality and endpoint weight, and
-// the plan's zone weights for the client zone (PID alone: none, its
-// endpoint weights give the localities'). It reports false, and the
-// variant is encoded anew, unless the service's current plan is of
-// generation gen and has zone-aware weights, the only LocalityWeights
-// that are a function of these.
-func (s *Server) subsetFingerprint(sub *registry.Service, zone string, gen uint64, epw endpointWeights) (uint64, bool) {
-	p := s.planFor(sub.Name)
-	if p == nil || p.Result == nil || p.Gen != gen {
+// of the subset's endpoints eps' id, address, port, health, locality and
+// endpoint weight, and plan p's zone weights for the client zone (PID
+// alone: none, its endpoint weights give the localities'). It reports
+// false, and the variant is encoded anew, unless p has zone-aware
+// weights, the only LocalityWeights that are a function of these.
+func (s *Server) subsetFingerprint(eps []*registry.Endpoint, p *weights.Plan, zone string, epw endpointWeights) (uint64, bool) {
+	if p == nil || p.Result == nil {
 		return 0, false
 	}
 	var h maphash.Hash
@@ -202,7 +231,7 @@ func (s *Server) subsetFingerprint(sub *registry.Service, zone string, gen uint6
 		u32(uint32(len(v)))
 		h.WriteString(v)
 	}
-	for _, e := range sub.Endpoints {
+	for _, e := range eps {
 		str(e.ID)
 		a := e.Address.As16()
 		h.Write(a[:])
@@ -234,6 +263,137 @@ func (s *Server) subsetFingerprint(sub *registry.Service, zone string, gen uint6
 		}
 	}
 	return h.Sum64(), true
+}
+
+// subsetView names the EDS content of one subset slot: the variant's
+// route (base) and priorities, the client zone and the slot it wrapped
+// to, and the subsetFingerprint fp of its endpoints and weights. Two
+// builds of the same view encode the same ClusterLoadAssignment. Never 0
+// (slotRec's "none").
+func subsetView(base, prio, zone string, wrapped int, fp uint64) uint64 {
+	var h maphash.Hash
+	h.SetSeed(fingerprintSeed)
+	var n [8]byte
+	for _, v := range [...]string{base, prio, zone} {
+		binary.LittleEndian.PutUint64(n[:], uint64(len(v)))
+		h.Write(n[:])
+		h.WriteString(v)
+	}
+	binary.LittleEndian.PutUint64(n[:], uint64(wrapped))
+	h.Write(n[:])
+	binary.LittleEndian.PutUint64(n[:], fp)
+	h.Write(n[:])
+	return max(h.Sum64(), 1)
+}
+
+// seen records, for dispatchViews, the view of the EDS of service that
+// stream w just built for its slot (0: not a checkable subset).
+func (h *hub) seen(w *watcher, service string, slot int, view uint64) {
+	h.mu.Lock()
+	h.slots.setView(w, service, slot, view)
+	h.mu.Unlock()
+}
+
+// dispatchViews tells the streams of services that their content changed
+// at at, as hub.dispatch does, but leaves alone a stream that holds a
+// subset of a service and whose last EDS of it was built from the view
+// its slot has now (subsetView): a change that moves one endpoint wakes
+// the dozen streams whose subsets hold it, not every stream of the
+// service. A service without subsets, with route rules (its RDS may
+// change with the registry), or gone from the registry wakes every
+// stream; so does a stream whose push is running (it may have read the
+// registry before the change) or whose last build was not a checkable
+// subset. Use it only for changes to what EDS is built from (the
+// registry, the plans, the region rules): names whose listener, route or
+// cluster may have changed go through hub.dispatch.
+func (s *Server) dispatchViews(names []string, at time.Time) {
+	snap := s.store.Snapshot()
+	h := &s.hub
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var buf []*registry.Endpoint
+	for _, n := range names {
+		if n == registry.FlagsChanged {
+			continue
+		}
+		for w := range h.wild {
+			w.mark(n, false, at)
+		}
+		ws := h.by[n]
+		if len(ws) == 0 {
+			continue
+		}
+		c, checkable := s.newViewCheck(n, snap)
+		kept := 0
+		for w := range ws {
+			if checkable && !w.busy() {
+				if rec := h.slots.of[w][n]; rec.view != 0 {
+					var v uint64
+					v, buf = c.view(buf[:0], h.nodes[w], rec.slot)
+					if v == rec.view {
+						kept++
+						continue
+					}
+				}
+			}
+			w.mark(n, false, at)
+		}
+		if kept > 0 {
+			s.metrics.subsetKept.Add(float64(kept))
+		}
+	}
+}
+
+// viewCheck computes the current subsetView of a service's slots, as
+// lookupFor would build them now.
+type viewCheck struct {
+	s       *Server
+	svc     *registry.Service
+	plan    *weights.Plan
+	rules   regions.Rules
+	regions []string
+	prio    map[string]string // prioKey by client region
+}
+
+// newViewCheck returns the check of service's streams, and false when
+// they must all be woken.
+func (s *Server) newViewCheck(service string, snap *registry.Snapshot) (*viewCheck, bool) {
+	p := s.planFor(service)
+	if p == nil || p.Subsets == nil || p.Result == nil {
+		return nil, false
+	}
+	if s.cfg.Routes != nil {
+		if _, _, ruled := s.cfg.Routes.Rules(service); ruled {
+			return nil, false
+		}
+	}
+	svc, ok := snap.Service(service)
+	if !ok {
+		return nil, false
+	}
+	rules, _ := s.regionRules(service)
+	return &viewCheck{s: s, svc: svc, plan: p, rules: rules, regions: serviceRegions(svc, s.cfg.PortName), prio: map[string]string{}}, true
+}
+
+// view is the subsetView of slot for a stream of node, 0 when it would
+// not be a checkable subset; buf is scratch space, returned grown.
+func (c *viewCheck) view(buf []*registry.Endpoint, node nodeInfo, slot int) (uint64, []*registry.Endpoint) {
+	base, epw := planVariant(c.plan, node.zone)
+	pk, ok := c.prio[node.region]
+	if !ok {
+		prio, _ := c.s.priorities(c.regions, node.region, c.rules)
+		pk = prioKey(prio)
+		c.prio[node.region] = pk
+	}
+	buf, wrapped, ok := c.s.subsetAt(buf, c.svc, c.plan, node.zone, slot)
+	if !ok {
+		return 0, buf
+	}
+	fp, ok := c.s.subsetFingerprint(buf, c.plan, node.zone, epw)
+	if !ok {
+		return 0, buf
+	}
+	return subsetView(base, pk, node.zone, wrapped, fp), buf
 }
 
 // ClientSlot finds the stream of node nodeID that wants service on this
