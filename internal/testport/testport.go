@@ -6,7 +6,9 @@
 // range, which the kernel never gives to an outgoing connection, a UDP
 // query or a listen on port 0, and each is handed out at most once per
 // test binary, from a random start so that test binaries running side by
-// side rarely meet.
+// side rarely meet. Test binaries started as shards of one run
+// (scripts/e2e.sh) never meet: TESTPORT_SHARD=i/n gives shard i (0..n-1)
+// the i-th of n equal parts of the range.
 package testport
 
 import (
@@ -38,6 +40,9 @@ func Port(t testing.TB) int {
 	defer ports.Unlock()
 	if ports.hi == 0 {
 		ports.lo, ports.hi = Range(ephemeralLow())
+		if i, n, ok := Shard(os.Getenv("TESTPORT_SHARD")); ok {
+			ports.lo, ports.hi = Part(ports.lo, ports.hi, i, n)
+		}
 		ports.next = ports.lo + rand.IntN(ports.hi-ports.lo)
 	}
 	for range ports.hi - ports.lo {
@@ -62,6 +67,27 @@ func Range(ephemeralLow int) (lo, hi int) {
 		lo, hi = 10000, max(hi, 11000)
 	}
 	return lo, hi
+}
+
+// Shard parses a TESTPORT_SHARD value "i/n" (0 <= i < n <= 64); false
+// for anything else, which leaves the whole range to the binary.
+func Shard(v string) (i, n int, ok bool) {
+	a, b, found := strings.Cut(v, "/")
+	if !found {
+		return 0, 0, false
+	}
+	i, err1 := strconv.Atoi(a)
+	n, err2 := strconv.Atoi(b)
+	if err1 != nil || err2 != nil || n < 1 || n > 64 || i < 0 || i >= n {
+		return 0, 0, false
+	}
+	return i, n, true
+}
+
+// Part is the i-th of n equal parts of [lo, hi).
+func Part(lo, hi, i, n int) (int, int) {
+	size := (hi - lo) / n
+	return lo + i*size, lo + (i+1)*size
 }
 
 func free(p int) bool {

@@ -53,3 +53,40 @@ func TestPort(t *testing.T) {
 	}
 	u.Close()
 }
+
+// TestShard: TESTPORT_SHARD values parse or are refused, and the parts of
+// a range are disjoint and cover it but for the remainder.
+func TestShard(t *testing.T) {
+	for _, c := range []struct {
+		v    string
+		i, n int
+		ok   bool
+	}{
+		{"0/2", 0, 2, true},
+		{"1/2", 1, 2, true},
+		{"0/1", 0, 1, true},
+		{"2/2", 0, 0, false},
+		{"-1/2", 0, 0, false},
+		{"1/0", 0, 0, false},
+		{"1/65", 0, 0, false},
+		{"1", 0, 0, false},
+		{"a/b", 0, 0, false},
+		{"", 0, 0, false},
+	} {
+		i, n, ok := Shard(c.v)
+		if ok != c.ok || ok && (i != c.i || n != c.n) {
+			t.Errorf("Shard(%q) = %d, %d, %v; want %d, %d, %v", c.v, i, n, ok, c.i, c.n, c.ok)
+		}
+	}
+	prevHi := 20000
+	for i := range 3 {
+		lo, hi := Part(20000, 32768, i, 3)
+		if lo != prevHi || hi <= lo {
+			t.Errorf("Part(20000, 32768, %d, 3) = [%d, %d), want it to start at %d", i, lo, hi, prevHi)
+		}
+		prevHi = hi
+	}
+	if prevHi > 32768 || 32768-prevHi >= 3 {
+		t.Errorf("the parts end at %d: want within 3 of 32768", prevHi)
+	}
+}
