@@ -168,8 +168,11 @@ func TestRestartKeepsVMs(t *testing.T) {
 			}
 		}
 	}
-	s.start()
+	// The grace starts no earlier than the new process: the TTL is counted
+	// from its launch, since start returns only once it is ready, which a
+	// busy machine makes late.
 	restarted := time.Now()
+	s.start()
 
 	ids := endpointIDs(t, c, "fleet")
 	if len(ids) != n {
