@@ -26,7 +26,7 @@ type viewStream struct {
 
 // push runs the stream's pending push and counts a response if one was
 // sent.
-func (v *viewStream) push(t *testing.T) {
+func (v *viewStream) push(t testing.TB) {
 	t.Helper()
 	before := v.ds.sent
 	if err := v.st.push(); err != nil {
@@ -39,7 +39,7 @@ func (v *viewStream) push(t *testing.T) {
 
 // newViewStream opens stream i of a client in zone-a on web's EDS and
 // answers its request.
-func newViewStream(t *testing.T, s *Server, i int) *viewStream {
+func newViewStream(t testing.TB, s *Server, i int) *viewStream {
 	t.Helper()
 	v := &viewStream{ds: &discardStream{codec: newCodec()}}
 	v.st = &sotwStream{s: s, stream: v.ds}

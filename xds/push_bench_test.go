@@ -14,6 +14,7 @@ import (
 
 	"github.com/spillway/spillway/registry"
 	"github.com/spillway/spillway/weights"
+	"github.com/spillway/spillway/weights/subset"
 	"github.com/spillway/spillway/weights/zoneaware"
 )
 
@@ -133,6 +134,55 @@ func BenchmarkStreamResync(b *testing.B) {
 	for _, za := range []bool{false, true} {
 		b.Run(fmt.Sprintf("zoneaware=%v", za), func(b *testing.B) {
 			st, ds := benchStream(b, 9, za)
+			sent := ds.sent
+			b.ReportAllocs()
+			for b.Loop() {
+				st.w.mark("", true, time.Time{})
+				if err := st.push(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if ds.sent != sent {
+				b.Fatalf("resync sent %d bytes, want none", ds.sent-sent)
+			}
+		})
+	}
+}
+
+// BenchmarkStreamResyncSubset is BenchmarkStreamResync's zone-aware case
+// for a stream of a service with subsets of 10 of its 100 endpoints: the
+// resync re-evaluates it, builds its subset and fingerprint, and sends
+// nothing.
+func BenchmarkStreamResyncSubset(b *testing.B) {
+	for _, size := range []int{0, 10} {
+		b.Run(fmt.Sprintf("subset_size=%d", size), func(b *testing.B) {
+			store := benchStore(b, 100)
+			store.MarkSynced()
+			var p *weights.Planner
+			s, err := New(Config{Store: store, Plans: PlanFunc(func(n string) *weights.Plan { return p.Plan(n) })})
+			if err != nil {
+				b.Fatal(err)
+			}
+			strategy := weights.Strategy{ZoneAware: true}
+			if size > 0 {
+				strategy.Subset = weights.SubsetConfig{Mode: subset.Deterministic, Size: size}
+			}
+			p, err = weights.NewPlanner(weights.Config{
+				Registry: store, Loads: s.Loads(), Clients: s, Zones: s, PortName: s.cfg.PortName, OnChange: s.Dispatch,
+				Strategies: weights.StrategyFunc(func(string) weights.Strategy { return strategy }),
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			var streams []*viewStream
+			for i := range 30 {
+				streams = append(streams, newViewStream(b, s, i))
+			}
+			p.Cycle(time.Now())
+			for _, v := range streams {
+				v.push(b)
+			}
+			st, ds := streams[0].st, streams[0].ds
 			sent := ds.sent
 			b.ReportAllocs()
 			for b.Loop() {
