@@ -265,10 +265,12 @@ func (p *Planner) cycle(now time.Time) []string {
 			p.gen++
 			plan.Gen = p.gen
 			changed = append(changed, name)
-		case plan.Endpoints == nil && plan.PID == nil && prev.PID == nil && plan.Subsets == nil && prev.Source == SourceLocal && prev.Result.Equal(res):
+		case plan.Endpoints == nil && plan.PID == nil && prev.PID == nil && plan.Subsets == prev.Subsets && prev.Source == SourceLocal && prev.Result.Equal(res):
 			// Nothing to tell anyone: the published plan stays, and this
 			// cycle's result, never published, is the next one's memory.
-			// An idle service then costs no allocation per cycle.
+			// An idle service then costs no allocation per cycle. Subsets
+			// are the same when subsets found nothing they read changed
+			// (it kept prev's).
 			ss.spare, plan = res, prev
 		default:
 			plan.Gen = prev.Gen

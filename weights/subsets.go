@@ -42,21 +42,37 @@ func (p *Planner) subsets(plan *Plan, prev *Plan, ss *svcState, svc *registry.Se
 		return
 	}
 	in := subset.Input{Size: cfg.Size, Mode: cfg.Mode, Seed: svc.Name, Slots: slots, Localities: map[string][]string{}}
+	// Every cycle builds these, whether or not they changed: sized once.
+	per := map[string]int{}
+	for _, e := range svc.Serving() {
+		if e.Health == registry.Healthy && hasPort(e, p.cfg.PortName) {
+			per[e.Locality.Zone]++
+		}
+	}
+	for z, n := range per {
+		in.Localities[z] = make([]string, 0, n)
+	}
 	for _, e := range svc.Serving() {
 		if e.Health == registry.Healthy && hasPort(e, p.cfg.PortName) {
 			in.Localities[e.Locality.Zone] = append(in.Localities[e.Locality.Zone], e.ID)
 		}
 	}
 	if res := plan.Result; res != nil && !plan.LocalityFromEndpoints {
+		shares := map[string]map[string]float64{} // by client zone, built once a cycle
 		in.Shares = func(zone string) map[string]float64 {
+			if out, ok := shares[zone]; ok {
+				return out
+			}
 			rt := res.Route(zone)
 			if rt == nil {
+				shares[zone] = nil
 				return nil
 			}
 			out := make(map[string]float64, len(rt.Weights))
 			for _, zw := range rt.Weights {
 				out[zw.Zone] = float64(zw.Weight)
 			}
+			shares[zone] = out
 			return out
 		}
 	}

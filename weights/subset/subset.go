@@ -137,7 +137,7 @@ func (a *Assignment) Counts() map[string]int {
 
 // Equal reports whether a and b give every slot the same subset.
 func (a *Assignment) Equal(b *Assignment) bool {
-	if a == nil || b == nil {
+	if a == nil || b == nil || a == b {
 		return a == b
 	}
 	if a.Size != b.Size || a.Mode != b.Mode || len(a.slots) != len(b.slots) {
@@ -696,8 +696,11 @@ func (in *Input) Key() uint64 {
 	slices.Sort(locs)
 	for _, l := range locs {
 		h = fnvString(fnvByte(h, 2), l)
-		ids := slices.Clone(in.Localities[l])
-		slices.Sort(ids)
+		ids := in.Localities[l]
+		if !slices.IsSorted(ids) { // the planner's are, from the registry
+			ids = slices.Clone(ids)
+			slices.Sort(ids)
+		}
 		for _, id := range ids {
 			h = fnvString(fnvByte(h, 0), id)
 		}
