@@ -37,14 +37,16 @@ warm:
 # The end-to-end tests drive real load (grpc-go clients, backends, dig) and
 # run after the other packages rather than beside them on a small machine,
 # as E2E_SHARDS test processes side by side (scripts/e2e.sh) so that their
-# waits overlap. Each group prints its time.
+# waits overlap, then the tests that measure load or time (marked "alone" in
+# scripts/e2e-times.txt) in a process of their own. Each group prints its
+# time.
 unit: packages e2e
 
 packages:
 	./scripts/timed.sh "packages (all but e2e), -race" $(GO) test -race -count=1 -timeout 20m $$($(GO) list ./... | grep -v '/e2e$$')
 
 e2e:
-	./scripts/timed.sh "e2e, -race, $(E2E_SHARDS) processes" ./scripts/e2e.sh -n $(E2E_SHARDS)
+	./scripts/timed.sh "e2e, -race, $(E2E_SHARDS) processes, then the alone tests" ./scripts/e2e.sh -n $(E2E_SHARDS)
 
 # A flake hunt: the tests N times with -race while one core is kept busy
 # (scripts/stress.sh -h). make stress PKGS=./xds/ N=20 RUN=TestFanout
