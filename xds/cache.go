@@ -136,6 +136,8 @@ func (s *Server) lookupFor(t int, name string, node nodeInfo, w *watcher, snap *
 			view = subsetView(base, pk, zone, wrapped, fp)
 		}
 		s.hub.seen(w, name, slot, view)
+	} else {
+		s.hub.unseen(w, name)
 	}
 	if r := e.eds[variant]; r != nil {
 		return r, true

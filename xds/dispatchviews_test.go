@@ -62,12 +62,13 @@ func newViewStream(t testing.TB, s *Server, i int) *viewStream {
 // subset or weights it changed. Every woken stream then sends (no wasted
 // wake) and a full re-evaluation of every stream afterwards sends nothing
 // (no change missed), through a removal, the endpoint's return (the
-// streams that pushed in between see it come back), and the plan that
-// gives a new client a slot.
+// streams that pushed in between see it come back), the plan that
+// gives a new client a slot, and subsets turned off and on again.
 func TestDispatchViews(t *testing.T) {
 	store := benchStore(t, 12) // ep-0..ep-11 over zone-a, zone-b, zone-c
 	store.MarkSynced()
 	var p *weights.Planner
+	subsetsOff := false
 	s, err := New(Config{Store: store, Plans: PlanFunc(func(n string) *weights.Plan { return p.Plan(n) })})
 	if err != nil {
 		t.Fatal(err)
@@ -75,6 +76,9 @@ func TestDispatchViews(t *testing.T) {
 	p, err = weights.NewPlanner(weights.Config{
 		Registry: store, Loads: s.Loads(), Clients: s, Zones: s, PortName: s.cfg.PortName, OnChange: s.Dispatch,
 		Strategies: weights.StrategyFunc(func(string) weights.Strategy {
+			if subsetsOff {
+				return weights.Strategy{ZoneAware: true}
+			}
 			return weights.Strategy{ZoneAware: true, Subset: weights.SubsetConfig{Mode: subset.Deterministic, Size: 4}}
 		}),
 	})
@@ -171,6 +175,18 @@ func TestDispatchViews(t *testing.T) {
 	t.Logf("the plan with ten slots woke %d of %d streams: %v", len(woken), len(streams), woken)
 	if !slices.Contains(woken, len(streams)-1) || len(woken) == len(streams) {
 		t.Errorf("the plan with ten slots woke streams %v, want the new one and not all", woken)
+	}
+
+	// Subsets off, then on again: every stream gets every endpoint, then
+	// its subset back, though the subset is the one it last held before
+	// (the full EDS in between must not count as that subset).
+	subsetsOff = true
+	if got := step("subsets off", func() { p.Cycle(time.Now()) }); len(got) != len(streams) {
+		t.Errorf("subsets off woke streams %v, want all %d", got, len(streams))
+	}
+	subsetsOff = false
+	if got := step("subsets on again", func() { p.Cycle(time.Now()) }); len(got) != len(streams) {
+		t.Errorf("subsets on again woke streams %v, want all %d", got, len(streams))
 	}
 
 	// A stream whose push is running when a change comes may have read

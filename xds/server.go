@@ -461,6 +461,10 @@ type watcher struct {
 	all   bool
 	asked uint8     // types whose request waits for an answer, bit t for type t
 	since time.Time // earliest pending change, for push latency
+	// viewed is set once a subset view of this stream is recorded
+	// (hub.seen); until then a full build has no view to forget.
+	viewed atomic.Bool
+
 	// pushing is set from take until the push that took the changes
 	// ends (pushTypes): dispatchViews wakes such a stream whatever its
 	// last build, which may have read the registry before the change.

@@ -93,10 +93,11 @@ func (s *slots) slot(w *watcher, service string) (int, bool) {
 }
 
 // setView records the view of w's last EDS of service, built for slot.
-// A stream whose slot moved since keeps view 0.
+// A stream whose slot moved since keeps view 0; view 0 (a build that was
+// not a checkable subset) is recorded whatever the slot.
 func (s *slots) setView(w *watcher, service string, slot int, view uint64) {
 	m := s.of[w]
-	if rec, ok := m[service]; ok && rec.slot == slot {
+	if rec, ok := m[service]; ok && (rec.slot == slot || view == 0) {
 		rec.view = view
 		m[service] = rec
 	}
@@ -289,9 +290,22 @@ func subsetView(base, prio, zone string, wrapped int, fp uint64) uint64 {
 // seen records, for dispatchViews, the view of the EDS of service that
 // stream w just built for its slot (0: not a checkable subset).
 func (h *hub) seen(w *watcher, service string, slot int, view uint64) {
+	if view != 0 {
+		w.viewed.Store(true)
+	}
 	h.mu.Lock()
 	h.slots.setView(w, service, slot, view)
 	h.mu.Unlock()
+}
+
+// unseen forgets the view of w's last EDS of service after a build that
+// was not a subset (every endpoint), so that a later subset equal to the
+// one held before is not taken for what the stream has. A stream that
+// never recorded a view skips the lock.
+func (h *hub) unseen(w *watcher, service string) {
+	if w != nil && w.viewed.Load() {
+		h.seen(w, service, 0, 0)
+	}
 }
 
 // dispatchViews tells the streams of services that their content changed
