@@ -123,8 +123,11 @@ type svcState struct {
 	pid     *pid.State
 	pending *pid.Snapshot
 	// subsetKey is the subset.Input.Key the published plan's subsets
-	// were assigned for.
-	subsetKey uint64
+	// were assigned for; subsetSvc and subsetQuick the service value and
+	// quickSubsetKey they were last confirmed for.
+	subsetKey   uint64
+	subsetSvc   *registry.Service
+	subsetQuick uint64
 }
 
 // NewPlanner validates cfg and returns a Planner. Errors name the field.

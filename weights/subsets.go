@@ -41,6 +41,15 @@ func (p *Planner) subsets(plan *Plan, prev *Plan, ss *svcState, svc *registry.Se
 	if !cfg.on() {
 		return
 	}
+	// The same service value (the registry gives a changed service a new
+	// one), config, slots and route shares give the same Input, so the
+	// last subsets stand without building it: an idle cycle costs a hash
+	// over the groups, not over every endpoint id.
+	quick := quickSubsetKey(cfg, slots, plan)
+	if prev != nil && prev.Subsets != nil && ss.subsetSvc == svc && ss.subsetQuick == quick {
+		plan.Subsets = prev.Subsets
+		return
+	}
 	in := subset.Input{Size: cfg.Size, Mode: cfg.Mode, Seed: svc.Name, Slots: slots, Localities: map[string][]string{}}
 	// Every cycle builds these, whether or not they changed: sized once.
 	per := map[string]int{}
@@ -79,6 +88,7 @@ func (p *Planner) subsets(plan *Plan, prev *Plan, ss *svcState, svc *registry.Se
 	key := in.Key()
 	if prev != nil && prev.Subsets != nil && ss.subsetKey == key {
 		plan.Subsets = prev.Subsets // nothing it reads changed
+		ss.subsetSvc, ss.subsetQuick = svc, quick
 		return
 	}
 	var last *subset.Assignment
@@ -95,6 +105,7 @@ func (p *Planner) subsets(plan *Plan, prev *Plan, ss *svcState, svc *registry.Se
 	}
 	plan.Subsets = a
 	ss.subsetKey = key
+	ss.subsetSvc, ss.subsetQuick = svc, quick
 	var slotCount int
 	for _, n := range slots {
 		slotCount += n
@@ -125,4 +136,44 @@ func (m *plannerMetrics) forgetSubsets(service string) {
 	m.subsetSize.DeleteLabelValues(service)
 	m.subsetBalance.DeleteLabelValues(service)
 	m.subsetSlots.DeleteLabelValues(service)
+}
+
+// quickSubsetKey hashes what subsets reads besides the service itself:
+// the config, each group's slot count and its client zone's route shares
+// in plan (none when PID alone places the localities). Groups are
+// combined by a sum, so map order does not matter.
+func quickSubsetKey(cfg SubsetConfig, slots map[subset.Group]int, plan *Plan) uint64 {
+	const offset, prime = 14695981039346656037, 1099511628211
+	str := func(h uint64, s string) uint64 {
+		for i := 0; i < len(s); i++ {
+			h = (h ^ uint64(s[i])) * prime
+		}
+		return (h ^ 0xff) * prime
+	}
+	num := func(h, v uint64) uint64 {
+		for range 8 {
+			h = (h ^ (v & 0xff)) * prime
+			v >>= 8
+		}
+		return h
+	}
+	h := num(str(offset, string(cfg.Mode)), uint64(cfg.Size))
+	var res = plan.Result
+	if plan.LocalityFromEndpoints {
+		res = nil
+		h = num(h, 1)
+	}
+	var groups uint64
+	for g, n := range slots {
+		gh := num(str(str(offset, g.Replica), g.Zone), uint64(n))
+		if res != nil {
+			if rt := res.Route(g.Zone); rt != nil {
+				for _, zw := range rt.Weights {
+					gh = num(str(gh, zw.Zone), uint64(zw.Weight))
+				}
+			}
+		}
+		groups += gh
+	}
+	return num(h, groups)
 }

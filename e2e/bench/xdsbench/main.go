@@ -93,7 +93,7 @@
 // total), after the sync (spillway with its --pprof on its HTTP address);
 // with --cpu-profile D also a CPU profile of the first D of the change
 // window (which the idle window and, for spillway+subset, the final check
-// follow).
+// follow), and with --idle-profile one of the idle window.
 //
 // Usage, from the repository root:
 //
@@ -162,6 +162,9 @@ type config struct {
 	// cpuProfile > 0: with pprof, round 1 also saves a CPU profile of the
 	// server over the first cpuProfile of the change window.
 	cpuProfile time.Duration
+	// idleProfile: with pprof, round 1 also saves a CPU profile of the
+	// server over the idle window (whole seconds of it).
+	idleProfile bool
 	// weightsInterval is spillway's --weights-interval in both spillway
 	// targets; 0 leaves spillway's default.
 	weightsInterval time.Duration
@@ -399,6 +402,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&cfg.spillwayBin, "spillway-bin", "", "prebuilt spillway binary (default: go build ./cmd/spillway)")
 	fs.StringVar(&cfg.baselineBin, "baseline-bin", "", "prebuilt baseline binary (default: go build ./e2e/bench/xdsbench/baseline)")
 	fs.DurationVar(&cfg.cpuProfile, "cpu-profile", 0, "with --pprof: round 1 also saves each server's CPU profile of the first this long (whole seconds) of the change window (0: none)")
+	fs.BoolVar(&cfg.idleProfile, "idle-profile", false, "with --pprof: round 1 also saves each server's CPU profile of the idle window (TARGET-idle.pprof)")
 	fs.IntVar(&cfg.subsetSize, "subset-size", 0, "also run "+subsetTarget+": spillway with subset_mode deterministic and this subset_size for every service (0: off)")
 	fs.DurationVar(&cfg.weightsInterval, "weights-interval", 0, "spillway's --weights-interval, in both spillway targets (0: spillway's default, 10s; 1s with --subset-size)")
 	if err := fs.Parse(args); err != nil {
@@ -439,6 +443,8 @@ func parseFlags(args []string) (config, error) {
 		return cfg, errors.New("--pprof needs --keep (where the profiles go)")
 	case cfg.cpuProfile != 0 && (!cfg.pprof || cfg.cpuProfile < time.Second):
 		return cfg, errors.New("--cpu-profile needs --pprof and at least 1s")
+	case cfg.idleProfile && !cfg.pprof:
+		return cfg, errors.New("--idle-profile needs --pprof")
 	case cfg.scavenge < 0:
 		return cfg, errors.New("--scavenge must not be negative")
 	case cfg.subsetSize < 0 || cfg.subsetSize >= cfg.endpoints:
@@ -591,7 +597,11 @@ func runOne(ctx context.Context, cfg *config, target string, k, perConn, round i
 		r.err = err
 		return r
 	}
-	if err := m.idle(ctx, fl, r); err != nil {
+	idleProfile := ""
+	if profiling && cfg.idleProfile {
+		idleProfile = filepath.Join(dir, target+"-idle.pprof")
+	}
+	if err := m.idle(ctx, fl, r, idleProfile); err != nil {
 		r.err = err
 		return r
 	}
@@ -861,8 +871,19 @@ func (m *meter) change(ctx context.Context, fl *fleet, c benchdata.Change, r *re
 // idle measures the server's CPU and the responses over an idle window
 // as long as the change window, capped at --max-idle, and scales that
 // CPU to the change window.
-func (m *meter) idle(ctx context.Context, fl *fleet, r *result) error {
+func (m *meter) idle(ctx context.Context, fl *fleet, r *result, profile string) error {
 	idle := min(r.window, m.cfg.maxIdle)
+	if profile != "" && idle >= time.Second {
+		var saved sync.WaitGroup
+		defer saved.Wait()
+		saved.Go(func() {
+			if err := m.srv.savePprof(ctx, fmt.Sprintf("profile?seconds=%d", int(idle.Seconds())), profile); err != nil {
+				m.say("idle CPU profile: %v", err)
+			} else {
+				m.say("saved %s", profile)
+			}
+		})
+	}
 	cpuA, err := procstat.CPUSeconds(m.srv.pid())
 	if err != nil {
 		return err
