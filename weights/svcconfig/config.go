@@ -101,6 +101,11 @@ type Config struct {
 	// SubsetSize is how many endpoints a client gets, 1..1000; required
 	// unless SubsetMode is off.
 	SubsetSize int `json:"subset_size,omitempty"`
+	// Resilience is what the service's xDS clients are told to do about
+	// failures and load (outlier detection, retries, timeouts, circuit
+	// breaking, fault injection, the endpoint-picking policy); the zero
+	// value sends none.
+	Resilience Resilience `json:"resilience,omitzero"`
 }
 
 // Redirect is "clients in From use To's endpoints".
