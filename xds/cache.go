@@ -1,6 +1,7 @@
 package xds
 
 import (
+	"strconv"
 	"sync"
 	"time"
 
@@ -28,6 +29,12 @@ type entry struct {
 	// generation, a slot whose endpoints and weights are the same takes
 	// good[v] again instead of encoding it anew.
 	subIn map[string]uint64
+	// subs memoizes, for svc, rules and the plan subsPlan, what each
+	// subset slot's stream is served (subsetFor): a resync re-evaluates
+	// every stream, and a stream's slot gives it the same answer until
+	// one of those changes.
+	subs     map[subsKey]subsMemo
+	subsPlan *weights.Plan
 	// regions are svc's regions with a healthy endpoint, sorted; nil
 	// until computed for svc.
 	regions []string
@@ -116,6 +123,7 @@ func (s *Server) lookupFor(t int, name string, node nodeInfo, w *watcher, snap *
 		}
 		e.svc, e.gen, e.rules = svc, gen, rulesVer
 		clear(e.eds)
+		clear(e.subs)
 	}
 	if e.regions == nil {
 		e.regions = serviceRegions(svc, s.cfg.PortName)
@@ -126,16 +134,11 @@ func (s *Server) lookupFor(t int, name string, node nodeInfo, w *watcher, snap *
 	built := svc
 	var fp uint64
 	reuse := false
-	sub, key, slot, wrapped := s.subsetOf(svc, p, w)
-	if sub != nil {
-		variant += key
-		built = sub
-		fp, reuse = s.subsetFingerprint(sub.Endpoints, p, zone, epw)
-		var view uint64
-		if reuse {
-			view = subsetView(base, pk, zone, wrapped, fp)
-		}
-		s.hub.seen(w, name, slot, view)
+	m, subZone, slot, subset := s.subsetFor(e, svc, p, w, base, pk, epw)
+	if subset {
+		variant += m.key
+		fp, reuse = m.fp, m.view != 0
+		s.hub.seen(w, name, slot, m.view)
 	} else {
 		s.hub.unseen(w, name)
 	}
@@ -149,6 +152,10 @@ func (s *Server) lookupFor(t int, name string, node nodeInfo, w *watcher, snap *
 	if r := e.good[variant]; reuse && r != nil && e.subIn[variant] == fp {
 		e.eds[variant] = r
 		return r, true
+	}
+	if subset {
+		eps, _, _ := s.subsetAt(nil, svc, p, subZone, slot)
+		built = &registry.Service{Name: svc.Name, Version: svc.Version, Endpoints: eps}
 	}
 	r, err := s.buildEDS(built, zone, lw, epw, prio)
 	if err != nil {
@@ -172,6 +179,63 @@ func (s *Server) lookupFor(t int, name string, node nodeInfo, w *watcher, snap *
 	}
 	e.eds[variant] = r
 	return r, true
+}
+
+// subsKey is one subset slot's stream as lookupFor serves it: the
+// variant's route and priorities, the client zone and the stream's slot.
+type subsKey struct {
+	base, prio, zone string
+	slot             int
+}
+
+// subsMemo is what a subset slot's stream is served: its subset, the
+// slot it wrapped to, under key among the service's EDS variants, with
+// the subsetFingerprint fp and the subsetView view of that build (0: not
+// checkable, encoded anew); key "" when the stream gets every endpoint.
+// The subset's endpoints are not kept: only a build needs them.
+type subsMemo struct {
+	key     string
+	wrapped int
+	fp      uint64
+	view    uint64
+}
+
+// subsetFor returns what stream w is served of svc under plan p, with
+// its client zone and slot; false when it gets every endpoint: the plan
+// gives no subsets, w holds no slot, or its group is new to the plan. A
+// stream whose slot the plan does not know yet (it came after the plan
+// was computed) gets the subset of the slot its number wraps to in its
+// group. base, prio
+// and epw are the variant's (planVariant, prioKey). Called with e.mu
+// held; e.svc and e.rules are svc's and its rules' as lookupFor set them.
+func (s *Server) subsetFor(e *entry, svc *registry.Service, p *weights.Plan, w *watcher, base, prio string, epw endpointWeights) (subsMemo, string, int, bool) {
+	if p == nil || p.Subsets == nil {
+		return subsMemo{}, "", 0, false
+	}
+	zone, slot, ok := s.hub.streamSlot(w, svc.Name)
+	if !ok {
+		return subsMemo{}, "", 0, false
+	}
+	if e.subsPlan != p {
+		e.subsPlan = p
+		clear(e.subs)
+	}
+	k := subsKey{base: base, prio: prio, zone: zone, slot: slot}
+	if m, ok := e.subs[k]; ok {
+		return m, zone, slot, m.key != ""
+	}
+	var m subsMemo
+	if eps, wrapped, ok := s.subsetAt(nil, svc, p, zone, slot); ok {
+		m.key, m.wrapped = "|s"+strconv.Quote(zone)+"#"+strconv.Itoa(wrapped), wrapped
+		if fp, ok := s.subsetFingerprint(eps, p, zone, epw); ok {
+			m.fp, m.view = fp, subsetView(base, prio, zone, wrapped, fp)
+		}
+	}
+	if e.subs == nil {
+		e.subs = map[subsKey]subsMemo{}
+	}
+	e.subs[k] = m
+	return m, zone, slot, m.key != ""
 }
 
 // variant names the EDS content a client zone gets under the service's

@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"hash/maphash"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -156,29 +155,6 @@ func (h *hub) moveSlots(w *watcher, old, next map[string]struct{}, oldZone, zone
 		}
 		h.slots.take(w, n, zone)
 	}
-}
-
-// subsetOf returns the service as stream w's subset under plan p shows
-// it, the key of that subset among the service's EDS variants, and the
-// stream's slot and the slot it wrapped to; nil when the plan gives no
-// subsets or w holds no slot. The stream's group is its client zone on
-// this replica: Replica "" in a local plan, Config.Replica in a
-// mesh-wide one. A stream whose slot the plan does not know yet (it came
-// after the plan was computed) gets the subset of the slot its number
-// wraps to in its group, or every endpoint when the group is new.
-func (s *Server) subsetOf(svc *registry.Service, p *weights.Plan, w *watcher) (sub *registry.Service, key string, slot, wrapped int) {
-	if p == nil || p.Subsets == nil {
-		return nil, "", 0, 0
-	}
-	zone, slot, ok := s.hub.streamSlot(w, svc.Name)
-	if !ok {
-		return nil, "", 0, 0
-	}
-	eps, wrapped, ok := s.subsetAt(nil, svc, p, zone, slot)
-	if !ok {
-		return nil, "", 0, 0
-	}
-	return &registry.Service{Name: svc.Name, Version: svc.Version, Endpoints: eps}, "|s" + strconv.Quote(zone) + "#" + strconv.Itoa(wrapped), slot, wrapped
 }
 
 // subsetAt appends to buf the serving endpoints of svc in the subset that

@@ -40,12 +40,14 @@
 //     shows the change (the address present or gone). p50/p99/max over all
 //     those latencies. The next change starts once every affected stream
 //     has it, no response has arrived for --quiet, and --gap has passed.
-//   - CPU per stream update: the server's utime+stime (/proc/PID/stat) over
+//   - CPU per stream update: the server's CPU time (its threads' run time
+//     from /proc/PID/task/*/schedstat, in ns; utime+stime from
+//     /proc/PID/stat, in 10 ms ticks, where that is missing) over
 //     the whole change window, idle work included ("gross"), over the
 //     stream updates the changes needed (changes x streams subscribed to
 //     the changed service); "net" subtracts the server's CPU over an idle
-//     window right after (capped at --max-idle, scaled to the change
-//     window). The CPU per EDS response actually sent, the responses per
+//     window right after (capped at --max-idle, at least --min-idle,
+//     scaled to the change window). The CPU per EDS response actually sent, the responses per
 //     change by type and the server's idle CPU are shown too.
 //   - The machine's other CPU use: the CPU every other process used over
 //     the change window (utime+stime of every /proc/PID/stat; a process
@@ -80,9 +82,14 @@
 //     change; its latencies, the time to the EDS that gave each its final
 //     endpoints, include the wait for the weights cycle.
 //   - The ratios spillway+subset/spillway: RSS per stream, after one GC,
-//     and gross CPU per stream update against at most 1.2; net CPU per
-//     stream update, CPU per EDS response and server CPU per change
-//     (changes on services of the same number of streams) without target.
+//     server CPU per change (gross: the change window's idle work too;
+//     changes on services of the same number of streams, so per stream of
+//     the changed service) and idle server CPU (K streams in both), each
+//     against at most 1.2: the "memory and CPU per stream". CPU
+//     per stream update (per stream whose endpoints a change changed: a
+//     tenth of the service's streams with subsets of 10 of 100, so the
+//     change's fixed work is shared by fewer), net CPU per stream update
+//     and CPU per EDS response are printed without target.
 //
 // It prints, per row, the medians over the rounds, the ratios
 // spillway/baseline of the medians against the targets (RSS, gross CPU per
@@ -148,6 +155,7 @@ type config struct {
 	syncTimeout   time.Duration
 	changeTimeout time.Duration
 	maxIdle       time.Duration
+	minIdle       time.Duration // the idle window's least length
 	out           string
 	keep          string
 	spillwayBin   string
@@ -394,6 +402,7 @@ func parseFlags(args []string) (config, error) {
 	fs.DurationVar(&cfg.syncTimeout, "sync-timeout", 5*time.Minute, "limit on opening all streams and getting their initial EDS")
 	fs.DurationVar(&cfg.changeTimeout, "change-timeout", 60*time.Second, "limit on one change reaching all affected streams, and on going quiet")
 	fs.DurationVar(&cfg.maxIdle, "max-idle", 10*time.Second, "cap on the idle CPU window (scaled up to the change window if capped)")
+	fs.DurationVar(&cfg.minIdle, "min-idle", 0, "least length of the idle CPU window, above --max-idle if need be (the kernel counts CPU in 10 ms ticks: a few seconds of an idle server are a handful of them)")
 	fs.StringVar(&cfg.out, "out", "", "also write the tables as markdown to this file")
 	fs.StringVar(&cfg.keep, "keep", "", "directory to keep the server logs (and profiles) in (default: a temp dir, removed)")
 	fs.BoolVar(&cfg.pprof, "pprof", false, "save each server's heap profile after the sync (round 1 only) into the --keep directory")
@@ -439,6 +448,8 @@ func parseFlags(args []string) (config, error) {
 		return cfg, errors.New("--settle and --gap must not be negative")
 	case cfg.quiet <= 0 || cfg.syncTimeout <= 0 || cfg.changeTimeout <= 0 || cfg.maxIdle <= 0:
 		return cfg, errors.New("--quiet, --sync-timeout, --change-timeout and --max-idle must be positive")
+	case cfg.minIdle < 0:
+		return cfg, errors.New("--min-idle must not be negative")
 	case cfg.pprof && cfg.keep == "":
 		return cfg, errors.New("--pprof needs --keep (where the profiles go)")
 	case cfg.cpuProfile != 0 && (!cfg.pprof || cfg.cpuProfile < time.Second):
@@ -786,7 +797,7 @@ func (m *meter) saveProfiles(ctx context.Context, dir string) {
 // change window: its length, the server's, the driver's and the other
 // processes' CPU over it, and the responses sent in it.
 func (m *meter) changes(ctx context.Context, fl *fleet, plan []benchdata.Change, r *result) error {
-	cpu0, err := procstat.CPUSeconds(m.srv.pid())
+	cpu0, err := serverCPU(m.srv.pid())
 	if err != nil {
 		return err
 	}
@@ -807,7 +818,7 @@ func (m *meter) changes(ctx context.Context, fl *fleet, plan []benchdata.Change,
 		}
 	}
 	r.window = time.Since(t0)
-	cpu1, err := procstat.CPUSeconds(m.srv.pid())
+	cpu1, err := serverCPU(m.srv.pid())
 	if err != nil {
 		return err
 	}
@@ -872,7 +883,7 @@ func (m *meter) change(ctx context.Context, fl *fleet, c benchdata.Change, r *re
 // as long as the change window, capped at --max-idle, and scales that
 // CPU to the change window.
 func (m *meter) idle(ctx context.Context, fl *fleet, r *result, profile string) error {
-	idle := min(r.window, m.cfg.maxIdle)
+	idle := max(min(r.window, m.cfg.maxIdle), m.cfg.minIdle)
 	if profile != "" && idle >= time.Second {
 		var saved sync.WaitGroup
 		defer saved.Wait()
@@ -884,7 +895,7 @@ func (m *meter) idle(ctx context.Context, fl *fleet, r *result, profile string) 
 			}
 		})
 	}
-	cpuA, err := procstat.CPUSeconds(m.srv.pid())
+	cpuA, err := serverCPU(m.srv.pid())
 	if err != nil {
 		return err
 	}
@@ -894,7 +905,7 @@ func (m *meter) idle(ctx context.Context, fl *fleet, r *result, profile string) 
 		return ctx.Err()
 	case <-time.After(idle):
 	}
-	cpuB, err := procstat.CPUSeconds(m.srv.pid())
+	cpuB, err := serverCPU(m.srv.pid())
 	if err != nil {
 		return err
 	}
@@ -906,6 +917,17 @@ func (m *meter) idle(ctx context.Context, fl *fleet, r *result, profile string) 
 	}
 	m.say("idle %v: server CPU %.2f s (scaled to the change window: %.2f s); %d responses while idle", idle.Round(time.Millisecond), cpuB-cpuA, r.idleCPU, r.idleResp)
 	return nil
+}
+
+// serverCPU is the CPU time the server's threads have run, in seconds:
+// from the scheduler's nanosecond counts (procstat.RunSeconds) where the
+// kernel keeps them, else from utime+stime, in 10 ms ticks, which an idle
+// window of a few seconds holds only a handful of.
+func serverCPU(pid int) (float64, error) {
+	if v, err := procstat.RunSeconds(pid); err == nil {
+		return v, nil
+	}
+	return procstat.CPUSeconds(pid)
 }
 
 // explain adds a hint to the error of a server without ADS.
@@ -1048,10 +1070,16 @@ func table(cfg *config, k, perConn int, rs []*result) string {
 		if cfg.steady {
 			ratio(sub, s, "RSS per stream after one GC (steady state)", (*result).rssSteadyPerStream, subsetWant)
 		}
-		ratio(sub, s, "gross CPU per stream update (a stream whose endpoints changed)", (*result).grossPerUpdate, subsetWant)
+		// CPU per stream: the server's CPU over the streams it serves,
+		// for the same clients and the same changes. A change's streams
+		// are the changed service's (the same number in both runs), so
+		// the ratio per change is the ratio per stream; idle, both serve
+		// K streams.
+		ratio(sub, s, "server CPU per change, gross (per stream of the changed service)", func(r *result) float64 { return r.perChange(r.cpu) }, subsetWant)
+		ratio(sub, s, "idle server CPU (per stream: K in both)", (*result).idleRate, subsetWant)
+		ratio(sub, s, "gross CPU per stream update (a stream whose endpoints changed)", (*result).grossPerUpdate, 0)
 		ratio(sub, s, "net CPU per stream update", (*result).netPerUpdate, 0)
 		ratio(sub, s, "CPU per EDS response sent", (*result).perEDS, 0)
-		ratio(sub, s, "server CPU per change", func(r *result) float64 { return r.perChange(r.cpu) }, 0)
 	}
 	fmt.Fprintf(&b, "\n| round | target | RSS/stream KiB | peak | after one GC | p99 ms | gross CPU µs/stream update | net µs/stream update | other processes cores |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range rs {
@@ -1067,7 +1095,7 @@ func table(cfg *config, k, perConn int, rs []*result) string {
 }
 
 // subsetWant is the target of the subset run's cost per stream over
-// spillway's without subsets (RSS and CPU per stream update).
+// spillway's without subsets (RSS, CPU per change and idle CPU).
 const subsetWant = 1.2
 
 // collect is f of every result of rs.
