@@ -154,8 +154,9 @@ func (s *Server) lookupFor(t int, name string, node nodeInfo, w *watcher, snap *
 		return r, true
 	}
 	if subset {
-		eps, _, _ := s.subsetAt(nil, svc, p, subZone, slot)
+		eps, edge, _, _ := s.subsetAt(nil, svc, p, subZone, slot)
 		built = &registry.Service{Name: svc.Name, Version: svc.Version, Endpoints: eps}
+		epw.edge = edge
 	}
 	r, err := s.buildEDS(built, zone, lw, epw, prio)
 	if err != nil {
@@ -225,8 +226,9 @@ func (s *Server) subsetFor(e *entry, svc *registry.Service, p *weights.Plan, w *
 		return m, zone, slot, m.key != ""
 	}
 	var m subsMemo
-	if eps, wrapped, ok := s.subsetAt(nil, svc, p, zone, slot); ok {
+	if eps, edge, wrapped, ok := s.subsetAt(nil, svc, p, zone, slot); ok {
 		m.key, m.wrapped = "|s"+strconv.Quote(zone)+"#"+strconv.Itoa(wrapped), wrapped
+		epw.edge = edge
 		if fp, ok := s.subsetFingerprint(eps, p, zone, epw); ok {
 			m.fp, m.view = fp, subsetView(base, prio, zone, wrapped, fp)
 		}

@@ -77,7 +77,7 @@ func (b *claBuilder) build(svc *registry.Service, port, zone string, weights Loc
 		for i := range locs {
 			for _, e := range eps[i] {
 				if e.Health == registry.Healthy {
-					sums[i] += uint64(epw.weight(e))
+					sums[i] += epw.weight(e)
 				}
 			}
 		}
@@ -118,7 +118,7 @@ func (b *claBuilder) build(svc *registry.Service, port, zone string, weights Loc
 
 		ws := b.ws[:len(eps[i])]
 		for j, e := range eps[i] {
-			ws[j] = uint64(epw.weight(e))
+			ws[j] = epw.weight(e)
 		}
 		fitted := fitUint32Into(b.fitted[:len(eps[i])], ws)
 		lle.LbEndpoints = b.lbPtrs[next : next : next+len(eps[i])]

@@ -318,15 +318,33 @@ type endpointWeights struct {
 	// localities: a locality weighs the sum of its healthy endpoints'
 	// weights (strategy pid alone), not what LocalityWeights says.
 	localities bool
+	// edge, non-nil, is a subset slot's edge weights (subset.Assignment's
+	// Weights, 1 for an endpoint it does not list): every endpoint's
+	// weight is then scaled by edgeScale and its edge weight, so that the
+	// fractions survive as integers.
+	edge map[string]float64
 }
 
-// weight is endpoint e's load_balancing_weight, at least 1 (gRPC rejects
-// the whole resource for a 0).
-func (w endpointWeights) weight(e *registry.Endpoint) uint32 {
+// edgeScale is what a subset slot with edge weights multiplies its
+// endpoints' weights by: an edge weight of 0.01 (the least) keeps ten
+// units of an endpoint of weight 1.
+const edgeScale = 1000
+
+// weight is endpoint e's load_balancing_weight before fitting, at least
+// 1 (gRPC rejects the whole resource for a 0).
+func (w endpointWeights) weight(e *registry.Endpoint) uint64 {
+	base := uint64(max(e.Weight, 1))
 	if ew, ok := w.byID[e.ID]; ok {
-		return max(ew.Weight, 1)
+		base = uint64(max(ew.Weight, 1))
 	}
-	return max(e.Weight, 1)
+	if w.edge == nil {
+		return base
+	}
+	f, ok := w.edge[e.ID]
+	if !ok {
+		f = 1
+	}
+	return max(1, uint64(math.Round(float64(base)*f*edgeScale)))
 }
 
 // fitUint32 scales ws down, when their sum exceeds what gRPC accepts

@@ -159,27 +159,36 @@ func (h *hub) moveSlots(w *watcher, old, next map[string]struct{}, oldZone, zone
 
 // subsetAt appends to buf the serving endpoints of svc in the subset that
 // plan p (which has Subsets) gives slot of client zone's group, in ID
-// order, and returns the slot it wrapped to; false when the group has no
-// slots or the subset no serving endpoint (the stream gets every
-// endpoint).
-func (s *Server) subsetAt(buf []*registry.Endpoint, svc *registry.Service, p *weights.Plan, zone string, slot int) ([]*registry.Endpoint, int, bool) {
+// order, and returns the slot's edge weights of them (subset.Assignment's
+// Weights; nil when all are 1) and the slot it wrapped to; false when the
+// group has no slots or the subset no serving endpoint (the stream gets
+// every endpoint).
+func (s *Server) subsetAt(buf []*registry.Endpoint, svc *registry.Service, p *weights.Plan, zone string, slot int) ([]*registry.Endpoint, map[string]float64, int, bool) {
 	g := subset.Group{Zone: zone}
 	if p.Source == weights.SourceMesh {
 		g.Replica = s.cfg.Replica
 	}
 	n := p.Subsets.Slots(g)
 	if n == 0 {
-		return buf, 0, false
+		return buf, nil, 0, false
 	}
 	slot %= n
 	serving := svc.Serving() // sorted by ID, as the subset's ids are
 	start := len(buf)
-	for _, id := range p.Subsets.Subset(g, slot) {
+	ws := p.Subsets.Weights(g, slot)
+	var edge map[string]float64
+	for i, id := range p.Subsets.Subset(g, slot) {
 		if j, found := slices.BinarySearchFunc(serving, id, func(e *registry.Endpoint, id string) int { return strings.Compare(e.ID, id) }); found {
 			buf = append(buf, serving[j])
+			if ws != nil && ws[i] != 1 {
+				if edge == nil {
+					edge = map[string]float64{}
+				}
+				edge[id] = ws[i]
+			}
 		}
 	}
-	return buf, slot, len(buf) > start
+	return buf, edge, slot, len(buf) > start
 }
 
 // fingerprintSeed seeds subsetFingerprint: random per process, so that
@@ -228,7 +237,8 @@ func (s *Server) subsetFingerprint(eps []*registry.Endpoint, p *weights.Plan, zo
 		str(e.Locality.Region)
 		str(e.Locality.Zone)
 		str(e.Locality.SubZone)
-		u32(epw.weight(e))
+		binary.LittleEndian.PutUint64(n[:], epw.weight(e))
+		h.Write(n[:])
 	}
 	if epw.localities {
 		h.WriteByte(1)
@@ -375,10 +385,11 @@ func (c *viewCheck) view(buf []*registry.Endpoint, node nodeInfo, slot int) (uin
 		pk = prioKey(prio)
 		c.prio[node.region] = pk
 	}
-	buf, wrapped, ok := c.s.subsetAt(buf, c.svc, c.plan, node.zone, slot)
+	buf, edge, wrapped, ok := c.s.subsetAt(buf, c.svc, c.plan, node.zone, slot)
 	if !ok {
 		return 0, buf
 	}
+	epw.edge = edge
 	fp, ok := c.s.subsetFingerprint(buf, c.plan, node.zone, epw)
 	if !ok {
 		return 0, buf

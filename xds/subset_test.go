@@ -374,3 +374,80 @@ func TestSubsetThousandStreams(t *testing.T) {
 		})
 	}
 }
+
+// TestSubsetEdgeWeights (issue 29 item 3): 7 streams, 10 endpoints,
+// subsets of 3: 21 (stream, endpoint) pairs cannot fall evenly (one
+// endpoint is in 3 subsets, nine in 2), so the subsets carry fractional
+// edge weights (scaled to integers) that give every endpoint the same
+// expected share of the streams' traffic when each stream splits its
+// traffic by endpoint weight (clientlib/wrr; grpc-go's round_robin
+// ignores endpoint weights).
+func TestSubsetEdgeWeights(t *testing.T) {
+	store := rawStore(t, map[string]int{"web": 10})
+	var p *weights.Planner
+	cfg := xds.Config{Plans: xds.PlanFunc(func(service string) *weights.Plan { return p.Plan(service) })}
+	rs := startRawXDS(t, store, cfg)
+	var err error
+	p, err = weights.NewPlanner(weights.Config{
+		Registry: store, Loads: rs.x.Loads(), Clients: rs.x, Zones: rs.x,
+		OnChange: rs.x.Dispatch,
+		Strategies: weights.StrategyFunc(func(string) weights.Strategy {
+			return weights.Strategy{ZoneAware: true, Subset: weights.SubsetConfig{Mode: subset.Deterministic, Size: 3}}
+		}),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var clients []*sotwClient
+	for range 7 {
+		c := newSotwClient(t, rs.conn)
+		c.subscribe(edsURL, "web")
+		c.ack(c.recvType(edsURL))
+		clients = append(clients, c)
+	}
+	registrytestWait(t, "7 slots", func() bool { return rs.x.SubsetSlots()["web"][subset.Group{Zone: "zone-a"}] == 7 })
+	p.Cycle(time.Now())
+	counts, load := map[string]float64{}, map[string]float64{}
+	for i, c := range clients {
+		resp := c.recvType(edsURL)
+		c.ack(resp)
+		cla := &v3endpointpb.ClusterLoadAssignment{}
+		if err := resp.GetResources()[0].UnmarshalTo(cla); err != nil {
+			t.Fatal(err)
+		}
+		var sum float64
+		ws := map[string]float64{}
+		for _, l := range cla.GetEndpoints() {
+			for _, e := range l.GetLbEndpoints() {
+				a := e.GetEndpoint().GetAddress().GetSocketAddress().GetAddress()
+				w := float64(e.GetLoadBalancingWeight().GetValue())
+				ws[a] = w
+				sum += w
+			}
+		}
+		if len(ws) != 3 {
+			t.Fatalf("stream %d holds %d endpoints, want its subset of 3", i, len(ws))
+		}
+		for a, w := range ws {
+			counts[a]++
+			load[a] += w / sum
+		}
+	}
+	spread := func(m map[string]float64) float64 {
+		var sum, hi float64
+		for _, v := range m {
+			sum += v
+			hi = max(hi, v)
+		}
+		return hi / (sum / 10)
+	}
+	if len(counts) != 10 {
+		t.Fatalf("%d endpoints are in a subset, want all 10", len(counts))
+	}
+	if c := spread(counts); c < 1.4 {
+		t.Errorf("connections per endpoint max/avg %.3f, want 3/2.1 = 1.43 (21 pairs over 10)", c)
+	}
+	if l := spread(load); l > 1.001 {
+		t.Errorf("expected share per endpoint max/avg %.4f (connections %.3f), want 1 to the weights' rounding", l, spread(counts))
+	}
+}

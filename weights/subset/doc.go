@@ -23,6 +23,26 @@
 // 1 + zones/(M·Size/N), and the zone plan's locality weights and capacity
 // bounds hold as without subsets.
 //
+// # Edge weights
+//
+// When M·k is not a multiple of N (k endpoints of a locality a slot, N
+// endpoints there) the counts cannot be equal: some endpoints are held
+// once more. Assign then gives the slots fractional endpoint weights
+// (Weights) so that each endpoint's expected share is the same: in a slot
+// that holds an endpoint above the target M·k/N and one below it, weight
+// moves from the first to the second, or along a chain of slots (a to b
+// in one, b to c in another: b keeps its total), found breadth first;
+// each slot's weights in a locality still add up to k, so its traffic to
+// the locality is what the zone plan says. Weights stay in [0.01, 2].
+// Dense pairs come out even (TestEdgesEvenShares: max/avg 1 where the
+// counts give up to 1.43); where endpoints are held by few slots a group
+// of them may share slots only among themselves, and the weights then
+// even out what they can, never making it worse. With k = 1 nothing can
+// move. The xDS server sends them as endpoint weights (scaled to
+// integers); grpc-go's round_robin ignores endpoint weights, so they
+// reach clients that pick by weight (clientlib/wrr), and the others get
+// the counts' balance.
+//
 // Assign is incremental: it starts from the previous assignment and moves
 // as few (slot, endpoint) pairs as balance needs. A new slot takes the
 // least-held endpoints; a slot gone, or an endpoint gone, frees its pairs

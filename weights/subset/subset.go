@@ -73,6 +73,25 @@ type Assignment struct {
 	Mode Mode
 	// slots[g][i] is slot i of group g: its endpoint ids, sorted.
 	slots map[Group][][]string
+	// weights[g][i], when not nil, is slot i's endpoint weights, in the
+	// order of slots[g][i]: the fractional edges that even out what the
+	// endpoints of a locality get (edges). Nil (or a nil slot) is 1 each.
+	weights map[Group][][]float64
+}
+
+// Weights returns slot's endpoint weights, in the order of Subset's ids,
+// or nil when they are all 1: what each endpoint of the slot gets of the
+// slot's traffic to its locality, relative to the others there. Every
+// slot's weights in a locality add up to its endpoint count there.
+func (a *Assignment) Weights(g Group, slot int) []float64 {
+	if a == nil {
+		return nil
+	}
+	w := a.weights[g]
+	if slot < 0 || slot >= len(w) {
+		return nil
+	}
+	return w[slot]
 }
 
 // Subset returns slot's endpoint ids, sorted, or nil when the assignment
@@ -149,7 +168,7 @@ func (a *Assignment) Equal(b *Assignment) bool {
 			return false
 		}
 		for i := range s {
-			if !slices.Equal(s[i], t[i]) {
+			if !slices.Equal(s[i], t[i]) || !slices.Equal(a.Weights(g, i), b.Weights(g, i)) {
 				return false
 			}
 		}
@@ -224,6 +243,8 @@ func Assign(prev *Assignment, in Input) (*Assignment, error) {
 		zones = append(zones, z)
 	}
 	slices.Sort(zones)
+	// edge[r] is slot r's fractional weights, by endpoint id.
+	edge := map[slotRef]map[string]float64{}
 	for _, z := range zones {
 		refs := byZone[z]
 		for _, l := range locs {
@@ -239,6 +260,7 @@ func Assign(prev *Assignment, in Input) (*Assignment, error) {
 				got = p.random()
 			} else {
 				got = p.balance(prev, locOf, l)
+				p.edges(got, edge)
 			}
 			for j, r := range refs {
 				out.slots[r.g][r.i] = append(out.slots[r.g][r.i], got[j]...)
@@ -250,7 +272,163 @@ func Assign(prev *Assignment, in Input) (*Assignment, error) {
 			slices.Sort(subs[i])
 		}
 	}
+	for r, w := range edge {
+		if out.weights == nil {
+			out.weights = map[Group][][]float64{}
+		}
+		ws := out.weights[r.g]
+		if ws == nil {
+			ws = make([][]float64, len(out.slots[r.g]))
+			out.weights[r.g] = ws
+		}
+		sub := out.slots[r.g][r.i]
+		ws[r.i] = make([]float64, len(sub))
+		for j, id := range sub {
+			ws[r.i][j] = 1
+			if v, ok := w[id]; ok {
+				ws[r.i][j] = v
+			}
+		}
+	}
 	return out, nil
+}
+
+// Bounds of edges: the least and most weight it leaves an endpoint in a
+// slot (a decoded weight is checked against them too).
+const (
+	minEdge = 0.01
+	maxEdge = 2.0
+)
+
+// edges evens out what the endpoints of the pair get when the slots'
+// holdings cannot be spread evenly: with M slots of k endpoints over N
+// endpoints, balance leaves counts of floor(M·k/N) and one more, so an
+// endpoint held once more than another gets a share more of the
+// traffic. Each endpoint should get T = M·k/N slot shares (a slot gives
+// each endpoint it holds its weight, out of k). Weight moves between two
+// endpoints of one slot, so each slot's weights in the locality still add
+// up to k and its traffic to the locality is unchanged: from an endpoint
+// above T to one below it in a slot holding both, and otherwise along a
+// chain of slots (a to b in one slot, b to c in another: b keeps what it
+// had), found breadth first. It stops when every endpoint has T, or after
+// a bounded number of chains (the rest keeps its counts' imbalance, at
+// most one slot share). Slots and endpoints are taken in order, so the
+// same holdings give the same weights on every replica. With k = 1 a
+// slot has nothing to move between. The weights go into edge, by slot.
+func (p *pair) edges(got [][]string, edge map[slotRef]map[string]float64) {
+	if p.k < 2 || len(p.eps) == 0 {
+		return
+	}
+	idx := make(map[string]int, len(p.eps))
+	for i, id := range p.eps {
+		idx[id] = i
+	}
+	excess := make([]float64, len(p.eps))
+	total := 0
+	for _, sub := range got {
+		for _, id := range sub {
+			excess[idx[id]]++
+		}
+		total += len(sub)
+	}
+	target := float64(total) / float64(len(p.eps))
+	const tiny = 1e-9
+	uneven := false
+	for e := range excess {
+		excess[e] -= target
+		if math.Abs(excess[e]) > tiny {
+			uneven = true
+		}
+	}
+	if !uneven {
+		return // M·k is a multiple of N: the counts are even
+	}
+	// members[j] is slot j's endpoints in index order; w[j] their weights.
+	members := make([][]int, len(got))
+	w := make([][]float64, len(got))
+	holders := make([][]int, len(p.eps)) // slots holding each endpoint, in order
+	for j, sub := range got {
+		m := make([]int, len(sub))
+		for i, id := range sub {
+			m[i] = idx[id]
+		}
+		slices.Sort(m)
+		members[j] = m
+		w[j] = make([]float64, len(m))
+		for i, e := range m {
+			w[j][i] = 1
+			holders[e] = append(holders[e], j)
+		}
+	}
+	pos := func(j, e int) int { i, _ := slices.BinarySearch(members[j], e); return i }
+	// A chain: parent[b] = (a, j) moves weight from a to b in slot j.
+	type hop struct{ from, slot int }
+	parent := make([]hop, len(p.eps))
+	seen := make([]bool, len(p.eps))
+	var queue []int
+	budget := 4*len(p.eps) + 16
+	for o := 0; o < len(p.eps) && budget > 0; o++ {
+		for excess[o] > tiny && budget > 0 {
+			budget--
+			clear(seen)
+			queue = append(queue[:0], o)
+			seen[o] = true
+			u := -1
+			for q := 0; q < len(queue) && u < 0; q++ {
+				a := queue[q]
+				for _, j := range holders[a] {
+					if w[j][pos(j, a)] <= minEdge+tiny {
+						continue
+					}
+					for i, b := range members[j] {
+						if seen[b] || w[j][i] >= maxEdge-tiny {
+							continue
+						}
+						seen[b] = true
+						parent[b] = hop{a, j}
+						if excess[b] < -tiny {
+							u = b
+							break
+						}
+						queue = append(queue, b)
+					}
+					if u >= 0 {
+						break
+					}
+				}
+			}
+			if u < 0 {
+				break // nothing o can reach needs weight
+			}
+			d := min(excess[o], -excess[u])
+			for b := u; b != o; b = parent[b].from {
+				h := parent[b]
+				d = min(d, w[h.slot][pos(h.slot, h.from)]-minEdge, maxEdge-w[h.slot][pos(h.slot, b)])
+			}
+			if d <= tiny {
+				break
+			}
+			for b := u; b != o; b = parent[b].from {
+				h := parent[b]
+				w[h.slot][pos(h.slot, h.from)] -= d
+				w[h.slot][pos(h.slot, b)] += d
+			}
+			excess[o] -= d
+			excess[u] += d
+		}
+	}
+	for j, m := range members {
+		for i, e := range m {
+			if v := w[j][i]; v != 1 {
+				out := edge[p.refs[j]] // the slot's other localities' too
+				if out == nil {
+					out = map[string]float64{}
+					edge[p.refs[j]] = out
+				}
+				out[p.eps[e]] = v
+			}
+		}
+	}
 }
 
 // perLocality is how many endpoints of locality l a slot of client zone
@@ -565,6 +743,10 @@ type wireGroup struct {
 	Replica string  `json:"replica,omitempty"`
 	Zone    string  `json:"zone"`
 	Slots   [][]int `json:"slots"`
+	// Weights[i], when present and not empty, is slot i's weights in the
+	// order of Slots[i] (Assignment.Weights); absent from what releases
+	// before it wrote, and ignored by them.
+	Weights [][]float64 `json:"weights,omitempty"`
 }
 
 // MarshalJSON encodes a in a compact form: every endpoint id once.
@@ -595,6 +777,12 @@ func (a *Assignment) MarshalJSON() ([]byte, error) {
 				ix[j] = idx[id]
 			}
 			wg.Slots[i] = ix
+			if w := a.Weights(g, i); w != nil {
+				if wg.Weights == nil {
+					wg.Weights = make([][]float64, len(a.slots[g]))
+				}
+				wg.Weights[i] = w
+			}
 		}
 		w.Groups = append(w.Groups, wg)
 	}
@@ -629,6 +817,9 @@ func (a *Assignment) UnmarshalJSON(b []byte) error {
 		if total > MaxSlots {
 			return fmt.Errorf("subsets.groups[%d].slots: more than %d in all: %w", gi, MaxSlots, ErrInvalid)
 		}
+		if wg.Weights != nil && len(wg.Weights) != len(wg.Slots) {
+			return fmt.Errorf("subsets.groups[%d].weights: %d slots, want one per slot (%d): %w", gi, len(wg.Weights), len(wg.Slots), ErrInvalid)
+		}
 		subs := make([][]string, len(wg.Slots))
 		for si, ix := range wg.Slots {
 			if len(ix) > MaxSize*4 {
@@ -641,6 +832,19 @@ func (a *Assignment) UnmarshalJSON(b []byte) error {
 				}
 				sub[j] = w.Endpoints[e]
 			}
+			if si < len(wg.Weights) && len(wg.Weights[si]) > 0 {
+				ws, err := decodeWeights(sub, wg.Weights[si])
+				if err != nil {
+					return fmt.Errorf("subsets.groups[%d].weights[%d]: %v: %w", gi, si, err, ErrInvalid)
+				}
+				if out.weights == nil {
+					out.weights = map[Group][][]float64{}
+				}
+				if out.weights[g] == nil {
+					out.weights[g] = make([][]float64, len(wg.Slots))
+				}
+				out.weights[g][si] = ws
+			}
 			slices.Sort(sub)
 			subs[si] = slices.Compact(sub)
 		}
@@ -648,6 +852,31 @@ func (a *Assignment) UnmarshalJSON(b []byte) error {
 	}
 	*a = out
 	return nil
+}
+
+// decodeWeights checks a slot's wire weights against its ids (in wire
+// order) and returns them in the order of the sorted ids: one each, in
+// (0, maxEdge], no id twice.
+func decodeWeights(ids []string, ws []float64) ([]float64, error) {
+	if len(ws) != len(ids) {
+		return nil, fmt.Errorf("%d weights for %d endpoints", len(ws), len(ids))
+	}
+	order := make([]int, len(ids))
+	for i, v := range ws {
+		if !(v > 0 && v <= maxEdge) {
+			return nil, fmt.Errorf("weight %v of %q is out of range (0, %v]", v, ids[i], maxEdge)
+		}
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return cmpStr(ids[a], ids[b]) })
+	out := make([]float64, len(ids))
+	for j, i := range order {
+		if j > 0 && ids[order[j-1]] == ids[i] {
+			return nil, fmt.Errorf("%q given twice", ids[i])
+		}
+		out[j] = ws[i]
+	}
+	return out, nil
 }
 
 // Fingerprint is a hash of every slot's subset: equal assignments have
@@ -661,11 +890,14 @@ func (a *Assignment) Fingerprint() uint64 {
 	fmt.Fprintf(h, "%d/%s", a.Size, a.Mode)
 	for _, g := range groups {
 		fmt.Fprintf(h, "|%q/%q", g.Replica, g.Zone)
-		for _, sub := range a.slots[g] {
+		for i, sub := range a.slots[g] {
 			h.Write([]byte{'#'})
 			for _, id := range sub {
 				h.Write([]byte(id))
 				h.Write([]byte{0})
+			}
+			for _, v := range a.Weights(g, i) {
+				fmt.Fprintf(h, "%x;", math.Float64bits(v))
 			}
 		}
 	}
