@@ -3,6 +3,7 @@ package weights
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -117,5 +118,91 @@ func TestPlannerSubsetsFollowInputs(t *testing.T) {
 	last = got
 	if again := cycle(); again != last {
 		t.Fatalf("idle cycle after the changes gave new subsets %p, want %p kept", again, last)
+	}
+}
+
+type subsetMemory map[string]*subset.Assignment
+
+func (m subsetMemory) Subsets(service string) *subset.Assignment { return m[service] }
+
+// TestPlannerSubsetsMemory (issue 29 item 3): a planner that takes a
+// service over (a new owner, or a replica that restarted) starts from the
+// subsets its clients were last given (Config.SubsetMemory: the previous
+// owner's published plan), so that, after churn has moved the subsets
+// away from what a fresh assignment gives, the takeover moves no pair;
+// without the memory it would move many.
+func TestPlannerSubsetsMemory(t *testing.T) {
+	store := registry.NewStore()
+	endpoint := func(i int) *registry.Endpoint {
+		return &registry.Endpoint{
+			ID: fmt.Sprintf("ep-%02d", i), Address: netip.AddrFrom4([4]byte{10, 0, 0, byte(i + 1)}),
+			Ports:    []registry.Port{{Name: "grpc", Number: 8080, Protocol: registry.TCP}},
+			Locality: registry.Locality{Region: "r1", Zone: "a"}, Health: registry.Healthy,
+			Source: registry.SourceStatic, Registered: t0.Add(-time.Hour),
+		}
+	}
+	var ops []registry.Op
+	for i := range 30 {
+		ops = append(ops, registry.Upsert("web", endpoint(i)))
+	}
+	if _, err := store.Apply(ops...); err != nil {
+		t.Fatal(err)
+	}
+	clients := &splitClients{
+		counts: map[string]map[string]int{"web": {"a": 40}},
+		slots:  map[string]map[subset.Group]int{"web": {{Zone: "a"}: 40}},
+	}
+	strategy := Strategy{ZoneAware: true, Subset: SubsetConfig{Mode: subset.Deterministic, Size: 5}}
+	planner := func(mem SubsetMemory) *Planner {
+		p, err := NewPlanner(Config{
+			Registry: store, Loads: fakeLoads{}, Clients: clients, Zones: fakeZones{},
+			ZoneAware:    zoneaware.Config{ReportInterval: 10 * time.Second},
+			Strategies:   StrategyFunc(func(string) Strategy { return strategy }),
+			SubsetMemory: mem,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	now := t0
+	old := planner(nil)
+	old.Cycle(now)
+	// Churn: clients come and go, endpoints are replaced.
+	for i, n := range []int{43, 37, 41} {
+		clients.slots["web"][subset.Group{Zone: "a"}] = n
+		clients.counts["web"]["a"] = n
+		if _, err := store.Apply(registry.Remove("web", fmt.Sprintf("ep-%02d", i), registry.SourceStatic), registry.Upsert("web", endpoint(30+i))); err != nil {
+			t.Fatal(err)
+		}
+		now = now.Add(10 * time.Second)
+		old.Cycle(now)
+	}
+	last := old.Plan("web").Subsets
+	moved := func(a, b *subset.Assignment) int {
+		n := 0
+		g := subset.Group{Zone: "a"}
+		for i := range a.Slots(g) {
+			x, y := a.Subset(g, i), b.Subset(g, i)
+			for _, id := range x {
+				if !slices.Contains(y, id) {
+					n++
+				}
+			}
+		}
+		return n
+	}
+	now = now.Add(10 * time.Second)
+	fresh := planner(nil)
+	fresh.Cycle(now)
+	if n := moved(last, fresh.Plan("web").Subsets); n == 0 {
+		t.Fatal("a fresh assignment equals the churned one: the test shows nothing")
+	} else {
+		t.Logf("without memory the takeover moves %d of %d pairs", n, last.Pairs())
+	}
+	heir := planner(subsetMemory{"web": last})
+	heir.Cycle(now)
+	if got := heir.Plan("web").Subsets; !got.Equal(last) {
+		t.Errorf("with memory the takeover moved %d of %d pairs, want 0", moved(last, got), last.Pairs())
 	}
 }
