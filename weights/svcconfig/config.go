@@ -274,7 +274,7 @@ func (p parser) oneOf(n *yaml.Node, field string, allowed ...string) (string, er
 var strategies = []string{ZoneAware, PID, ZoneAwarePID, Static}
 
 func (p parser) config(root *yaml.Node, c *Config) error {
-	m, err := p.Mapping(root, "", "strategy", "probe_share", "headroom", "slow_start", "pid", "metric", "report_interval", "blend", "redirects", "exclude", "subset_mode", "subset_size")
+	m, err := p.Mapping(root, "", "strategy", "probe_share", "headroom", "slow_start", "pid", "metric", "report_interval", "blend", "redirects", "exclude", "subset_mode", "subset_size", "resilience")
 	if err != nil {
 		return err
 	}
@@ -330,6 +330,11 @@ func (p parser) config(root *yaml.Node, c *Config) error {
 	}
 	if n := m["exclude"]; n != nil {
 		if c.Exclude, err = p.excludes(n); err != nil {
+			return err
+		}
+	}
+	if n := m["resilience"]; n != nil {
+		if err := p.resilience(n, &c.Resilience); err != nil {
 			return err
 		}
 	}

@@ -1,6 +1,11 @@
-// Package svcconfig is the per-service weight strategy config, owned by
-// service teams: which strategy (zone-aware, pid, zone-aware+pid, static)
-// and its knobs, read by the weights step through Store.Get.
+// Package svcconfig is the per-service config, owned by service teams
+// (one SERVICE.yaml each): the weight strategy (zone-aware, pid,
+// zone-aware+pid, static) with its knobs and the regional redirects, and
+// the client subsets (subset_mode, subset_size), which the weights step
+// reads through Store.Get; and the resilience policies (outlier
+// detection, circuit breaker, timeout, retry, fault injection, the
+// endpoint-picking policy: Resilience), for package xds to send to the
+// service's xDS clients, read through Store.Resilience.
 //
 // # Sources
 //
@@ -12,7 +17,11 @@
 //
 // Parse is strict: an unknown field, a wrong type or a value out of range
 // is an *Error "FILE:LINE: field: problem"; a bad file leaves the
-// service's previous config in force.
+// service's previous config in force. A resilience block that is set
+// gets the defaults of the fields it leaves out, so the config the API
+// shows is what clients are sent. Valid configs that will not work as
+// written (a redirect to a region without endpoints, an endpoint-picking
+// policy that ignores PID weights) are accepted with Entry.Warnings.
 //
 // # Storage and tombstones
 //
@@ -39,7 +48,8 @@
 //
 // # Concurrency
 //
-// Get, Services, Changed and Version are safe for concurrent use; Get
-// takes no lock. Writes go to the KV, then to the view. Changed returns a
-// channel closed at the next change.
+// Get, Resilience, Services, Changed and Version are safe for concurrent
+// use; Get and Resilience take no lock, and what they return is shared
+// (callers read it, never modify it). Writes go to the KV, then to the
+// view. Changed returns a channel closed at the next change.
 package svcconfig

@@ -28,8 +28,10 @@ type Entry struct {
 	Config     Config     `json:"config"`
 	YAML       string     `json:"yaml,omitempty"`
 	// Warnings (PUT only): what of the config, though valid, does not
-	// apply now, naming the field, e.g. a redirect to a region where the
-	// service has no healthy endpoint.
+	// apply now or not as written, naming the field: a redirect to a
+	// region where the service has no healthy endpoint, or an
+	// endpoint-picking policy (resilience.lb) that ignores or churns on
+	// the PID weights the strategy computes.
 	Warnings []string `json:"warnings,omitempty"`
 }
 
@@ -87,8 +89,16 @@ func (s *Store) handler(auth settings.Auth) http.Handler {
 }
 
 // warnings lists the regional rules of cfg that do not apply now for want
-// of endpoints (StoreConfig.Regions); nil without Regions or when all do.
+// of endpoints (StoreConfig.Regions; none without Regions), then the
+// resilience policies that do not combine well with cfg's strategy; nil
+// when there are none.
 func (s *Store) warnings(service string, cfg Config) []string {
+	return append(s.regionWarnings(service, cfg), cfg.resilienceWarnings()...)
+}
+
+// regionWarnings lists the regional rules of cfg that do not apply now
+// for want of endpoints; nil without Regions or when all do.
+func (s *Store) regionWarnings(service string, cfg Config) []string {
 	rules := cfg.RegionRules()
 	if s.regions == nil || rules.Empty() {
 		return nil

@@ -79,8 +79,9 @@ type StoreConfig struct {
 	// Audit records every change; nil records none.
 	Audit Recorder
 	// Regions lists the regions in which a service has a healthy
-	// endpoint now; with it, PUT answers the rules that would not apply as
-	// set (Entry.Warnings). Nil: no warnings.
+	// endpoint now; with it, PUT answers the regional rules that would
+	// not apply as set (Entry.Warnings). Nil: no regional warnings (the
+	// resilience warnings, which need no endpoints, are still given).
 	Regions func(service string) []string
 }
 
@@ -119,6 +120,19 @@ func (s *Store) Get(service string) (Config, Status, bool) {
 		return Default(), Status{}, false
 	}
 	return c, st, true
+}
+
+// Resilience returns the resilience policies of service's config in
+// force (a tombstone's too, as Get) and whether it sets any: false with
+// the zero Resilience for a service without a config or with none set.
+// The blocks r points to are shared by every caller: read them, do not
+// modify them. Safe for concurrent use; it takes no lock.
+func (s *Store) Resilience(service string) (r Resilience, ok bool) {
+	c, _, found := s.set.Get(service)
+	if !found {
+		return Resilience{}, false
+	}
+	return c.Resilience, !c.Resilience.IsZero()
 }
 
 // Services returns the services with a record (tombstones included), sorted.

@@ -118,8 +118,17 @@ func TestConfigJSONRoundTrip(t *testing.T) {
 	}
 }
 
+// FuzzParse: Parse refuses with an *Error of the file or accepts a
+// config that keeps the rules (the resilience block's held against
+// checkResilience, written apart from the parser), and the accepted
+// config as shown (its JSON) parses back to itself.
 func FuzzParse(f *testing.F) {
-	for _, s := range []string{"", "strategy: pid\n", "pid: {kp: 1, min_weight: 0.3}\n", `{"blend": {"from": "pid", "to": "static", "percent": 5}}`, "slow_start:\n  ramp: 1m\n"} {
+	for _, s := range []string{"", "strategy: pid\n", "pid: {kp: 1, min_weight: 0.3}\n", `{"blend": {"from": "pid", "to": "static", "percent": 5}}`, "slow_start:\n  ramp: 1m\n",
+		fullResilience,
+		"strategy: pid\nresilience:\n  outlier_detection: {failure_percentage: {threshold: 50}}\n  lb: {client_wrr: {blackout_period: 30s, oob_reporting_period: 30s}}\n",
+		"resilience: {retry: {on: [deadline_exceeded, internal], base_interval: 1s}, lb: {least_request: {choice_count: 3}}}\n",
+		`{"resilience": {"timeout": "1h", "fault": {"abort": {"grpc_status": 16, "percent": 0.5}, "header": "x-a"}, "lb": {"ring_hash": {"header": "x", "max_ring_size": 8388608}}}}`,
+	} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -133,6 +142,10 @@ func FuzzParse(f *testing.F) {
 		if c.PID.MinWeight > c.PID.MaxWeight || c.PID.InitialWeight < c.PID.MinWeight || c.Headroom <= 0 || c.Headroom > 1 {
 			t.Fatalf("Parse accepted an invalid config %+v", c)
 		}
+		if msg := checkResilience(c.Resilience); msg != "" {
+			t.Fatalf("Parse accepted an invalid resilience block: %s", msg)
+		}
+		shown(t, c)
 	})
 }
 
