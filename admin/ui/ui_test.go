@@ -120,7 +120,8 @@ func TestTestIDs(t *testing.T) {
 	}
 	for _, id := range []string{"services-table", "service-row", "services-search", "service-title", "flow-measured", "flow-planned",
 		"same-zone-chart", "explain", "graph", "migration-panel", "panic-state", "panic-toggle", "token-input", "confirm-yes",
-		"subsets", "subsets-size", "subsets-slots", "subset-client-input", "subset-client-node", "subset-client-endpoints"} {
+		"subsets", "subsets-size", "subsets-slots", "subset-client-input", "subset-client-node", "subset-client-endpoints",
+		"policies", "policy", "policies-none"} {
 		// data-testid="id" in the HTML, 'data-testid': 'id' or a
 		// matrixTable('id', ...) argument in the JS.
 		if !regexp.MustCompile(`["']` + id + `["']`).MatchString(all.String()) {

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -168,9 +169,9 @@ func callHTTP(ctx context.Context, e *env, addr, method, path, token, contentTyp
 
 func writeConfigList(w io.Writer, list []svcconfig.Entry) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SERVICE\tSTRATEGY\tSOURCE\tSTATE")
+	fmt.Fprintln(tw, "SERVICE\tSTRATEGY\tSOURCE\tSTATE\tPOLICIES")
 	for _, e := range list {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", e.Service, strategyOf(e.Config), sourceOf(e), stateOf(e))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.Service, strategyOf(e.Config), sourceOf(e), stateOf(e), policySummary(e.Config.Resilience))
 	}
 	return tw.Flush()
 }
@@ -180,6 +181,14 @@ func writeConfigEntry(w io.Writer, e svcconfig.Entry) error {
 		fmt.Fprintf(w, "service %s: no config, the defaults apply\n", e.Service)
 	} else {
 		fmt.Fprintf(w, "service %s: %s, from %s, version %d\n", e.Service, stateOf(e), sourceOf(e), e.Version)
+	}
+	if lines := policyLines(e.Config.Resilience); lines == nil {
+		fmt.Fprintln(w, "resilience: none (clients keep their own defaults)")
+	} else {
+		fmt.Fprintln(w, "resilience:")
+		for _, l := range lines {
+			fmt.Fprintf(w, "  %s%s: %s\n", strings.Repeat("  ", l.depth), l.name, l.text)
+		}
 	}
 	b, err := json.MarshalIndent(e.Config, "", "  ")
 	if err != nil {
@@ -208,4 +217,166 @@ func stateOf(e svcconfig.Entry) string {
 		return "active"
 	}
 	return fmt.Sprintf("deleted %s, applies until %s", e.DeletedAt.UTC().Format(time.RFC3339), e.Until.UTC().Format(time.RFC3339))
+}
+
+// policySummary is r in a few words, for the POLICIES column of config
+// list: "outlier(sr,fp) max_requests=100 timeout=5s
+// retry(2×unavailable) fault(delay 20%,abort 10% if x-chaos)
+// ring_hash(x-user)"; "-" when r sends no policy.
+func policySummary(r svcconfig.Resilience) string {
+	var out []string
+	if od := r.OutlierDetection; od != nil {
+		var rules []string
+		if od.SuccessRate != nil {
+			rules = append(rules, "sr")
+		}
+		if od.FailurePercentage != nil {
+			rules = append(rules, "fp")
+		}
+		out = append(out, "outlier("+strings.Join(rules, ",")+")")
+	}
+	if r.MaxRequests > 0 {
+		out = append(out, fmt.Sprintf("max_requests=%d", r.MaxRequests))
+	}
+	if r.Timeout > 0 {
+		out = append(out, "timeout="+time.Duration(r.Timeout).String())
+	}
+	if rt := r.Retry; rt != nil {
+		out = append(out, fmt.Sprintf("retry(%d×%s)", rt.NumRetries, strings.Join(rt.On, ",")))
+	}
+	if f := r.Fault; f != nil {
+		var parts []string
+		if f.Delay != nil {
+			parts = append(parts, "delay "+showPct(f.Delay.Percent))
+		}
+		if f.Abort != nil {
+			parts = append(parts, "abort "+showPct(f.Abort.Percent))
+		}
+		s := "fault(" + strings.Join(parts, ",")
+		if f.Header != "" {
+			s += " if " + f.Header
+		}
+		out = append(out, s+")")
+	}
+	if lb := r.LB; lb != nil {
+		switch {
+		case lb.RingHash != nil:
+			out = append(out, "ring_hash("+lb.RingHash.Header+")")
+		case lb.LeastRequest != nil:
+			out = append(out, fmt.Sprintf("least_request(%d)", lb.LeastRequest.ChoiceCount))
+		case lb.ClientWRR != nil:
+			out = append(out, "client_wrr")
+		}
+	}
+	if len(out) == 0 {
+		return "-"
+	}
+	return strings.Join(out, " ")
+}
+
+// policyLine is one line of config get's "resilience:" section: the
+// policy's field name and what it makes clients do, every value with
+// its unit. depth 1 is a part of the policy above it (outlier
+// detection's two ejection rules).
+type policyLine struct {
+	depth      int
+	name, text string
+}
+
+// policyLines describes r, one line per policy, in the order and words
+// of the web page's Policies panel (policyLines in
+// admin/ui/assets/app.js: change both); nil when r sends no policy.
+func policyLines(r svcconfig.Resilience) []policyLine {
+	var out []policyLine
+	add := func(depth int, name, format string, args ...any) {
+		out = append(out, policyLine{depth, name, fmt.Sprintf(format, args...)})
+	}
+	if od := r.OutlierDetection; od != nil {
+		add(0, "outlier_detection", "every %s, ejects for %s × times ejected (at most %s), at most %d%% of endpoints at once",
+			showDur(od.Interval), showDur(od.BaseEjectionTime), showDur(od.MaxEjectionTime), od.MaxEjectionPercent)
+		if sr := od.SuccessRate; sr != nil {
+			add(1, "success_rate", "success rate more than %s stdev below the mean; enforced %d%%; judged when %d endpoints have %d RPCs or more in the interval",
+				showNum(sr.StdevFactor), sr.EnforcementPercent, sr.MinimumHosts, sr.RequestVolume)
+		}
+		if fp := od.FailurePercentage; fp != nil {
+			add(1, "failure_percentage", "more than %d%% of RPCs failed; enforced %d%%; judged when %d endpoints have %d RPCs or more in the interval",
+				fp.Threshold, fp.EnforcementPercent, fp.MinimumHosts, fp.RequestVolume)
+		}
+	}
+	if r.MaxRequests > 0 {
+		add(0, "max_requests", "%s in flight per client process, then UNAVAILABLE", showCount(r.MaxRequests, "RPC", "RPCs"))
+	}
+	if r.Timeout > 0 {
+		add(0, "timeout", "%s at most per RPC", showDur(r.Timeout))
+	}
+	if rt := r.Retry; rt != nil {
+		add(0, "retry", "up to %s on %s; backoff %s, doubling, at most %s",
+			showCount(rt.NumRetries, "retry", "retries"), strings.Join(rt.On, ", "), showDur(rt.BaseInterval), showDur(rt.MaxInterval))
+	}
+	if f := r.Fault; f != nil {
+		var parts []string
+		if d := f.Delay; d != nil {
+			parts = append(parts, fmt.Sprintf("delay %s on %s of RPCs", showDur(d.Fixed), showPct(d.Percent)))
+		}
+		if a := f.Abort; a != nil {
+			parts = append(parts, fmt.Sprintf("abort %s of RPCs with %s", showPct(a.Percent), showCode(a.GRPCStatus)))
+		}
+		if f.Header != "" {
+			parts = append(parts, "only RPCs with header "+f.Header)
+		} else {
+			parts = append(parts, "every RPC")
+		}
+		if f.MaxActiveFaults > 0 {
+			parts = append(parts, fmt.Sprintf("at most %s at once", showCount(f.MaxActiveFaults, "fault", "faults")))
+		}
+		add(0, "fault", "%s", strings.Join(parts, "; "))
+	}
+	if lb := r.LB; lb != nil {
+		switch {
+		case lb.RingHash != nil:
+			rh := lb.RingHash
+			add(0, "lb", "ring_hash on header %s, a ring of %d to %d entries", rh.Header, rh.MinRingSize, rh.MaxRingSize)
+		case lb.LeastRequest != nil:
+			add(0, "lb", "least_request, the least loaded of %d random endpoints", lb.LeastRequest.ChoiceCount)
+		case lb.ClientWRR != nil:
+			w := lb.ClientWRR
+			from := "RPC trailers"
+			if w.OOBReportingPeriod > 0 {
+				from = "out-of-band reports every " + showDur(w.OOBReportingPeriod)
+			}
+			add(0, "lb", "client_wrr by the endpoints' load reports (%s); blackout %s, weights expire after %s, updated every %s, error penalty %s",
+				from, showDur(w.BlackoutPeriod), showDur(w.WeightExpirationPeriod), showDur(w.WeightUpdatePeriod), showNum(w.ErrorUtilizationPenalty))
+		}
+	}
+	return out
+}
+
+// showDur, showNum and showPct print as the page does: Go's duration
+// string (the JSON's), the shortest decimal digits (JavaScript's String).
+func showDur(d svcconfig.Duration) string { return time.Duration(d).String() }
+func showNum(v float64) string            { return strconv.FormatFloat(v, 'f', -1, 64) }
+func showPct(v float64) string            { return showNum(v) + "%" }
+
+// showCount is n with its noun, singular or plural.
+func showCount(n uint32, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
+
+// abortCodes are the gRPC status codes' names, by number, as a config
+// writes them (fault.abort.grpc_status).
+var abortCodes = []string{
+	"ok", "cancelled", "unknown", "invalid_argument", "deadline_exceeded", "not_found", "already_exists",
+	"permission_denied", "resource_exhausted", "failed_precondition", "aborted", "out_of_range",
+	"unimplemented", "internal", "unavailable", "data_loss", "unauthenticated",
+}
+
+// showCode is code by name and number: "unavailable (14)".
+func showCode(code uint32) string {
+	if int(code) < len(abortCodes) {
+		return fmt.Sprintf("%s (%d)", abortCodes[code], code)
+	}
+	return fmt.Sprintf("status %d", code)
 }

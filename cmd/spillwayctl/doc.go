@@ -103,7 +103,12 @@
 //	    (docs/service-config.md; on --http, see below). set refuses a bad
 //	    field by name, and a service owned by a --service-config-dir file
 //	    (HTTP 409); delete tombstones (the config keeps applying, shown as
-//	    deleted, until the tombstone time); undelete brings it back.
+//	    deleted, until the tombstone time); undelete brings it back. list's
+//	    POLICIES column sums up each service's resilience policies
+//	    ("outlier(sr,fp) timeout=5s retry(2×unavailable) ring_hash(x-user)",
+//	    - for none); get prints them one line per policy, every value with
+//	    its unit, under "resilience:" before the config as JSON. -o json
+//	    prints the API's answer as it is.
 //	route list | get S | set S FILE | delete S | validate S FILE [-f FILE] [--path P] [--header "K: V"]... [--http ADDR] [--token T] [-o text|json|yaml]
 //	    Per-service route rules over the HTTP API (docs/routing.md). set
 //	    refuses a bad field, a target that is not registered or a rule

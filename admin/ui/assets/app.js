@@ -337,10 +337,13 @@ function serviceView(main, r) {
     // The client asked for in the subsets panel comes with the weights.
     const wq = new URLSearchParams({ service: name });
     if (subsets.client()) wq.set('client', subsets.client());
-    const [eps, load, weights] = await Promise.all([
+    // The config's read is open (GET /v1/config/NAME needs no token); a
+    // failure of it shows in the Policies panel, not over the page.
+    const [eps, load, weights, cfg] = await Promise.all([
       api(`/v1/services/${q}/endpoints`),
       api(`/v1/load?service=${q}`),
       info.weights ? api(`/v1/weights?${wq}`) : Promise.resolve(null),
+      api(`/v1/config/${q}`).catch((e) => ({ error: e.message })),
     ]);
     if (stale()) return;
     const measured = measuredMatrix(load), planned = plannedMatrix(weights);
@@ -367,7 +370,7 @@ function serviceView(main, r) {
       chart(hist),
       el('h2', {}, 'Why these weights'), explainView(weights),
       weights && weights.zones && weights.zones.length ? [el('h2', {}, 'Capacity by zone'), zonesTable(weights)] : null,
-      regionsView(weights), routeRulesView(weights))));
+      regionsView(weights), routeRulesView(weights), policiesView(cfg))));
     subsets.update(weights && weights.subsets, eps);
   }
   return refresh;
@@ -497,6 +500,83 @@ function routeRulesView(w) {
   return el('div', { 'data-testid': 'route-rules' }, el('h2', {}, 'Route rules'),
     el('ol', {}, (rr.rules || []).map((r) => el('li', {}, `${r.name} → ${(r.targets || []).join(', ')}`, r.missing && r.missing.length ? ` (broken: ${r.missing.join(', ')} missing)` : ''))),
     el('p', {}, `default → ${rr.default}${rr.default_missing ? ' (missing)' : ''}`));
+}
+
+// policiesView is the "Policies" panel: the resilience policies of the
+// service's config (GET /v1/config/NAME, config.resilience;
+// docs/service-config.md), one line per policy as `spillwayctl config get`
+// prints them, or a note that there are none. Values are text only (el).
+function policiesView(cfg) {
+  const head = el('h2', {}, 'Policies');
+  if (cfg.error) {
+    return el('section', { 'data-testid': 'policies' }, head,
+      el('p', { 'data-testid': 'policies-error' }, `Could not read the service config: ${cfg.error}`));
+  }
+  const lines = policyLines((cfg.config && cfg.config.resilience) || {});
+  let from = 'no service config';
+  if (cfg.configured) from = `service config version ${cfg.version}, from ${cfg.file ? `${cfg.source}:${cfg.file}` : cfg.source}`;
+  if (cfg.deleted && cfg.until) from += `, deleted: applies until ${dateFmt.format(new Date(cfg.until))}`;
+  return el('section', { 'data-testid': 'policies' }, head,
+    el('p', { class: 'note' }, `What this service's xDS clients are told to do about failures and load (${from}).`),
+    lines.length === 0
+      ? el('p', { 'data-testid': 'policies-none' }, 'None: clients keep their own defaults.')
+      : el('ul', { 'data-testid': 'policies-list' }, lines.map((l) => el('li', {
+        'data-testid': 'policy', 'data-policy': l.key, class: l.depth ? 'sub' : null,
+      }, el('code', {}, l.name), `: ${l.text}`))));
+}
+
+// ABORT_CODES are the gRPC status codes' names, by number, as a config
+// writes fault.abort.grpc_status.
+const ABORT_CODES = ['ok', 'cancelled', 'unknown', 'invalid_argument', 'deadline_exceeded', 'not_found', 'already_exists',
+  'permission_denied', 'resource_exhausted', 'failed_precondition', 'aborted', 'out_of_range',
+  'unimplemented', 'internal', 'unavailable', 'data_loss', 'unauthenticated'];
+
+// policyLines describes a config's resilience block (its JSON: durations
+// as Go duration strings, numbers as numbers, unset blocks absent) in
+// the order and words of spillwayctl's policyLines
+// (cmd/spillwayctl/config.go: change both): [{key, depth, name, text}],
+// empty when it sets no policy. depth 1 is a part of the policy above it.
+function policyLines(r) {
+  const out = [];
+  const add = (key, text) => out.push({ key, depth: key.includes('.') ? 1 : 0, name: key.split('.').pop(), text });
+  const num = (v) => String(v); // the shortest digits, as Go's strconv.FormatFloat(v, 'f', -1, 64)
+  const pctOf = (v) => `${num(v)}%`;
+  const countOf = (n, one, many) => (n === 1 ? `1 ${one}` : `${n} ${many}`);
+  const od = r.outlier_detection;
+  if (od) {
+    add('outlier_detection', `every ${od.interval}, ejects for ${od.base_ejection_time} × times ejected (at most ${od.max_ejection_time}), at most ${od.max_ejection_percent}% of endpoints at once`);
+    const sr = od.success_rate, fp = od.failure_percentage;
+    if (sr) add('outlier_detection.success_rate', `success rate more than ${num(sr.stdev_factor)} stdev below the mean; enforced ${sr.enforcement_percent}%; judged when ${sr.minimum_hosts} endpoints have ${sr.request_volume} RPCs or more in the interval`);
+    if (fp) add('outlier_detection.failure_percentage', `more than ${fp.threshold}% of RPCs failed; enforced ${fp.enforcement_percent}%; judged when ${fp.minimum_hosts} endpoints have ${fp.request_volume} RPCs or more in the interval`);
+  }
+  if (r.max_requests) add('max_requests', `${countOf(r.max_requests, 'RPC', 'RPCs')} in flight per client process, then UNAVAILABLE`);
+  if (r.timeout) add('timeout', `${r.timeout} at most per RPC`);
+  const rt = r.retry;
+  if (rt) add('retry', `up to ${countOf(rt.num_retries, 'retry', 'retries')} on ${(rt.on || []).join(', ')}; backoff ${rt.base_interval}, doubling, at most ${rt.max_interval}`);
+  const f = r.fault;
+  if (f) {
+    const parts = [];
+    if (f.delay) parts.push(`delay ${f.delay.fixed} on ${pctOf(f.delay.percent)} of RPCs`);
+    if (f.abort) {
+      const c = f.abort.grpc_status;
+      parts.push(`abort ${pctOf(f.abort.percent)} of RPCs with ${c < ABORT_CODES.length ? `${ABORT_CODES[c]} (${c})` : `status ${c}`}`);
+    }
+    parts.push(f.header ? `only RPCs with header ${f.header}` : 'every RPC');
+    if (f.max_active_faults) parts.push(`at most ${countOf(f.max_active_faults, 'fault', 'faults')} at once`);
+    add('fault', parts.join('; '));
+  }
+  const lb = r.lb;
+  if (lb && lb.ring_hash) {
+    const rh = lb.ring_hash;
+    add('lb', `ring_hash on header ${rh.header}, a ring of ${rh.min_ring_size} to ${rh.max_ring_size} entries`);
+  } else if (lb && lb.least_request) {
+    add('lb', `least_request, the least loaded of ${lb.least_request.choice_count} random endpoints`);
+  } else if (lb && lb.client_wrr) {
+    const w = lb.client_wrr;
+    const from = w.oob_reporting_period ? `out-of-band reports every ${w.oob_reporting_period}` : 'RPC trailers';
+    add('lb', `client_wrr by the endpoints' load reports (${from}); blackout ${w.blackout_period}, weights expire after ${w.weight_expiration_period}, updated every ${w.weight_update_period}, error penalty ${num(w.error_utilization_penalty)}`);
+  }
+  return out;
 }
 
 // ---- dependency graph ---------------------------------------------------
