@@ -10,6 +10,7 @@ import (
 
 	"github.com/spillway/spillway/registry"
 	"github.com/spillway/spillway/weights"
+	"github.com/spillway/spillway/weights/svcconfig"
 )
 
 // entry caches the encoded resources of one service name. Listener, route
@@ -19,6 +20,12 @@ type entry struct {
 	// mu guards the fields below.
 	mu     sync.Mutex
 	static [3]*resource // LDS, RDS, CDS
+	// staticPol[t] is the policy key (polKey) static[t] was built for.
+	staticPol [3]uint64
+	// pol is the service's resilience policy as last read (refreshPolicy),
+	// polKey its fingerprint (policyKey; 0 for none).
+	pol    svcconfig.Resilience
+	polKey uint64
 	svc    *registry.Service
 	gen    uint64               // plan generation the eds map is for
 	rules  uint64               // region rules version the eds map is for
@@ -97,20 +104,26 @@ func (s *Server) lookupFor(t int, name string, node nodeInfo, w *watcher, snap *
 	e := s.cache.entry(name)
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if t < 3 {
+		s.refreshPolicy(e, name)
+	}
 	if t == 1 {
 		if r, ok := s.ruledRoute(e, name, snap); ok {
 			return r, true
 		}
 	}
 	if t < 3 {
-		if e.static[t] == nil {
-			r, err := s.buildStatic(t, name)
+		if e.static[t] == nil || e.staticPol[t] != e.polKey {
+			r, err := s.buildStaticFor(t, name, e.pol)
+			if err != nil && e.polKey != 0 {
+				r, err = s.policyFailed(t, name, e.static[t], err)
+			}
 			if err != nil {
 				s.metrics.invalid.WithLabelValues(shortType(typeURLs[t])).Inc()
 				s.log.Error("resource not built", "type", shortType(typeURLs[t]), "service", name, "err", err)
 				return nil, true
 			}
-			e.static[t] = r
+			e.static[t], e.staticPol[t] = r, e.polKey
 		}
 		return e.static[t], true
 	}
@@ -266,21 +279,41 @@ func planVariant(p *weights.Plan, zone string) (string, endpointWeights) {
 	return p.Result.Route(zone).ClientZone, epw
 }
 
+// buildStatic encodes Listener, RouteConfiguration (without rules) or
+// Cluster name (t 0, 1, 2) for a service without a policy.
 func (s *Server) buildStatic(t int, name string) (*resource, error) {
+	return s.buildStaticFor(t, name, svcconfig.Resilience{})
+}
+
+// buildStaticFor is buildStatic with the service's policy r.
+func (s *Server) buildStaticFor(t int, name string, r svcconfig.Resilience) (*resource, error) {
 	var m proto.Message
 	switch t {
 	case 0:
-		l, err := listener(name)
+		l, err := listenerFor(name, r)
 		if err != nil {
 			return nil, err
 		}
 		m = l
 	case 1:
-		m = route(name)
+		m = routeFor(name, r)
 	case 2:
-		m = cluster(name)
+		m = clusterFor(name, r)
 	}
 	return encode(name, m)
+}
+
+// policyFailed is what serves when resource t of name does not build
+// with the service's policy (err): the last one built, prev, or else the
+// resource without the policy. The config's parser keeps a policy in the
+// ranges the checks allow, so this is a bug to log.
+func (s *Server) policyFailed(t int, name string, prev *resource, err error) (*resource, error) {
+	s.metrics.invalid.WithLabelValues(shortType(typeURLs[t])).Inc()
+	s.log.Error("resilience policy not served: the resource is invalid with it; the last one serves", "type", shortType(typeURLs[t]), "service", name, "err", err)
+	if prev != nil {
+		return prev, nil
+	}
+	return s.buildStatic(t, name)
 }
 
 func (s *Server) buildEDS(svc *registry.Service, zone string, weights LocalityWeights, epw endpointWeights, prio map[string]int) (*resource, error) {

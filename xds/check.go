@@ -4,17 +4,47 @@ package xds
 //
 // grpc-go rejects (NACKs) a whole response when one resource in it breaks
 // one of its rules, and keeps what it had, or nothing. The rules below are
-// those of grpc-go 1.85's parsers (internal/xds/xdsclient/xdsresource:
-// unmarshal_eds.go, unmarshal_cds.go, unmarshal_lds.go, unmarshal_rds.go,
-// and the load balancing policy converters in
-// internal/xds/xdsclient/xdslbregistry) that could apply to what spillway
-// emits, plus what Envoy needs of the policy spillway writes for it. Where
-// grpc-go only ignores a part (a locality of weight 0, an unknown route
-// action), spillway treats it as an error too: it never means to send a
-// part that a client drops. Fields spillway never sets and whose content
-// grpc-go parses (TLS, outlier detection, retry policies, filter
-// overrides, metadata) must stay unset: setting one must come with its
-// rule here.
+// those of grpc-go 1.85's parsers that could apply to what spillway
+// emits, plus what Envoy needs of the policy spillway writes for it:
+//
+//   - internal/xds/xdsclient/xdsresource: unmarshal_eds.go;
+//     unmarshal_cds.go (validateClusterAndConstructClusterUpdate,
+//     outlierConfigFromCluster, circuitBreakersFromCluster);
+//     unmarshal_lds.go (processClientSideListener, processHTTPFilters,
+//     processHTTPFilterOverrides, validateHTTPFilterConfig);
+//     unmarshal_rds.go (routesProtoToSlice, generateRetryConfig,
+//     hashPoliciesProtoToSlice, the max_stream_duration);
+//   - the load balancing policy converters
+//     (internal/xds/xdsclient/xdslbregistry/converter) and the balancers'
+//     ParseConfig, whose errors are NACKs too: balancer/ringhash
+//     (config.go parseConfig), balancer/leastrequest,
+//     balancer/weightedroundrobin;
+//   - the fault filter (internal/xds/httpfilter/fault, parseConfig: a
+//     typed HTTPFault only);
+//   - the typed configs inside Anys (load balancing policies, HTTP
+//     filters, filter overrides) pass their own proto constraints, as
+//     Envoy checks them and ValidateAll on the resource does not.
+//
+// Where grpc-go only ignores a part (a locality of weight 0, an unknown
+// route action), spillway treats it as an error too: it never means to
+// send a part that a client drops. And where grpc-go accepts a value and
+// then misreads or fails on it (issue 30's research, probed against a real
+// client), spillway refuses it: outlier detection at interval 0 (a
+// busy sweep loop), an implicit enforcing_success_rate (success-rate
+// ejection on), thresholds that eject a service's only endpoint, Envoy-only
+// ejections; max_requests 0 (every RPC fails); ring_hash inside
+// wrr_locality (one ring per locality), an endpoint-picking policy at the
+// top (no locality weights), least_request above 10 choices, a
+// client-side WRR penalty or blackout of 0 (read as the defaults),
+// negative or too short periods; more than 4 retries (grpc-go's xDS path
+// does not cap attempts at 5), a max backoff below the base, retry_on
+// codes grpc-go ignores; a negative or split max_stream_duration; hash
+// policies grpc-go skips; fault configs with headers (ignored), of
+// status 0 or above 16, chances above the whole, or injecting nothing.
+// Fields spillway never sets and whose content grpc-go parses (TLS,
+// metadata, cluster specifier plugins, a TypedStruct naming a stock gRPC
+// balancer, whose struct is that balancer's JSON config) must stay
+// unset: setting one must come with its rule here.
 //
 // Each rule is tested in check_test.go with a resource that breaks it,
 // and check_grpc_test.go serves each such resource to a real grpc-go
@@ -24,29 +54,38 @@ package xds
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"net/netip"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	v1udpatypepb "github.com/cncf/xds/go/udpa/type/v1"
 	v3xdstypepb "github.com/cncf/xds/go/xds/type/v3"
 	v3clusterpb "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	v3corepb "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	v3endpointpb "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	v3listenerpb "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	v3routepb "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	v3faultpb "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/fault/v3"
 	v3routerpb "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	v3hcmpb "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	v3cswrrpb "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/client_side_weighted_round_robin/v3"
 	v3leastrequestpb "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/least_request/v3"
 	v3ringhashpb "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/ring_hash/v3"
 	v3roundrobinpb "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/round_robin/v3"
 	v3wrrlocalitypb "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/wrr_locality/v3"
 	v3matcherpb "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
+	v3typepb "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
 // errClientRejects is wrapped by every error of checkForGRPC.
@@ -224,8 +263,11 @@ func checkCDS(c *v3clusterpb.Cluster) error {
 	if c.GetTransportSocket() != nil {
 		return rejectf("transport_socket", "set: grpc-go parses it and spillway has no rule for it")
 	}
-	if c.GetOutlierDetection() != nil {
-		return rejectf("outlier_detection", "set: grpc-go range-checks it and spillway has no rule for it")
+	if err := checkOutlierDetection(c.GetOutlierDetection()); err != nil {
+		return err
+	}
+	if err := checkCircuitBreakers(c.GetCircuitBreakers()); err != nil {
+		return err
 	}
 	if c.GetMetadata() != nil {
 		return rejectf("metadata", "set: grpc-go parses it and spillway has no rule for it")
@@ -250,6 +292,117 @@ func checkCDS(c *v3clusterpb.Cluster) error {
 	return nil
 }
 
+// checkOutlierDetection: unmarshal_cds.go (outlierConfigFromCluster,
+// gRFC A50), then spillway's rules for what grpc-go accepts but should
+// not be sent: a zero interval (the sweep timer re-arms at once, a busy
+// loop), an implicit enforcing_success_rate (unset turns success-rate
+// ejection on), what Envoy alone would eject on, and thresholds that
+// eject a service's only endpoint or judge endpoints on no requests.
+func checkOutlierDetection(od *v3clusterpb.OutlierDetection) error {
+	if od == nil {
+		return nil
+	}
+	const f = "outlier_detection"
+	durations := []struct {
+		name string
+		d    *durationpb.Duration
+	}{{"interval", od.GetInterval()}, {"base_ejection_time", od.GetBaseEjectionTime()}, {"max_ejection_time", od.GetMaxEjectionTime()}}
+	for _, d := range durations {
+		if d.d == nil {
+			continue
+		}
+		if err := d.d.CheckValid(); err != nil {
+			return rejectf(f+"."+d.name, "%v", err)
+		}
+		if d.d.AsDuration() < 0 {
+			return rejectf(f+"."+d.name, "%v: must be >= 0", d.d.AsDuration())
+		}
+	}
+	percents := []struct {
+		name string
+		v    *wrapperspb.UInt32Value
+	}{
+		{"max_ejection_percent", od.GetMaxEjectionPercent()}, {"enforcing_success_rate", od.GetEnforcingSuccessRate()},
+		{"failure_percentage_threshold", od.GetFailurePercentageThreshold()}, {"enforcing_failure_percentage", od.GetEnforcingFailurePercentage()},
+	}
+	for _, p := range percents {
+		if p.v.GetValue() > 100 {
+			return rejectf(f+"."+p.name, "%d: must be <= 100", p.v.GetValue())
+		}
+	}
+	for _, d := range durations {
+		if d.d != nil && d.d.AsDuration() == 0 {
+			return rejectf(f+"."+d.name, "0: Envoy takes none at 0, and at an interval of 0 grpc-go sweeps without pause")
+		}
+	}
+	if b, m := od.GetBaseEjectionTime(), od.GetMaxEjectionTime(); b != nil && m != nil && m.AsDuration() < b.AsDuration() {
+		return rejectf(f+".max_ejection_time", "%v below base_ejection_time %v", m.AsDuration(), b.AsDuration())
+	}
+	if od.GetEnforcingSuccessRate() == nil {
+		return rejectf(f+".enforcing_success_rate", "unset: success-rate ejection is on at 100%%; write 0 to leave it off")
+	}
+	if v := od.GetEnforcingConsecutive_5Xx(); v == nil || v.GetValue() > 0 {
+		return rejectf(f+".enforcing_consecutive_5xx", "unset or above 0: Envoy would eject after consecutive 5xx, which gRPC clients never do; write 0")
+	}
+	if od.GetEnforcingConsecutiveGatewayFailure().GetValue() > 0 {
+		return rejectf(f+".enforcing_consecutive_gateway_failure", "above 0: Envoy would eject on gateway failures, which gRPC clients never do")
+	}
+	if od.GetSplitExternalLocalOriginErrors() || od.GetMaxEjectionTimeJitter() != nil || od.GetSuccessfulActiveHealthCheckUnejectHost() != nil ||
+		len(od.GetMonitors()) > 0 || od.GetAlwaysEjectOneHost() != nil || od.GetDetectDegradedHosts() != nil {
+		return rejectf(f, "a field gRPC clients ignore is set (split_external_local_origin_errors, max_ejection_time_jitter, successful_active_health_check_uneject_host, monitors, always_eject_one_host, detect_degraded_hosts): Envoy would eject otherwise")
+	}
+	if od.GetEnforcingSuccessRate().GetValue() > 0 {
+		if v := od.GetSuccessRateStdevFactor(); v != nil && (v.GetValue() < 1 || v.GetValue() > 10000) {
+			return rejectf(f+".success_rate_stdev_factor", "%d thousandths: want 1..10000 (0.001..10)", v.GetValue())
+		}
+		if err := checkEjectionInputs(f+".success_rate", od.GetSuccessRateMinimumHosts(), od.GetSuccessRateRequestVolume()); err != nil {
+			return err
+		}
+	}
+	if od.GetEnforcingFailurePercentage().GetValue() > 0 {
+		if err := checkEjectionInputs(f+".failure_percentage", od.GetFailurePercentageMinimumHosts(), od.GetFailurePercentageRequestVolume()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkEjectionInputs: with fewer than 2 hosts judged, the first
+// ejection passes max_ejection_percent and can take a service's only
+// endpoint; with a request volume of 0, endpoints are judged on no
+// requests.
+func checkEjectionInputs(prefix string, hosts, volume *wrapperspb.UInt32Value) error {
+	if hosts != nil && hosts.GetValue() < 2 {
+		return rejectf(prefix+"_minimum_hosts", "%d: want >= 2, or a service's only endpoint may be ejected", hosts.GetValue())
+	}
+	if volume != nil && volume.GetValue() < 1 {
+		return rejectf(prefix+"_request_volume", "0: endpoints would be judged on no requests")
+	}
+	return nil
+}
+
+// checkCircuitBreakers: unmarshal_cds.go (circuitBreakersFromCluster)
+// reads max_requests of the first DEFAULT threshold only, and
+// clusterimpl's picker fails every RPC with UNAVAILABLE while max_requests
+// are in flight: spillway writes one DEFAULT threshold with max_requests
+// of at least 1.
+func checkCircuitBreakers(cb *v3clusterpb.CircuitBreakers) error {
+	if cb == nil {
+		return nil
+	}
+	ts := cb.GetThresholds()
+	if len(ts) != 1 {
+		return rejectf("circuit_breakers.thresholds", "%d thresholds, want one (DEFAULT): grpc-go reads only the first DEFAULT one", len(ts))
+	}
+	if p := ts[0].GetPriority(); p != v3corepb.RoutingPriority_DEFAULT {
+		return rejectf("circuit_breakers.thresholds[0].priority", "%v: grpc-go ignores it, and allows 1024 requests", p)
+	}
+	if m := ts[0].GetMaxRequests(); m.GetValue() == 0 {
+		return rejectf("circuit_breakers.thresholds[0].max_requests", "unset or 0: with 0 every RPC fails UNAVAILABLE")
+	}
+	return nil
+}
+
 // grpcBalancers are the balancer names of a stock grpc-go 1.85 client,
 // which a TypedStruct's type_url may name (convertCustomPolicy).
 var grpcBalancers = map[string]bool{
@@ -260,7 +413,10 @@ var grpcBalancers = map[string]bool{
 // checkLBPolicy walks a load_balancing_policy as grpc-go does (gRFC A52):
 // the first entry it knows wins, and must convert; there must be one.
 // Envoy takes the first entry it knows too: a TypedStruct naming an Envoy
-// policy must unpack into it, or Envoy rejects the Cluster.
+// policy must unpack into it, or Envoy rejects the Cluster, and a typed
+// entry must pass the message's own constraints, which ValidateAll on the
+// Cluster does not check inside an Any. depth is 0 at the top and grows
+// inside wrr_locality.
 func checkLBPolicy(field string, p *v3clusterpb.LoadBalancingPolicy, depth int) error {
 	if depth > 15 {
 		return rejectf(field, "nested deeper than 16")
@@ -272,14 +428,16 @@ func checkLBPolicy(field string, p *v3clusterpb.LoadBalancingPolicy, depth int) 
 		if err := checkEnvoyTypedStruct(f, a); err != nil {
 			return err
 		}
-		if chosen {
-			continue
+		if !chosen {
+			known, err := convertForGRPC(f, a, depth)
+			if err != nil {
+				return err
+			}
+			chosen = known
 		}
-		known, err := convertForGRPC(f, a, depth)
-		if err != nil {
+		if err := checkTypedAny(f, a); err != nil {
 			return err
 		}
-		chosen = known
 	}
 	if !chosen {
 		return rejectf(field, "no policy that grpc-go knows")
@@ -287,25 +445,44 @@ func checkLBPolicy(field string, p *v3clusterpb.LoadBalancingPolicy, depth int) 
 	return nil
 }
 
+// Full names of the load balancing policies grpc-go converts
+// (xdslbregistry/converter).
+const (
+	roundRobinName   = "envoy.extensions.load_balancing_policies.round_robin.v3.RoundRobin"
+	pickFirstName    = "envoy.extensions.load_balancing_policies.pick_first.v3.PickFirst"
+	clientWRRName    = "envoy.extensions.load_balancing_policies.client_side_weighted_round_robin.v3.ClientSideWeightedRoundRobin"
+	ringHashName     = "envoy.extensions.load_balancing_policies.ring_hash.v3.RingHash"
+	leastRequestName = "envoy.extensions.load_balancing_policies.least_request.v3.LeastRequest"
+	wrrLocalityName  = "envoy.extensions.load_balancing_policies.wrr_locality.v3.WrrLocality"
+)
+
 // convertForGRPC reports whether grpc-go knows the policy a, and an error
-// if it knows it and would reject its config.
+// if it knows it and would reject its config (converter.go, then the
+// balancer's ParseConfig), or spillway refuses it there (depth as for
+// checkLBPolicy).
 func convertForGRPC(field string, a *anypb.Any, depth int) (bool, error) {
 	name := strings.TrimPrefix(a.GetTypeUrl(), "type.googleapis.com/")
 	switch name {
-	case "envoy.extensions.load_balancing_policies.round_robin.v3.RoundRobin",
-		"envoy.extensions.load_balancing_policies.pick_first.v3.PickFirst",
-		"envoy.extensions.load_balancing_policies.client_side_weighted_round_robin.v3.ClientSideWeightedRoundRobin":
+	case pickFirstName:
 		return true, nil
-	case "envoy.extensions.load_balancing_policies.ring_hash.v3.RingHash":
+	case roundRobinName:
+		return true, checkEndpointPicking(field, name, depth)
+	case clientWRRName:
+		w := &v3cswrrpb.ClientSideWeightedRoundRobin{}
+		if err := proto.Unmarshal(a.GetValue(), w); err != nil {
+			return true, rejectf(field, "client_side_weighted_round_robin: %v", err)
+		}
+		if err := checkClientWRR(field, w); err != nil {
+			return true, err
+		}
+		return true, checkEndpointPicking(field, name, depth)
+	case ringHashName:
 		rh := &v3ringhashpb.RingHash{}
 		if err := proto.Unmarshal(a.GetValue(), rh); err != nil {
 			return true, rejectf(field, "ring_hash: %v", err)
 		}
-		if rh.GetHashFunction() != v3ringhashpb.RingHash_XX_HASH {
-			return true, rejectf(field+".hash_function", "%v, want XX_HASH", rh.GetHashFunction())
-		}
-		return true, nil
-	case "envoy.extensions.load_balancing_policies.least_request.v3.LeastRequest":
+		return true, checkRingHash(field, rh, depth)
+	case leastRequestName:
 		lr := &v3leastrequestpb.LeastRequest{}
 		if err := proto.Unmarshal(a.GetValue(), lr); err != nil {
 			return true, rejectf(field, "least_request: %v", err)
@@ -313,8 +490,11 @@ func convertForGRPC(field string, a *anypb.Any, depth int) (bool, error) {
 		if cc := lr.GetChoiceCount(); cc != nil && cc.GetValue() < 2 {
 			return true, rejectf(field+".choice_count", "%d, want >= 2", cc.GetValue())
 		}
-		return true, nil
-	case "envoy.extensions.load_balancing_policies.wrr_locality.v3.WrrLocality":
+		if cc := lr.GetChoiceCount(); cc != nil && cc.GetValue() > 10 {
+			return true, rejectf(field+".choice_count", "%d: grpc-go takes at most 10 (A48)", cc.GetValue())
+		}
+		return true, checkEndpointPicking(field, name, depth)
+	case wrrLocalityName:
 		wl := &v3wrrlocalitypb.WrrLocality{}
 		if err := proto.Unmarshal(a.GetValue(), wl); err != nil {
 			return true, rejectf(field, "wrr_locality: %v", err)
@@ -326,10 +506,99 @@ func convertForGRPC(field string, a *anypb.Any, depth int) (bool, error) {
 			return true, rejectf(field, "%v", err)
 		}
 		// A custom balancer the client may not have (spillway.wrr) is
-		// skipped by those without it; only stock balancers count.
-		return grpcBalancers[url[strings.LastIndex(url, "/")+1:]], nil
+		// skipped by those without it. A stock one gets the struct as
+		// its JSON config, which its ParseConfig may reject: spillway
+		// writes the typed policies instead, whose rules are here.
+		if b := url[strings.LastIndex(url, "/")+1:]; grpcBalancers[b] {
+			return true, rejectf(field, "a TypedStruct naming gRPC balancer %q: grpc-go parses the struct as its JSON config, which spillway has no rule for; write the typed policy", b)
+		}
+		return false, nil
 	}
 	return false, nil
+}
+
+// checkEndpointPicking: round_robin, least_request and
+// client_side_weighted_round_robin pick an endpoint among all of the
+// cluster's; chosen at the top rather than inside wrr_locality they
+// ignore the locality weights, spillway's zone-aware routing.
+func checkEndpointPicking(field, name string, depth int) error {
+	if depth == 0 {
+		return rejectf(field, "%s at the top: grpc-go ignores the locality weights; put it inside wrr_locality", name[strings.LastIndex(name, ".")+1:])
+	}
+	return nil
+}
+
+// ringHashMax is the largest ring grpc-go and Envoy build.
+const ringHashMax = 8 << 20
+
+// checkRingHash: converter.go (convertRingHashProtoToServiceConfig) and
+// ringhash/config.go (parseConfig); at the top only.
+func checkRingHash(field string, rh *v3ringhashpb.RingHash, depth int) error {
+	if rh.GetHashFunction() != v3ringhashpb.RingHash_XX_HASH {
+		return rejectf(field+".hash_function", "%v, want XX_HASH", rh.GetHashFunction())
+	}
+	lo, hi := rh.GetMinimumRingSize().GetValue(), rh.GetMaximumRingSize().GetValue()
+	if lo > ringHashMax {
+		return rejectf(field+".minimum_ring_size", "%d: at most %d", lo, ringHashMax)
+	}
+	if hi > ringHashMax {
+		return rejectf(field+".maximum_ring_size", "%d: at most %d", hi, ringHashMax)
+	}
+	if lo > 0 && hi > 0 && lo > hi {
+		return rejectf(field+".minimum_ring_size", "%d above maximum_ring_size %d", lo, hi)
+	}
+	if depth > 0 {
+		return rejectf(field, "ring_hash inside wrr_locality: one ring per locality, so a key's endpoint depends on the locality drawn; put it at the top")
+	}
+	return nil
+}
+
+// checkClientWRR: converter.go (convertWeightedRoundRobinProtoToServiceConfig)
+// and weightedroundrobin/balancer.go (ParseConfig). grpc-go reads 0 as
+// the default (the JSON omits it), clamps the update period and takes
+// negative periods, so spillway writes every field within range.
+func checkClientWRR(field string, w *v3cswrrpb.ClientSideWeightedRoundRobin) error {
+	p := w.GetErrorUtilizationPenalty()
+	if p != nil && p.GetValue() < 0 {
+		return rejectf(field+".error_utilization_penalty", "%v: must be non-negative", p.GetValue())
+	}
+	if !(p.GetValue() > 0 && p.GetValue() <= 10) { // NaN too
+		return rejectf(field+".error_utilization_penalty", "unset or %v: grpc-go reads 0 as 1; want (0, 10]", p.GetValue())
+	}
+	blackout, expiry := w.GetBlackoutPeriod(), w.GetWeightExpirationPeriod()
+	if blackout.AsDuration() <= 0 {
+		return rejectf(field+".blackout_period", "unset or %v: grpc-go reads 0 as 10s and takes a negative one; want > 0", blackout.AsDuration())
+	}
+	if expiry.AsDuration() < blackout.AsDuration() {
+		return rejectf(field+".weight_expiration_period", "%v below blackout_period %v: every weight would be stale", expiry.AsDuration(), blackout.AsDuration())
+	}
+	if u := w.GetWeightUpdatePeriod().AsDuration(); u < 100*time.Millisecond {
+		return rejectf(field+".weight_update_period", "unset or %v: grpc-go takes at least 100ms", u)
+	}
+	if w.GetEnableOobLoadReport().GetValue() && w.GetOobReportingPeriod().AsDuration() < 30*time.Second {
+		return rejectf(field+".oob_reporting_period", "%v: grpc-go servers report no more often than every 30s", w.GetOobReportingPeriod().AsDuration())
+	}
+	return nil
+}
+
+// checkTypedAny: a typed config (not a TypedStruct) of a message this
+// binary knows must pass the message's own constraints, as the client
+// that unpacks it checks them (Envoy; PGV does not look inside an Any).
+func checkTypedAny(field string, a *anypb.Any) error {
+	mt, err := protoregistry.GlobalTypes.FindMessageByURL(a.GetTypeUrl())
+	if err != nil {
+		return nil
+	}
+	m := mt.New().Interface()
+	if err := proto.Unmarshal(a.GetValue(), m); err != nil {
+		return rejectf(field, "%s: %v", a.GetTypeUrl(), err)
+	}
+	if v, ok := m.(validator); ok {
+		if err := v.ValidateAll(); err != nil {
+			return rejectf(field, "%v", err)
+		}
+	}
+	return nil
 }
 
 func typedStructURL(a *anypb.Any) (string, error) {
@@ -381,9 +650,206 @@ func checkEnvoyTypedStruct(field string, a *anypb.Any) error {
 	return nil
 }
 
-// The HTTP filter grpc-go's client knows that spillway uses, and the one
-// terminal filter.
-var routerURL = "type.googleapis.com/" + string((&v3routerpb.Router{}).ProtoReflect().Descriptor().FullName())
+// The HTTP filters grpc-go's client knows that spillway uses: the
+// router, the one terminal filter, and the fault filter.
+var (
+	routerURL = "type.googleapis.com/" + string((&v3routerpb.Router{}).ProtoReflect().Descriptor().FullName())
+	faultURL  = "type.googleapis.com/" + string((&v3faultpb.HTTPFault{}).ProtoReflect().Descriptor().FullName())
+)
+
+// checkFault: a fault filter's config (override: a route's or virtual
+// host's, which must inject something; else the Listener's base config).
+// grpc-go's fault filter (httpfilter/fault, parseConfig) takes only a
+// typed HTTPFault and checks nothing inside it; spillway's rules are
+// what it would misread: Envoy's constraints (PGV: a delay of 0 or an
+// HTTP status outside 200..599 is none), a chance above the whole (read
+// as always), gRPC status 0 (the RPC ends OK) or above 16 (UNKNOWN),
+// max_active_faults 0 (the filter is off) and the fields grpc-go ignores,
+// headers first (spillway gates a fault with routes instead).
+func checkFault(field string, a *anypb.Any, override bool) error {
+	if u, _ := typedStructURL(a); u != "" {
+		return rejectf(field, "a TypedStruct: grpc-go's fault filter takes only a typed HTTPFault")
+	}
+	h := &v3faultpb.HTTPFault{}
+	if err := proto.Unmarshal(a.GetValue(), h); err != nil {
+		return rejectf(field, "HTTPFault: %v", err)
+	}
+	if err := h.ValidateAll(); err != nil {
+		return rejectf(field, "%v", err)
+	}
+	if len(h.GetHeaders()) > 0 || h.GetUpstreamCluster() != "" || len(h.GetDownstreamNodes()) > 0 || h.GetResponseRateLimit() != nil {
+		return rejectf(field+".headers", "headers, upstream_cluster, downstream_nodes or response_rate_limit set: grpc-go ignores them (Envoy does not): gate a fault with a route instead")
+	}
+	if override && h.GetDelay() == nil && h.GetAbort() == nil {
+		return rejectf(field, "neither delay nor abort: it injects nothing")
+	}
+	if m := h.GetMaxActiveFaults(); m != nil && m.GetValue() == 0 {
+		return rejectf(field+".max_active_faults", "0: the filter is off")
+	}
+	if d := h.GetDelay(); d != nil {
+		if err := checkChance(field+".delay.percentage", d.GetPercentage()); err != nil {
+			return err
+		}
+	}
+	if ab := h.GetAbort(); ab != nil {
+		if g, ok := ab.GetErrorType().(*v3faultpb.FaultAbort_GrpcStatus); ok && (g.GrpcStatus < 1 || g.GrpcStatus > 16) {
+			return rejectf(field+".abort.grpc_status", "%d: want 1..16 (0 ends the RPC OK, above 16 is UNKNOWN)", g.GrpcStatus)
+		}
+		if err := checkChance(field+".abort.percentage", ab.GetPercentage()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkChance: a fault's chance is set (Envoy and gRPC read an unset one
+// apart), and no more than the whole (gRPC reads more as always).
+func checkChance(field string, p *v3typepb.FractionalPercent) error {
+	if p == nil {
+		return rejectf(field, "unset")
+	}
+	whole := map[v3typepb.FractionalPercent_DenominatorType]uint32{
+		v3typepb.FractionalPercent_HUNDRED: 100, v3typepb.FractionalPercent_TEN_THOUSAND: 10000, v3typepb.FractionalPercent_MILLION: 1000000,
+	}[p.GetDenominator()]
+	if p.GetNumerator() > whole {
+		return rejectf(field, "%d over %v: more than the whole", p.GetNumerator(), p.GetDenominator())
+	}
+	return nil
+}
+
+// checkFilterOverrides: unmarshal_lds.go (processHTTPFilterOverrides,
+// validateHTTPFilterConfig): an override (optionally in a FilterConfig)
+// must be of a filter grpc-go has, unless optional; spillway writes only
+// the fault filter's, under its name (an override named for no filter of
+// the Listener is unused), and refuses optional ones it has no rule for.
+func checkFilterOverrides(field string, m map[string]*anypb.Any) error {
+	for _, name := range slices.Sorted(maps.Keys(m)) {
+		f := fmt.Sprintf("%s.typed_per_filter_config[%q]", field, name)
+		a, optional := m[name], false
+		if fc := (&v3routepb.FilterConfig{}); a.MessageIs(fc) {
+			if err := a.UnmarshalTo(fc); err != nil {
+				return rejectf(f, "FilterConfig: %v", err)
+			}
+			a, optional = fc.GetConfig(), fc.GetIsOptional()
+		}
+		url := a.GetTypeUrl()
+		if u, err := typedStructURL(a); err != nil {
+			return rejectf(f, "%v", err)
+		} else if u != "" {
+			url = u
+		}
+		switch {
+		case url == faultURL && name != faultFilter:
+			return rejectf(f, "a fault override not named %q, the fault filter's name: unused", faultFilter)
+		case url == faultURL:
+			if err := checkFault(f, a, true); err != nil {
+				return err
+			}
+		case optional:
+			return rejectf(f, "an optional override of %q: grpc-go skips it, and spillway has no rule for it", url)
+		default:
+			return rejectf(f, "%q: no filter grpc-go knows takes it", url)
+		}
+	}
+	return nil
+}
+
+// retryCodes are the retry_on conditions grpc-go reads (generateRetryConfig).
+var retryCodes = map[string]bool{"cancelled": true, "deadline-exceeded": true, "internal": true, "resource-exhausted": true, "unavailable": true}
+
+// checkRetryPolicy: unmarshal_rds.go (generateRetryConfig), then
+// spillway's rules (A44, which grpc-go's xDS path does not enforce): only
+// conditions grpc-go reads, and at least one (a policy of none means no
+// retries, and shadows the virtual host's), at most 4 retries (grpc-go
+// does not cap attempts at 5 here), a base interval of at least 1 ms and
+// a max interval no less than the base.
+func checkRetryPolicy(field string, rp *v3routepb.RetryPolicy) error {
+	if rp == nil {
+		return nil
+	}
+	n := rp.GetNumRetries()
+	if n != nil && n.GetValue() < 1 {
+		return rejectf(field+".num_retries", "%d: must be >= 1", n.GetValue())
+	}
+	bo := rp.GetRetryBackOff()
+	base := bo.GetBaseInterval().AsDuration()
+	if bo != nil && base <= 0 {
+		return rejectf(field+".retry_back_off.base_interval", "unset or %v: must be > 0", base)
+	}
+	if mx := bo.GetMaxInterval(); mx != nil && mx.AsDuration() <= 0 {
+		return rejectf(field+".retry_back_off.max_interval", "%v: must be > 0", mx.AsDuration())
+	}
+	for _, c := range strings.Split(rp.GetRetryOn(), ",") {
+		if !retryCodes[c] {
+			return rejectf(field+".retry_on", "%q: want a comma-separated list of cancelled, deadline-exceeded, internal, resource-exhausted, unavailable (grpc-go ignores the rest, and retries on none)", rp.GetRetryOn())
+		}
+	}
+	if n.GetValue() > 4 {
+		return rejectf(field+".num_retries", "%d: at most 4 (A44: 5 attempts)", n.GetValue())
+	}
+	if bo != nil && base < time.Millisecond {
+		return rejectf(field+".retry_back_off.base_interval", "%v: at least 1ms (A44)", base)
+	}
+	if mx := bo.GetMaxInterval(); mx != nil && mx.AsDuration() < base {
+		return rejectf(field+".retry_back_off.max_interval", "%v below base_interval %v", mx.AsDuration(), base)
+	}
+	return nil
+}
+
+// checkMaxStreamDuration: grpc-go caps a deadline with
+// grpc_timeout_header_max, else max_stream_duration (routesProtoToSlice)
+// and checks neither: a negative one fails every RPC at once. Envoy reads
+// grpc_timeout_header_max only for RPCs that carry a deadline, so the two
+// must be equal for both to cap alike.
+func checkMaxStreamDuration(field string, msd *v3routepb.RouteAction_MaxStreamDuration) error {
+	if msd == nil {
+		return nil
+	}
+	for _, d := range []struct {
+		name string
+		d    *durationpb.Duration
+	}{{"max_stream_duration", msd.GetMaxStreamDuration()}, {"grpc_timeout_header_max", msd.GetGrpcTimeoutHeaderMax()}} {
+		if d.d == nil {
+			continue
+		}
+		if err := d.d.CheckValid(); err != nil || d.d.AsDuration() < 0 {
+			return rejectf(field+"."+d.name, "%v: want >= 0 (grpc-go fails every RPC at once on a negative one)", d.d.AsDuration())
+		}
+	}
+	if a, b := msd.GetMaxStreamDuration(), msd.GetGrpcTimeoutHeaderMax(); a != nil && b != nil && a.AsDuration() != b.AsDuration() {
+		return rejectf(field, "max_stream_duration %v and grpc_timeout_header_max %v differ: Envoy and gRPC would cap RPCs apart", a.AsDuration(), b.AsDuration())
+	}
+	return nil
+}
+
+// checkHashPolicies: unmarshal_rds.go (hashPoliciesProtoToSlice): an
+// invalid regex_rewrite is rejected; the policies grpc-go skips (cookie,
+// connection_properties, query_parameter, filter_state of another key),
+// and a header it never sees (empty, binary), give no hash, hence a
+// random endpoint.
+func checkHashPolicies(field string, hps []*v3routepb.RouteAction_HashPolicy) error {
+	for i, hp := range hps {
+		f := fmt.Sprintf("%s[%d]", field, i)
+		switch p := hp.GetPolicySpecifier().(type) {
+		case *v3routepb.RouteAction_HashPolicy_Header_:
+			if rr := p.Header.GetRegexRewrite(); rr != nil {
+				if _, err := regexp.Compile(rr.GetPattern().GetRegex()); err != nil {
+					return rejectf(f+".header.regex_rewrite", "%v", err)
+				}
+			}
+			if n := p.Header.GetHeaderName(); n == "" || strings.HasSuffix(n, "-bin") {
+				return rejectf(f+".header.header_name", "%q: grpc-go never hashes it (no hash: a random endpoint)", n)
+			}
+		case *v3routepb.RouteAction_HashPolicy_FilterState_:
+			if k := p.FilterState.GetKey(); k != "io.grpc.channel_id" {
+				return rejectf(f+".filter_state.key", "%q: grpc-go skips it (no hash: a random endpoint)", k)
+			}
+		default:
+			return rejectf(f, "%T: grpc-go skips it (no hash: a random endpoint)", p)
+		}
+	}
+	return nil
+}
 
 // checkLDS: unmarshal_lds.go (processClientSideListener,
 // processHTTPFilters).
@@ -446,7 +912,13 @@ func checkLDS(l *v3listenerpb.Listener) error {
 		} else if u != "" {
 			url = u
 		}
-		if url != routerURL {
+		switch url {
+		case routerURL:
+		case faultURL:
+			if err := checkFault(ff+".typed_config", f.GetTypedConfig(), false); err != nil {
+				return err
+			}
+		default:
 			if !f.GetIsOptional() {
 				return rejectf(ff+".typed_config", "%q: spillway knows no rule for it, and an unknown filter is rejected", url)
 			}
@@ -490,11 +962,11 @@ func checkRDS(rc *v3routepb.RouteConfiguration) error {
 				matched = true
 			}
 		}
-		if len(vh.GetTypedPerFilterConfig()) > 0 {
-			return rejectf(vf+".typed_per_filter_config", "set: spillway has no rule for it")
+		if err := checkFilterOverrides(vf, vh.GetTypedPerFilterConfig()); err != nil {
+			return err
 		}
-		if vh.GetRetryPolicy() != nil {
-			return rejectf(vf+".retry_policy", "set: grpc-go range-checks it and spillway has no rule for it")
+		if err := checkRetryPolicy(vf+".retry_policy", vh.GetRetryPolicy()); err != nil {
+			return err
 		}
 		if len(vh.GetRoutes()) == 0 {
 			return rejectf(vf+".routes", "empty: every RPC would fail")
@@ -536,15 +1008,21 @@ func checkRoute(f string, r *v3routepb.Route) error {
 			return err
 		}
 	}
-	if len(r.GetTypedPerFilterConfig()) > 0 {
-		return rejectf(f+".typed_per_filter_config", "set: spillway has no rule for it")
+	if err := checkFilterOverrides(f, r.GetTypedPerFilterConfig()); err != nil {
+		return err
 	}
 	a, ok := r.GetAction().(*v3routepb.Route_Route)
 	if !ok {
 		return rejectf(f+".action", "%T: grpc-go fails RPCs on any action but route", r.GetAction())
 	}
-	if a.Route.GetRetryPolicy() != nil || len(a.Route.GetHashPolicy()) > 0 {
-		return rejectf(f+".route", "retry or hash policy: spillway has no rule for them")
+	if err := checkRetryPolicy(f+".route.retry_policy", a.Route.GetRetryPolicy()); err != nil {
+		return err
+	}
+	if err := checkHashPolicies(f+".route.hash_policy", a.Route.GetHashPolicy()); err != nil {
+		return err
+	}
+	if err := checkMaxStreamDuration(f+".route.max_stream_duration", a.Route.GetMaxStreamDuration()); err != nil {
+		return err
 	}
 	switch cs := a.Route.GetClusterSpecifier().(type) {
 	case *v3routepb.RouteAction_Cluster:
@@ -559,6 +1037,9 @@ func checkRoute(f string, r *v3routepb.Route) error {
 			}
 			if total += uint64(c.GetWeight().GetValue()); total > math.MaxUint32 {
 				return rejectf(f+".route.weighted_clusters", "weights sum over %d", uint64(math.MaxUint32))
+			}
+			if err := checkFilterOverrides(fmt.Sprintf("%s.route.weighted_clusters.clusters[%d]", f, k), c.GetTypedPerFilterConfig()); err != nil {
+				return err
 			}
 		}
 		if total == 0 {

@@ -2,7 +2,9 @@ package xds
 
 import (
 	"fmt"
+	"maps"
 	"net"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -31,10 +33,32 @@ var spillwayOnly = map[string]string{
 	"eds_endpoint_missing":                    "an endpoint with an empty address",
 	"eds_endpoint_metadata":                   "empty metadata parses",
 	"eds_locality_metadata":                   "empty metadata parses",
-	"cds_outlier_detection":                   "an empty outlier_detection is valid",
+	"cds_od_interval_zero":                    "its sweep timer re-arms at 0: a busy loop",
+	"cds_od_base_ejection_time_zero":          "an ejected endpoint is back at the next sweep (Envoy rejects 0)",
+	"cds_od_max_ejection_time_below_base":     "it ejects for base_ejection_time",
+	"cds_od_empty":                            "an empty outlier_detection turns success-rate ejection on",
+	"cds_od_consecutive_5xx":                  "ignored; Envoy ejects after 5 consecutive 5xx",
+	"cds_od_consecutive_gateway_failure":      "ignored; Envoy ejects on gateway failures",
+	"cds_od_envoy_only_field":                 "ignored; Envoy ejects on local-origin errors apart",
+	"cds_od_stdev_factor":                     "no endpoint is ever far enough below the mean",
+	"cds_od_minimum_hosts":                    "a service's only endpoint can be ejected",
+	"cds_od_request_volume":                   "endpoints are judged on no requests",
+	"cds_cb_thresholds":                       "it reads the first DEFAULT threshold",
+	"cds_cb_priority":                         "ignored: 1024 requests are allowed",
+	"cds_cb_max_requests_zero":                "every RPC fails UNAVAILABLE",
+	"cds_ring_hash_min_zero":                  "0 is read as the default (Envoy rejects it)",
+	"cds_ring_hash_in_wrr_locality":           "one ring per locality: a key's endpoint follows the locality drawn",
+	"cds_least_request_choice_count_over":     "capped at 10",
+	"cds_endpoint_picking_at_top":             "the locality weights are ignored",
+	"cds_cswrr_penalty_zero":                  "0 is read as 1.0",
+	"cds_cswrr_blackout_zero":                 "0 is read as 10s",
+	"cds_cswrr_expiration_negative":           "every weight is stale: round robin",
+	"cds_cswrr_update_period":                 "clamped to 100ms",
+	"cds_cswrr_oob_period":                    "servers report every 30s at most",
 	"cds_metadata":                            "empty metadata parses",
 	"cds_envoy_typed_struct_does_not_convert": "a TypedStruct naming no gRPC balancer is skipped; Envoy would reject it",
 	"lds_inline_route_invalid":                "an inline route configuration needs no name",
+	"lds_fault_invalid":                       "an HTTP status outside 200..599 aborts nothing",
 	"rds_no_matching_domain":                  "RPCs fail: no virtual host matches",
 	"rds_no_routes":                           "RPCs fail: no route matches",
 	"rds_route_not_route_action":              "RPCs fail: the action is unsupported",
@@ -46,6 +70,22 @@ var spillwayOnly = map[string]string{
 	"rds_header_invert":                       "valid; spillway has no rule for it",
 	"rds_header_range":                        "valid; spillway has no rule for it",
 	"rds_query_parameters":                    "the route is ignored",
+	"rds_retry_num_retries_over":              "6 attempts: its xDS path does not cap them at 5",
+	"rds_retry_max_below_base":                "the backoff is max_interval from the first retry",
+	"rds_retry_base_below_1ms":                "the interval is used as is",
+	"rds_retry_on_unknown":                    "no retries (a route's policy also shadows the virtual host's)",
+	"rds_max_stream_duration_negative":        "every RPC fails DEADLINE_EXCEEDED at once",
+	"rds_max_stream_duration_differ":          "it reads grpc_timeout_header_max only",
+	"rds_hash_policy_header_bin":              "no hash: a random endpoint",
+	"rds_hash_policy_cookie":                  "skipped: a random endpoint",
+	"rds_filter_override_optional":            "an optional override of an unknown type is skipped",
+	"rds_fault_override_name":                 "an override of no filter is unused",
+	"rds_fault_empty":                         "it injects nothing",
+	"rds_fault_invalid":                       "an HTTP status outside 200..599 aborts nothing",
+	"rds_fault_headers":                       "ignored: every RPC is eligible",
+	"rds_fault_grpc_status_zero":              "the RPC ends OK",
+	"rds_fault_chance_over_whole":             "read as always",
+	"rds_fault_max_active_zero":               "the filter is off",
 }
 
 // fixedADS is a state-of-the-world ADS server that sends one fixed
@@ -98,12 +138,24 @@ func (f *fixedADS) StreamAggregatedResources(st v3discoverygrpc.AggregatedDiscov
 // client's answer to that type.
 func grpcAnswer(t *testing.T, typeURL string, broken proto.Message) answer {
 	t.Helper()
+	var over map[string]proto.Message
+	if broken != nil {
+		over = map[string]proto.Message{typeURL: broken}
+	}
+	return grpcAnswers(t, over, typeURL)[typeURL]
+}
+
+// grpcAnswers serves the builders' resources for service web, those of
+// over in place of theirs, to a real grpc-go xDS client, and returns the
+// client's answers to the types of want: all of them, or those up to the
+// first NACK among them (a client that rejects a type asks for no more).
+// A NACK of another type fails the test.
+func grpcAnswers(t *testing.T, over map[string]proto.Message, want ...string) map[string]answer {
+	t.Helper()
 	base := map[string]proto.Message{
 		EndpointType: baseEDS(t), ClusterType: cluster("web"), ListenerType: baseLDS(t), RouteType: route("web"),
 	}
-	if broken != nil {
-		base[typeURL] = broken
-	}
+	maps.Copy(base, over)
 	f := &fixedADS{res: map[string]*anypb.Any{}, answers: make(chan answer, 16)}
 	for typ, m := range base {
 		f.res[typ] = mustAny(t, m)
@@ -135,19 +187,25 @@ func grpcAnswer(t *testing.T, typeURL string, broken proto.Message) answer {
 	defer conn.Close()
 	conn.Connect()
 	timeout := time.After(10 * time.Second)
-	for {
+	got := map[string]answer{}
+	for len(got) < len(want) {
 		select {
 		case a := <-f.answers:
-			if a.typeURL == typeURL {
-				return a
+			if !slices.Contains(want, a.typeURL) {
+				if a.detail != "" {
+					t.Fatalf("the client NACKed %s, which is not broken: %s", shortType(a.typeURL), a.detail)
+				}
+				continue
 			}
+			got[a.typeURL] = a
 			if a.detail != "" {
-				t.Fatalf("the client NACKed %s, which is not broken: %s", shortType(a.typeURL), a.detail)
+				return got
 			}
 		case <-timeout:
-			t.Fatalf("the client answered no %s within 10s", shortType(typeURL))
+			t.Fatalf("the client answered %d of %d types within 10s: %v", len(got), len(want), got)
 		}
 	}
+	return got
 }
 
 // TestCheckRulesAgainstGRPC: each rule checkForGRPC enforces is one a
@@ -222,5 +280,48 @@ default: web-default
 	}
 	if a := grpcAnswer(t, RouteType, rc); a.detail != "" {
 		t.Errorf("grpc-go NACKed the ruled route: %s", a.detail)
+	}
+}
+
+// TestPolicyAcceptedByGRPC: the Listener, RouteConfiguration (static and
+// from rules) and Cluster of a service with a resilience policy, every
+// part set, each endpoint-picking policy, the fault gated and not, pass
+// checkForGRPC and a real grpc-go client ACKs them all at once.
+func TestPolicyAcceptedByGRPC(t *testing.T) {
+	rules, err := routing.Parse("test", []byte(`
+rules:
+  - name: tagged
+    match: {headers: [{name: x-class, exact: batch}], path_prefix: /grpc.health.v1.Health/}
+    split: [{to: web, weight: 90}, {to: web-canary, weight: 10}, {to: web-next, weight: 0}]
+default: web
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, pol := range policyVariants() {
+		for _, ruled := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/ruled=%t", name, ruled), func(t *testing.T) {
+				l, err := listenerFor("web", pol)
+				if err != nil {
+					t.Fatal(err)
+				}
+				rc := routeFor("web", pol)
+				if ruled {
+					rc, _ = routeWith("web", rules, func(string) bool { return true }, nil)
+					withPolicy(rc, pol)
+				}
+				over := map[string]proto.Message{ListenerType: l, RouteType: rc, ClusterType: clusterFor("web", pol)}
+				for typ, m := range over {
+					if err := checkForGRPC(typ, m); err != nil {
+						t.Fatalf("checkForGRPC: %v", err)
+					}
+				}
+				for typ, a := range grpcAnswers(t, over, ListenerType, RouteType, ClusterType, EndpointType) {
+					if a.detail != "" {
+						t.Errorf("grpc-go NACKed the %s: %s", shortType(typ), a.detail)
+					}
+				}
+			})
+		}
 	}
 }

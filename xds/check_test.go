@@ -6,6 +6,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 
 	v3xdstypepb "github.com/cncf/xds/go/xds/type/v3"
 	v3clusterpb "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
@@ -13,7 +14,9 @@ import (
 	v3endpointpb "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	v3listenerpb "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	v3routepb "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	v3faultpb "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/fault/v3"
 	v3hcmpb "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	v3cswrrpb "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/client_side_weighted_round_robin/v3"
 	v3leastrequestpb "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/least_request/v3"
 	v3ringhashpb "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/ring_hash/v3"
 	v3roundrobinpb "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/round_robin/v3"
@@ -22,10 +25,12 @@ import (
 	v3typepb "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/spillway/spillway/registry"
+	"github.com/spillway/spillway/weights/svcconfig"
 )
 
 // Real resources from the builders, the base every rule case breaks.
@@ -111,30 +116,39 @@ func routeAction(rc *v3routepb.RouteConfiguration) *v3routepb.RouteAction {
 type checkRule struct {
 	name  string
 	field string // what the error must name
-	eds   func(*v3endpointpb.ClusterLoadAssignment)
-	cds   func(*v3clusterpb.Cluster)
-	lds   func(*v3listenerpb.Listener)
-	rds   func(*v3routepb.RouteConfiguration)
+	// pol, if set, is the policy the CDS, LDS or RDS base is built with.
+	pol func() svcconfig.Resilience
+	eds func(*v3endpointpb.ClusterLoadAssignment)
+	cds func(*v3clusterpb.Cluster)
+	lds func(*v3listenerpb.Listener)
+	rds func(*v3routepb.RouteConfiguration)
 }
 
 // build returns the broken resource and its type URL.
 func (r checkRule) build(t *testing.T) (string, proto.Message) {
 	t.Helper()
+	var pol svcconfig.Resilience
+	if r.pol != nil {
+		pol = r.pol()
+	}
 	switch {
 	case r.eds != nil:
 		c := baseEDS(t)
 		r.eds(c)
 		return EndpointType, c
 	case r.cds != nil:
-		c := cluster("web")
+		c := clusterFor("web", pol)
 		r.cds(c)
 		return ClusterType, c
 	case r.lds != nil:
-		l := baseLDS(t)
+		l, err := listenerFor("web", pol)
+		if err != nil {
+			t.Fatal(err)
+		}
 		r.lds(l)
 		return ListenerType, l
 	}
-	rc := route("web")
+	rc := routeFor("web", pol)
 	r.rds(rc)
 	return RouteType, rc
 }
@@ -208,7 +222,52 @@ func checkRules(t *testing.T) []checkRule {
 			c.TransportSocketMatches = []*v3clusterpb.Cluster_TransportSocketMatch{{Name: "m"}}
 		}},
 		{name: "cds_transport_socket", field: "transport_socket", cds: func(c *v3clusterpb.Cluster) { c.TransportSocket = &v3corepb.TransportSocket{Name: "x"} }},
-		{name: "cds_outlier_detection", field: "outlier_detection", cds: func(c *v3clusterpb.Cluster) { c.OutlierDetection = &v3clusterpb.OutlierDetection{} }},
+		// Outlier detection: outlierConfigFromCluster, then spillway's.
+		{name: "cds_od_interval_negative", field: "outlier_detection.interval", pol: fullPolicy, cds: func(c *v3clusterpb.Cluster) { c.OutlierDetection.Interval = durationpb.New(-time.Second) }},
+		{name: "cds_od_base_ejection_time_invalid", field: "outlier_detection.base_ejection_time", pol: fullPolicy, cds: func(c *v3clusterpb.Cluster) {
+			c.OutlierDetection.BaseEjectionTime = &durationpb.Duration{Seconds: 1, Nanos: -5}
+		}},
+		{name: "cds_od_max_ejection_time_negative", field: "outlier_detection.max_ejection_time", pol: fullPolicy, cds: func(c *v3clusterpb.Cluster) {
+			c.OutlierDetection.MaxEjectionTime = durationpb.New(-time.Second)
+		}},
+		{name: "cds_od_max_ejection_percent", field: "outlier_detection.max_ejection_percent", pol: fullPolicy, cds: func(c *v3clusterpb.Cluster) { c.OutlierDetection.MaxEjectionPercent = wrapperspb.UInt32(101) }},
+		{name: "cds_od_enforcing_success_rate", field: "outlier_detection.enforcing_success_rate", pol: fullPolicy, cds: func(c *v3clusterpb.Cluster) { c.OutlierDetection.EnforcingSuccessRate = wrapperspb.UInt32(101) }},
+		{name: "cds_od_failure_percentage_threshold", field: "outlier_detection.failure_percentage_threshold", pol: fullPolicy, cds: func(c *v3clusterpb.Cluster) {
+			c.OutlierDetection.FailurePercentageThreshold = wrapperspb.UInt32(101)
+		}},
+		{name: "cds_od_enforcing_failure_percentage", field: "outlier_detection.enforcing_failure_percentage", pol: fullPolicy, cds: func(c *v3clusterpb.Cluster) {
+			c.OutlierDetection.EnforcingFailurePercentage = wrapperspb.UInt32(101)
+		}},
+		{name: "cds_od_interval_zero", field: "outlier_detection.interval", pol: fullPolicy, cds: func(c *v3clusterpb.Cluster) { c.OutlierDetection.Interval = durationpb.New(0) }},
+		{name: "cds_od_base_ejection_time_zero", field: "outlier_detection.base_ejection_time", pol: fullPolicy, cds: func(c *v3clusterpb.Cluster) { c.OutlierDetection.BaseEjectionTime = durationpb.New(0) }},
+		{name: "cds_od_max_ejection_time_below_base", field: "outlier_detection.max_ejection_time", pol: fullPolicy, cds: func(c *v3clusterpb.Cluster) {
+			c.OutlierDetection.MaxEjectionTime = durationpb.New(time.Second)
+		}},
+		{name: "cds_od_empty", field: "outlier_detection.enforcing_success_rate", cds: func(c *v3clusterpb.Cluster) { c.OutlierDetection = &v3clusterpb.OutlierDetection{} }},
+		{name: "cds_od_consecutive_5xx", field: "outlier_detection.enforcing_consecutive_5xx", pol: fullPolicy, cds: func(c *v3clusterpb.Cluster) { c.OutlierDetection.EnforcingConsecutive_5Xx = nil }},
+		{name: "cds_od_consecutive_gateway_failure", field: "outlier_detection.enforcing_consecutive_gateway_failure", pol: fullPolicy, cds: func(c *v3clusterpb.Cluster) {
+			c.OutlierDetection.EnforcingConsecutiveGatewayFailure = wrapperspb.UInt32(100)
+		}},
+		{name: "cds_od_envoy_only_field", field: "outlier_detection", pol: fullPolicy, cds: func(c *v3clusterpb.Cluster) { c.OutlierDetection.SplitExternalLocalOriginErrors = true }},
+		{name: "cds_od_stdev_factor", field: "outlier_detection.success_rate_stdev_factor", pol: fullPolicy, cds: func(c *v3clusterpb.Cluster) {
+			c.OutlierDetection.SuccessRateStdevFactor = wrapperspb.UInt32(4_000_000_000)
+		}},
+		{name: "cds_od_minimum_hosts", field: "outlier_detection.failure_percentage_minimum_hosts", pol: fullPolicy, cds: func(c *v3clusterpb.Cluster) {
+			c.OutlierDetection.FailurePercentageMinimumHosts = wrapperspb.UInt32(1)
+		}},
+		{name: "cds_od_request_volume", field: "outlier_detection.success_rate_request_volume", pol: fullPolicy, cds: func(c *v3clusterpb.Cluster) {
+			c.OutlierDetection.SuccessRateRequestVolume = wrapperspb.UInt32(0)
+		}},
+		// Circuit breakers: circuitBreakersFromCluster and the picker.
+		{name: "cds_cb_thresholds", field: "circuit_breakers.thresholds", pol: fullPolicy, cds: func(c *v3clusterpb.Cluster) {
+			c.CircuitBreakers.Thresholds = append(c.CircuitBreakers.Thresholds, &v3clusterpb.CircuitBreakers_Thresholds{Priority: v3corepb.RoutingPriority_HIGH, MaxRequests: wrapperspb.UInt32(5)})
+		}},
+		{name: "cds_cb_priority", field: "circuit_breakers.thresholds[0].priority", pol: fullPolicy, cds: func(c *v3clusterpb.Cluster) {
+			c.CircuitBreakers.Thresholds[0].Priority = v3corepb.RoutingPriority_HIGH
+		}},
+		{name: "cds_cb_max_requests_zero", field: "circuit_breakers.thresholds[0].max_requests", pol: fullPolicy, cds: func(c *v3clusterpb.Cluster) {
+			c.CircuitBreakers.Thresholds[0].MaxRequests = wrapperspb.UInt32(0)
+		}},
 		{name: "cds_metadata", field: "metadata", cds: func(c *v3clusterpb.Cluster) { c.Metadata = &v3corepb.Metadata{} }},
 		// A balancer the client lacks (spillway.wrr for a client without
 		// clientlib/wrr; this test binary has it, so another name).
@@ -231,6 +290,49 @@ func checkRules(t *testing.T) []checkRule {
 		}},
 		{name: "cds_least_request_policy_choice_count", field: "load_balancing_policy.policies[0].typed_extension_config.choice_count", cds: func(c *v3clusterpb.Cluster) {
 			c.LoadBalancingPolicy = lbPolicy(t, &v3leastrequestpb.LeastRequest{ChoiceCount: wrapperspb.UInt32(1)})
+		}},
+		// Ring hash, least request, client-side WRR: the converters and
+		// the balancers' ParseConfig, then spillway's.
+		{name: "cds_ring_hash_max_over", field: "load_balancing_policy.policies[0].typed_extension_config.maximum_ring_size", pol: fullPolicy, cds: func(c *v3clusterpb.Cluster) {
+			c.LoadBalancingPolicy = lbPolicy(t, &v3ringhashpb.RingHash{HashFunction: v3ringhashpb.RingHash_XX_HASH, MaximumRingSize: wrapperspb.UInt64(8<<20 + 1)})
+		}},
+		{name: "cds_ring_hash_min_over_max", field: "load_balancing_policy.policies[0].typed_extension_config.minimum_ring_size", cds: func(c *v3clusterpb.Cluster) {
+			c.LoadBalancingPolicy = lbPolicy(t, &v3ringhashpb.RingHash{HashFunction: v3ringhashpb.RingHash_XX_HASH, MinimumRingSize: wrapperspb.UInt64(4096), MaximumRingSize: wrapperspb.UInt64(2048)})
+		}},
+		{name: "cds_ring_hash_min_zero", field: "load_balancing_policy.policies[0].typed_extension_config: invalid RingHash.MinimumRingSize", cds: func(c *v3clusterpb.Cluster) {
+			c.LoadBalancingPolicy = lbPolicy(t, &v3ringhashpb.RingHash{HashFunction: v3ringhashpb.RingHash_XX_HASH, MinimumRingSize: wrapperspb.UInt64(0)})
+		}},
+		{name: "cds_ring_hash_in_wrr_locality", field: "load_balancing_policy.policies[0].typed_extension_config.endpoint_picking_policy.policies[0].typed_extension_config", cds: func(c *v3clusterpb.Cluster) {
+			c.LoadBalancingPolicy = lbPolicy(t, &v3wrrlocalitypb.WrrLocality{EndpointPickingPolicy: lbPolicy(t, &v3ringhashpb.RingHash{HashFunction: v3ringhashpb.RingHash_XX_HASH})})
+		}},
+		{name: "cds_least_request_choice_count_over", field: "endpoint_picking_policy.policies[0].typed_extension_config.choice_count", cds: func(c *v3clusterpb.Cluster) {
+			c.LoadBalancingPolicy = lbPolicy(t, &v3wrrlocalitypb.WrrLocality{EndpointPickingPolicy: lbPolicy(t, &v3leastrequestpb.LeastRequest{ChoiceCount: wrapperspb.UInt32(11)})})
+		}},
+		{name: "cds_endpoint_picking_at_top", field: "load_balancing_policy.policies[0].typed_extension_config", cds: func(c *v3clusterpb.Cluster) {
+			c.LoadBalancingPolicy = lbPolicy(t, clientWRR(testPolicy("client_wrr").LB.ClientWRR))
+		}},
+		{name: "cds_cswrr_penalty_negative", field: "endpoint_picking_policy.policies[0].typed_extension_config.error_utilization_penalty", cds: cswrrRule(t, func(w *v3cswrrpb.ClientSideWeightedRoundRobin) {
+			w.ErrorUtilizationPenalty = wrapperspb.Float(-1)
+		})},
+		{name: "cds_cswrr_penalty_zero", field: "endpoint_picking_policy.policies[0].typed_extension_config.error_utilization_penalty", cds: cswrrRule(t, func(w *v3cswrrpb.ClientSideWeightedRoundRobin) {
+			w.ErrorUtilizationPenalty = wrapperspb.Float(0)
+		})},
+		{name: "cds_cswrr_blackout_zero", field: "endpoint_picking_policy.policies[0].typed_extension_config.blackout_period", cds: cswrrRule(t, func(w *v3cswrrpb.ClientSideWeightedRoundRobin) {
+			w.BlackoutPeriod = durationpb.New(0)
+		})},
+		{name: "cds_cswrr_expiration_negative", field: "endpoint_picking_policy.policies[0].typed_extension_config.weight_expiration_period", cds: cswrrRule(t, func(w *v3cswrrpb.ClientSideWeightedRoundRobin) {
+			w.WeightExpirationPeriod = durationpb.New(-time.Second)
+		})},
+		{name: "cds_cswrr_update_period", field: "endpoint_picking_policy.policies[0].typed_extension_config.weight_update_period", cds: cswrrRule(t, func(w *v3cswrrpb.ClientSideWeightedRoundRobin) {
+			w.WeightUpdatePeriod = durationpb.New(time.Millisecond)
+		})},
+		{name: "cds_cswrr_oob_period", field: "endpoint_picking_policy.policies[0].typed_extension_config.oob_reporting_period", cds: cswrrRule(t, func(w *v3cswrrpb.ClientSideWeightedRoundRobin) {
+			w.EnableOobLoadReport, w.OobReportingPeriod = wrapperspb.Bool(true), durationpb.New(time.Second)
+		})},
+		{name: "cds_typed_struct_grpc_balancer", field: "endpoint_picking_policy.policies[0].typed_extension_config", cds: func(c *v3clusterpb.Cluster) {
+			js, _ := structpb.NewStruct(map[string]any{"errorUtilizationPenalty": -2})
+			c.LoadBalancingPolicy = lbPolicy(t, &v3wrrlocalitypb.WrrLocality{EndpointPickingPolicy: lbPolicy(t,
+				&v3xdstypepb.TypedStruct{TypeUrl: "type.googleapis.com/weighted_round_robin", Value: js})})
 		}},
 		{name: "cds_envoy_typed_struct_does_not_convert", field: "load_balancing_policy.policies[0].typed_extension_config", cds: func(c *v3clusterpb.Cluster) {
 			bad, _ := structpb.NewStruct(map[string]any{"no_such_field": true})
@@ -313,6 +415,23 @@ func checkRules(t *testing.T) []checkRule {
 			h.HttpFilters = []*v3hcmpb.HttpFilter{{Name: "opt", IsOptional: true, ConfigType: &v3hcmpb.HttpFilter_TypedConfig{TypedConfig: mustAny(t, &v3xdstypepb.TypedStruct{TypeUrl: "type.googleapis.com/some.Filter"})}}}
 			setHCM(t, l, h)
 		}},
+		// The fault filter: processHTTPFilters and fault.parseConfig.
+		{name: "lds_fault_after_router", field: "http_filters[0]", pol: fullPolicy, lds: func(l *v3listenerpb.Listener) {
+			h := hcmOf(t, l)
+			h.HttpFilters[0], h.HttpFilters[1] = h.HttpFilters[1], h.HttpFilters[0]
+			setHCM(t, l, h)
+		}},
+		{name: "lds_fault_typed_struct", field: "http_filters[0].typed_config", pol: fullPolicy, lds: func(l *v3listenerpb.Listener) {
+			h := hcmOf(t, l)
+			h.HttpFilters[0].ConfigType = &v3hcmpb.HttpFilter_TypedConfig{TypedConfig: mustAny(t, &v3xdstypepb.TypedStruct{TypeUrl: faultURL, Value: &structpb.Struct{}})}
+			setHCM(t, l, h)
+		}},
+		{name: "lds_fault_invalid", field: "http_filters[0].typed_config", pol: fullPolicy, lds: func(l *v3listenerpb.Listener) {
+			h := hcmOf(t, l)
+			h.HttpFilters[0].ConfigType = &v3hcmpb.HttpFilter_TypedConfig{TypedConfig: mustAny(t, &v3faultpb.HTTPFault{
+				Abort: &v3faultpb.FaultAbort{ErrorType: &v3faultpb.FaultAbort_HttpStatus{HttpStatus: 100}, Percentage: &v3typepb.FractionalPercent{Numerator: 1}}})}
+			setHCM(t, l, h)
+		}},
 		{name: "lds_unknown_filter", field: "http_filters[0].typed_config", lds: func(l *v3listenerpb.Listener) {
 			h := hcmOf(t, l)
 			unknown := &v3hcmpb.HttpFilter{Name: "unknown", ConfigType: &v3hcmpb.HttpFilter_TypedConfig{TypedConfig: mustAny(t, &v3xdstypepb.TypedStruct{TypeUrl: "type.googleapis.com/some.Filter"})}}
@@ -329,7 +448,7 @@ func checkRules(t *testing.T) []checkRule {
 		{name: "rds_vhost_filter_override", field: "virtual_hosts[0].typed_per_filter_config", rds: func(rc *v3routepb.RouteConfiguration) {
 			rc.VirtualHosts[0].TypedPerFilterConfig = map[string]*anypb.Any{"x": mustAny(t, &v3routepb.FilterConfig{})}
 		}},
-		{name: "rds_vhost_retry_policy", field: "virtual_hosts[0].retry_policy", rds: func(rc *v3routepb.RouteConfiguration) {
+		{name: "rds_vhost_retry_policy", field: "virtual_hosts[0].retry_policy.num_retries", rds: func(rc *v3routepb.RouteConfiguration) {
 			rc.VirtualHosts[0].RetryPolicy = &v3routepb.RetryPolicy{NumRetries: wrapperspb.UInt32(0)}
 		}},
 		{name: "rds_no_routes", field: "virtual_hosts[0].routes", rds: func(rc *v3routepb.RouteConfiguration) { rc.VirtualHosts[0].Routes = nil }},
@@ -376,9 +495,76 @@ func checkRules(t *testing.T) []checkRule {
 		{name: "rds_route_not_route_action", field: "virtual_hosts[0].routes[0].action", rds: func(rc *v3routepb.RouteConfiguration) {
 			rc.VirtualHosts[0].Routes[0].Action = &v3routepb.Route_Redirect{Redirect: &v3routepb.RedirectAction{}}
 		}},
-		{name: "rds_route_retry_policy", field: "virtual_hosts[0].routes[0].route", rds: func(rc *v3routepb.RouteConfiguration) {
+		{name: "rds_route_retry_policy", field: "virtual_hosts[0].routes[0].route.retry_policy.num_retries", rds: func(rc *v3routepb.RouteConfiguration) {
 			routeAction(rc).RetryPolicy = &v3routepb.RetryPolicy{NumRetries: wrapperspb.UInt32(0)}
 		}},
+		// Retry, timeout and hash policies: generateRetryConfig,
+		// routesProtoToSlice, hashPoliciesProtoToSlice, then spillway's.
+		{name: "rds_retry_no_base_interval", field: "route.retry_policy.retry_back_off.base_interval", pol: fullPolicy, rds: func(rc *v3routepb.RouteConfiguration) {
+			routeAction(rc).RetryPolicy.RetryBackOff.BaseInterval = nil
+		}},
+		{name: "rds_retry_max_interval_zero", field: "route.retry_policy.retry_back_off.max_interval", pol: fullPolicy, rds: func(rc *v3routepb.RouteConfiguration) {
+			routeAction(rc).RetryPolicy.RetryBackOff.MaxInterval = durationpb.New(0)
+		}},
+		{name: "rds_retry_num_retries_over", field: "route.retry_policy.num_retries", pol: fullPolicy, rds: func(rc *v3routepb.RouteConfiguration) {
+			routeAction(rc).RetryPolicy.NumRetries = wrapperspb.UInt32(5)
+		}},
+		{name: "rds_retry_max_below_base", field: "route.retry_policy.retry_back_off.max_interval", pol: fullPolicy, rds: func(rc *v3routepb.RouteConfiguration) {
+			routeAction(rc).RetryPolicy.RetryBackOff.MaxInterval = durationpb.New(time.Millisecond)
+		}},
+		{name: "rds_retry_base_below_1ms", field: "route.retry_policy.retry_back_off.base_interval", pol: fullPolicy, rds: func(rc *v3routepb.RouteConfiguration) {
+			routeAction(rc).RetryPolicy.RetryBackOff.BaseInterval = durationpb.New(500 * time.Microsecond)
+		}},
+		{name: "rds_retry_on_unknown", field: "route.retry_policy.retry_on", pol: fullPolicy, rds: func(rc *v3routepb.RouteConfiguration) {
+			routeAction(rc).RetryPolicy.RetryOn = "5xx,reset"
+		}},
+		{name: "rds_max_stream_duration_negative", field: "route.max_stream_duration.max_stream_duration", pol: fullPolicy, rds: func(rc *v3routepb.RouteConfiguration) {
+			routeAction(rc).MaxStreamDuration = &v3routepb.RouteAction_MaxStreamDuration{MaxStreamDuration: durationpb.New(-5 * time.Second)}
+		}},
+		{name: "rds_max_stream_duration_differ", field: "route.max_stream_duration", pol: fullPolicy, rds: func(rc *v3routepb.RouteConfiguration) {
+			routeAction(rc).MaxStreamDuration.GrpcTimeoutHeaderMax = durationpb.New(time.Hour)
+		}},
+		{name: "rds_hash_policy_regex", field: "route.hash_policy[0].header.regex_rewrite", pol: fullPolicy, rds: func(rc *v3routepb.RouteConfiguration) {
+			routeAction(rc).HashPolicy[0].GetHeader().RegexRewrite = &v3matcherpb.RegexMatchAndSubstitute{Pattern: &v3matcherpb.RegexMatcher{Regex: "("}}
+		}},
+		{name: "rds_hash_policy_header_bin", field: "route.hash_policy[0].header.header_name", pol: fullPolicy, rds: func(rc *v3routepb.RouteConfiguration) {
+			routeAction(rc).HashPolicy[0].GetHeader().HeaderName = "x-user-bin"
+		}},
+		{name: "rds_hash_policy_cookie", field: "route.hash_policy[0]", pol: fullPolicy, rds: func(rc *v3routepb.RouteConfiguration) {
+			routeAction(rc).HashPolicy[0].PolicySpecifier = &v3routepb.RouteAction_HashPolicy_Cookie_{Cookie: &v3routepb.RouteAction_HashPolicy_Cookie{Name: "c"}}
+		}},
+		// Filter overrides: processHTTPFilterOverrides, fault.parseConfig,
+		// then spillway's.
+		{name: "rds_weighted_cluster_filter_override", field: "route.weighted_clusters.clusters[0].typed_per_filter_config", rds: func(rc *v3routepb.RouteConfiguration) {
+			routeAction(rc).ClusterSpecifier = &v3routepb.RouteAction_WeightedClusters{WeightedClusters: &v3routepb.WeightedCluster{
+				Clusters: []*v3routepb.WeightedCluster_ClusterWeight{{Name: "web", Weight: wrapperspb.UInt32(1), TypedPerFilterConfig: map[string]*anypb.Any{"x": mustAny(t, &v3routepb.Route{})}}}}}
+		}},
+		{name: "rds_filter_override_optional", field: "virtual_hosts[0].routes[0].typed_per_filter_config", rds: func(rc *v3routepb.RouteConfiguration) {
+			rc.VirtualHosts[0].Routes[0].TypedPerFilterConfig = map[string]*anypb.Any{"x": mustAny(t, &v3routepb.FilterConfig{Config: mustAny(t, &v3routepb.Route{}), IsOptional: true})}
+		}},
+		{name: "rds_fault_typed_struct", field: "virtual_hosts[0].typed_per_filter_config", pol: fullPolicy, rds: func(rc *v3routepb.RouteConfiguration) {
+			rc.VirtualHosts[0].TypedPerFilterConfig[faultFilter] = mustAny(t, &v3xdstypepb.TypedStruct{TypeUrl: faultURL, Value: &structpb.Struct{}})
+		}},
+		{name: "rds_fault_override_name", field: "virtual_hosts[0].typed_per_filter_config", pol: fullPolicy, rds: func(rc *v3routepb.RouteConfiguration) {
+			vh := rc.VirtualHosts[0]
+			vh.TypedPerFilterConfig = map[string]*anypb.Any{"fault": vh.TypedPerFilterConfig[faultFilter]}
+		}},
+		{name: "rds_fault_empty", field: "virtual_hosts[0].typed_per_filter_config", pol: fullPolicy, rds: setFault(t, func(h *v3faultpb.HTTPFault) { h.Delay, h.Abort = nil, nil })},
+		{name: "rds_fault_invalid", field: "virtual_hosts[0].typed_per_filter_config", pol: fullPolicy, rds: setFault(t, func(h *v3faultpb.HTTPFault) {
+			h.Abort.ErrorType = &v3faultpb.FaultAbort_HttpStatus{HttpStatus: 100}
+		})},
+		{name: "rds_fault_headers", field: "headers", pol: fullPolicy, rds: setFault(t, func(h *v3faultpb.HTTPFault) {
+			h.Headers = []*v3routepb.HeaderMatcher{{Name: "x-chaos", HeaderMatchSpecifier: &v3routepb.HeaderMatcher_PresentMatch{PresentMatch: true}}}
+		})},
+		{name: "rds_fault_grpc_status_zero", field: "abort.grpc_status", pol: fullPolicy, rds: setFault(t, func(h *v3faultpb.HTTPFault) {
+			h.Abort.ErrorType = &v3faultpb.FaultAbort_GrpcStatus{GrpcStatus: 0}
+		})},
+		{name: "rds_fault_chance_over_whole", field: "delay.percentage", pol: fullPolicy, rds: setFault(t, func(h *v3faultpb.HTTPFault) {
+			h.Delay.Percentage.Numerator = 2_000_000
+		})},
+		{name: "rds_fault_max_active_zero", field: "max_active_faults", pol: fullPolicy, rds: setFault(t, func(h *v3faultpb.HTTPFault) {
+			h.MaxActiveFaults = wrapperspb.UInt32(0)
+		})},
 		{name: "rds_route_cluster_empty", field: "virtual_hosts[0].routes[0].route.cluster", rds: func(rc *v3routepb.RouteConfiguration) {
 			routeAction(rc).ClusterSpecifier = &v3routepb.RouteAction_Cluster{Cluster: ""}
 		}},

@@ -27,10 +27,48 @@
 // Config.RegionPreference, Config.RegionRules, package weights/regions,
 // docs/routing.md; the EDS variant is per zone variant and priorities).
 // Every resource is validated before it
-// is sent, against its proto constraints and against each rule grpc-go's
-// parsers enforce (check.go); an invalid one is never pushed, it is logged
+// is sent, against its proto constraints (those of the typed configs
+// inside its Anys too) and against each rule grpc-go's parsers enforce,
+// plus spillway's own rules for values grpc-go accepts and then misreads
+// or fails on (check.go); an invalid one is never pushed, it is logged
 // and counted (spillway_xds_invalid_resources_total), and clients keep the
 // last valid one.
+//
+// # Resilience policies
+//
+// A service's resilience policy (Config.Policies, package
+// weights/svcconfig's Resilience; gRFCs A50, A32, A31, A44, A33, A42,
+// A48, A58) goes out in its resources; a service without one gets the
+// resources above, byte for byte. Cluster S: outlier_detection (both
+// ejection kinds written, 0 when off: an unset enforcing_success_rate
+// would turn success-rate ejection on; the standard deviation factor in
+// thousandths; Envoy's consecutive 5xx and gateway-failure ejections off,
+// so that Envoy and gRPC eject alike), circuit_breakers (one DEFAULT
+// threshold, max_requests), and the endpoint-picking policy in
+// load_balancing_policy: ring_hash as the only entry (typed, XX_HASH, the
+// ring sizes, locality weighted for Envoy), which Envoy and gRPC both
+// take; least_request as Envoy's first entry (a TypedStruct, locality
+// weighted) and, for gRPC, wrr_locality over least_request then
+// round_robin; client_wrr as wrr_locality over
+// client_side_weighted_round_robin then round_robin for gRPC, Envoy
+// keeping its round_robin. lb_policy and common_lb_config are unchanged.
+// RouteConfiguration S: on every RouteAction (rule, warm-up and default
+// routes alike) the retry policy (retry_on the codes joined by commas,
+// num_retries, retry_back_off), max_stream_duration and
+// grpc_timeout_header_max both at the timeout, and for ring hash
+// hash_policy [{header, terminal}]. A fault is a
+// typed_per_filter_config["envoy.filters.http.fault"] HTTPFault (fixed
+// delay, gRPC status, chances in millionths, max_active_faults): on the
+// virtual host, or, when it is limited to RPCs with a header (grpc-go
+// ignores HTTPFault.headers), on a copy of each route that also matches
+// the header's presence, placed before it; Listener S then has the fault
+// filter, with an empty config that injects nothing, before the router.
+// Envoy takes only Clusters and endpoints from spillway (its listeners
+// and routes are static: deploy/envoy), so it gets the Cluster's parts
+// alone. Listener S, RouteConfiguration S and Cluster S are rebuilt when
+// the policy's content changes (a fingerprint beside the cached ones),
+// and Run pushes them to the streams of the services whose policy
+// changed.
 //
 // # Subsets
 //

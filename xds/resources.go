@@ -7,24 +7,22 @@ import (
 	"slices"
 	"strings"
 
-	v3xdstypepb "github.com/cncf/xds/go/xds/type/v3"
 	v3clusterpb "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	v3corepb "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	v3endpointpb "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	v3listenerpb "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	v3routepb "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	v3faultpb "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/fault/v3"
 	v3routerpb "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	v3hcmpb "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
-	v3roundrobinpb "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/round_robin/v3"
-	v3wrrlocalitypb "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/wrr_locality/v3"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
-	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/spillway/spillway/registry"
 	"github.com/spillway/spillway/weights"
+	"github.com/spillway/spillway/weights/svcconfig"
 )
 
 // Type URLs of the resources served.
@@ -76,9 +74,24 @@ var adsSource = &v3corepb.ConfigSource{
 // fetches RouteConfiguration S over ADS, with the router filter that gRPC
 // requires last.
 func listener(service string) (*v3listenerpb.Listener, error) {
+	return listenerFor(service, svcconfig.Resilience{})
+}
+
+// listenerFor is listener with policy r: a service with a fault gets the
+// fault filter before the router, with an empty config that injects
+// nothing (the route configuration carries the fault as an override).
+func listenerFor(service string, r svcconfig.Resilience) (*v3listenerpb.Listener, error) {
 	router, err := anypb.New(&v3routerpb.Router{})
 	if err != nil {
 		return nil, err
+	}
+	filters := []*v3hcmpb.HttpFilter{{
+		Name:       "envoy.filters.http.router",
+		ConfigType: &v3hcmpb.HttpFilter_TypedConfig{TypedConfig: router},
+	}}
+	if r.Fault != nil {
+		fault := &v3hcmpb.HttpFilter{Name: faultFilter, ConfigType: &v3hcmpb.HttpFilter_TypedConfig{TypedConfig: pack(&v3faultpb.HTTPFault{})}}
+		filters = append([]*v3hcmpb.HttpFilter{fault}, filters...)
 	}
 	hcm, err := anypb.New(&v3hcmpb.HttpConnectionManager{
 		StatPrefix: service,
@@ -86,10 +99,7 @@ func listener(service string) (*v3listenerpb.Listener, error) {
 			ConfigSource:    adsSource,
 			RouteConfigName: service,
 		}},
-		HttpFilters: []*v3hcmpb.HttpFilter{{
-			Name:       "envoy.filters.http.router",
-			ConfigType: &v3hcmpb.HttpFilter_TypedConfig{TypedConfig: router},
-		}},
+		HttpFilters: filters,
 	})
 	if err != nil {
 		return nil, err
@@ -103,7 +113,12 @@ func listener(service string) (*v3listenerpb.Listener, error) {
 // route builds RouteConfiguration S: one virtual host sending everything to
 // cluster S.
 func route(service string) *v3routepb.RouteConfiguration {
-	return &v3routepb.RouteConfiguration{
+	return routeFor(service, svcconfig.Resilience{})
+}
+
+// routeFor is route with policy r (withPolicy).
+func routeFor(service string, r svcconfig.Resilience) *v3routepb.RouteConfiguration {
+	rc := &v3routepb.RouteConfiguration{
 		Name: service,
 		VirtualHosts: []*v3routepb.VirtualHost{{
 			Name:    service,
@@ -116,17 +131,9 @@ func route(service string) *v3routepb.RouteConfiguration {
 			}},
 		}},
 	}
+	withPolicy(rc, r)
+	return rc
 }
-
-// envoyRoundRobin is Envoy's round_robin config (RoundRobin as JSON in a
-// TypedStruct): with locality_weighted_lb_config Envoy picks a locality by
-// its load_balancing_weight, as gRPC does, instead of ignoring the
-// weights; zone-aware routing for Envoy depends on it.
-var envoyRoundRobin = &structpb.Struct{Fields: map[string]*structpb.Value{
-	"locality_lb_config": structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{
-		"locality_weighted_lb_config": structpb.NewStructValue(&structpb.Struct{}),
-	}}),
-}}
 
 // cluster builds Cluster S: EDS over ADS, load reports to this server, and
 // a load_balancing_policy (gRFC A52: a client uses the first policy it
@@ -147,35 +154,14 @@ var envoyRoundRobin = &structpb.Struct{Fields: map[string]*structpb.Value{
 // locality_weighted_lb_config, for clients that predate
 // load_balancing_policy.
 func cluster(service string) *v3clusterpb.Cluster {
-	// The spillway.wrr balancer's name as clientlib/wrr registers it
-	// (wrr.TypeURL; the server does not import client code).
-	const spillwayWRR = "type.googleapis.com/spillway.wrr"
-	pack := func(m proto.Message) *anypb.Any {
-		a, err := anypb.New(m)
-		if err != nil { // a constant, valid message always marshals
-			panic(fmt.Sprintf("cluster %s: load balancing policy: %v", service, err))
-		}
-		return a
-	}
-	policy := func(name string, config proto.Message) *v3clusterpb.LoadBalancingPolicy_Policy {
-		return &v3clusterpb.LoadBalancingPolicy_Policy{TypedExtensionConfig: &v3corepb.TypedExtensionConfig{
-			Name: name, TypedConfig: pack(config),
-		}}
-	}
-	roundRobin := &v3roundrobinpb.RoundRobin{}
-	lb := &v3clusterpb.LoadBalancingPolicy{Policies: []*v3clusterpb.LoadBalancingPolicy_Policy{
-		policy("envoy.load_balancing_policies.round_robin", &v3xdstypepb.TypedStruct{
-			TypeUrl: "type.googleapis.com/" + string(roundRobin.ProtoReflect().Descriptor().FullName()),
-			Value:   envoyRoundRobin,
-		}),
-		policy("envoy.load_balancing_policies.wrr_locality", &v3wrrlocalitypb.WrrLocality{
-			EndpointPickingPolicy: &v3clusterpb.LoadBalancingPolicy{Policies: []*v3clusterpb.LoadBalancingPolicy_Policy{
-				policy("spillway.wrr", &v3xdstypepb.TypedStruct{TypeUrl: spillwayWRR, Value: &structpb.Struct{}}),
-				policy("envoy.load_balancing_policies.round_robin", roundRobin),
-			}},
-		}),
-	}}
-	return &v3clusterpb.Cluster{
+	return clusterFor(service, svcconfig.Resilience{})
+}
+
+// clusterFor is cluster with policy r: its outlier detection and circuit
+// breaker, and its endpoint-picking policy in load_balancing_policy
+// (loadBalancingPolicy).
+func clusterFor(service string, r svcconfig.Resilience) *v3clusterpb.Cluster {
+	c := &v3clusterpb.Cluster{
 		Name:                 service,
 		ClusterDiscoveryType: &v3clusterpb.Cluster_Type{Type: v3clusterpb.Cluster_EDS},
 		EdsClusterConfig:     &v3clusterpb.Cluster_EdsClusterConfig{EdsConfig: adsSource, ServiceName: service},
@@ -187,9 +173,16 @@ func cluster(service string) *v3clusterpb.Cluster {
 				LocalityWeightedLbConfig: &v3clusterpb.Cluster_CommonLbConfig_LocalityWeightedLbConfig{},
 			},
 		},
-		LoadBalancingPolicy: lb,
+		LoadBalancingPolicy: loadBalancingPolicy(r.LB),
 		LrsServer:           &v3corepb.ConfigSource{ConfigSourceSpecifier: &v3corepb.ConfigSource_Self{Self: &v3corepb.SelfConfigSource{}}},
 	}
+	if o := r.OutlierDetection; o != nil {
+		c.OutlierDetection = outlierDetection(o)
+	}
+	if r.MaxRequests > 0 {
+		c.CircuitBreakers = circuitBreakers(r.MaxRequests)
+	}
+	return c
 }
 
 var healthStatus = map[registry.Health]v3corepb.HealthStatus{

@@ -187,11 +187,11 @@ func dependents(rr RouteRules) map[string][]string {
 	return out
 }
 
-// ruledRoute returns RouteConfiguration name built from its rules, and
-// false when it has none (the static route serves). It is called with
-// e.mu held. Rules whose route a client would reject (they passed
-// CheckRules when set, so only a change of the checks can do it) give
-// the default route.
+// ruledRoute returns RouteConfiguration name built from its rules, with
+// the service's policy e.pol (withPolicy), and false when it has none
+// (the static route serves). It is called with e.mu held. Rules whose
+// route a client would reject (they passed CheckRules when set, so only
+// a change of the checks can do it) give the default route.
 //
 // A change that sends RPCs to a cluster the last route served did not
 // name goes out in two pushes: first the last route plus a warm-up route
@@ -214,27 +214,54 @@ func (s *Server) ruledRoute(e *entry, name string, snap *registry.Snapshot) (*re
 		return ok && len(svc.Serving()) > 0
 	}
 	key := routeKey(rev, r, exists)
+	if e.polKey != 0 { // the service's policy is in every route (withPolicy)
+		key += "|p" + strconv.FormatUint(e.polKey, 16)
+	}
 	if e.rds != nil && e.rdsKey == key {
 		return e.rds, true
 	}
 	rc, dropped := routeWith(name, r, exists, nil)
+	withPolicy(rc, e.pol)
 	if res, ok := s.warming(e, name, key, rc); ok {
 		return res, true
 	}
 	if len(dropped) > 0 {
 		s.log.Warn("route rules left out: a target is not registered; their RPCs take the default route", "service", name, "rules", fmt.Sprint(dropped))
 	}
-	res, err := encode(name, rc)
+	res, rc, err := s.encodeRuled(e, name, rc, func() *v3routepb.RouteConfiguration {
+		rc, _ := routeWith(name, r, exists, nil)
+		return rc
+	})
 	if err != nil {
-		s.metrics.invalid.WithLabelValues("RDS").Inc()
-		s.log.Error("route rules not served: the route configuration is invalid; the default route serves", "service", name, "err", err)
-		rc = route(name)
-		if res, err = encode(name, rc); err != nil {
-			return nil, true
-		}
+		return nil, true
 	}
 	e.rds, e.rdsKey, e.rdsRC, e.warmKey, e.warmRes = res, key, rc, "", nil
 	return res, true
+}
+
+// encodeRuled encodes rc, the route of name's rules with its policy, and
+// returns what serves: rc; else, when the policy made it invalid, the
+// rules without it (bare); else the default route, with the policy, then
+// without. Called with e.mu held.
+func (s *Server) encodeRuled(e *entry, name string, rc *v3routepb.RouteConfiguration, bare func() *v3routepb.RouteConfiguration) (*resource, *v3routepb.RouteConfiguration, error) {
+	res, err := encode(name, rc)
+	if err != nil && e.polKey != 0 {
+		s.metrics.invalid.WithLabelValues("RDS").Inc()
+		s.log.Error("resilience policy not served: the route configuration is invalid with it; the rules serve without it", "service", name, "err", err)
+		rc = bare()
+		res, err = encode(name, rc)
+	}
+	if err == nil {
+		return res, rc, nil
+	}
+	s.metrics.invalid.WithLabelValues("RDS").Inc()
+	s.log.Error("route rules not served: the route configuration is invalid; the default route serves", "service", name, "err", err)
+	for _, rc = range []*v3routepb.RouteConfiguration{routeFor(name, e.pol), route(name)} {
+		if res, err = encode(name, rc); err == nil {
+			return res, rc, nil
+		}
+	}
+	return nil, nil, err
 }
 
 // warming returns the warm-up route to serve instead of rc, the route of
@@ -242,7 +269,7 @@ func (s *Server) ruledRoute(e *entry, name string, snap *registry.Snapshot) (*re
 func (s *Server) warming(e *entry, name, key string, rc *v3routepb.RouteConfiguration) (*resource, bool) {
 	prev := e.rdsRC
 	if prev == nil && e.static[1] != nil {
-		prev = route(name) // the static route was served
+		prev = routeFor(name, e.pol) // the static route was served
 	}
 	if prev == nil || s.cfg.RouteWarmup <= 0 {
 		return nil, false
@@ -272,7 +299,9 @@ func (s *Server) warming(e *entry, name, key string, rc *v3routepb.RouteConfigur
 		last := vh.Routes[len(vh.Routes)-1]
 		vh.Routes = vh.Routes[:len(vh.Routes)-1]
 		for _, c := range fresh {
-			vh.Routes = append(vh.Routes, warmRoute(c))
+			wr := warmRoute(c)
+			actionPolicy(wr.GetRoute(), e.pol)
+			vh.Routes = append(vh.Routes, wr)
 		}
 		vh.Routes = append(vh.Routes, last)
 		res, err := encode(name, w)

@@ -23,6 +23,7 @@ import (
 	"github.com/spillway/spillway/security/authn"
 	"github.com/spillway/spillway/security/authz"
 	"github.com/spillway/spillway/weights/regions"
+	"github.com/spillway/spillway/weights/svcconfig"
 )
 
 // Config configures a Server.
@@ -105,6 +106,13 @@ type Config struct {
 	// cluster its balancer does not have yet). Zero means 1 s; negative
 	// sends the new route at once.
 	RouteWarmup time.Duration
+	// Policies gives each service's resilience policy (issue 30: outlier
+	// detection, circuit breaker, timeout, retries, fault injection, the
+	// endpoint-picking policy), which goes out in its Cluster,
+	// RouteConfiguration and Listener; a change of a service's policy
+	// pushes them to the streams subscribed to it. Nil: no service has a
+	// policy, and every service gets the resources of the zero policy.
+	Policies Policies
 	// Logger; nil discards.
 	Logger *slog.Logger
 	// Registerer receives the metrics; nil registers nothing.
@@ -278,6 +286,14 @@ func (s *Server) Run(ctx context.Context) error {
 		routesChanged = s.cfg.Routes.Changed()
 		ruled, deps = s.cfg.Routes.Services(), dependents(s.cfg.Routes)
 	}
+	// Resilience policies: a change pushes the services whose policy
+	// changed (of those listed before or after it).
+	var policiesChanged <-chan struct{}
+	var pols map[string]svcconfig.Resilience
+	if s.cfg.Policies != nil {
+		policiesChanged = s.cfg.Policies.Changed()
+		pols = policies(s.cfg.Policies)
+	}
 	// A registry change changes the EDS of the changed services (and the
 	// route of those whose rules name them): dispatchViews leaves out
 	// the streams whose subset it did not change.
@@ -300,6 +316,13 @@ func (s *Server) Run(ctx context.Context) error {
 			now := s.cfg.Routes.Services()
 			s.hub.dispatch(append(ruled, now...), time.Now())
 			ruled, deps = now, dependents(s.cfg.Routes)
+		case <-policiesChanged:
+			policiesChanged = s.cfg.Policies.Changed()
+			now := policies(s.cfg.Policies)
+			if names := changedPolicies(pols, now); len(names) > 0 {
+				s.hub.dispatch(names, time.Now())
+			}
+			pols = now
 		case <-sub.C():
 			now := time.Now()
 			dispatch, arm := co.change()

@@ -223,10 +223,11 @@ func (s *server) registration(context.Context) (err error) {
 }
 
 // serving builds what answers clients, in the order of the one feedback
-// loop: the route rules and regional rules xds serves, the load table,
-// the xDS server (its streams are the planner's demand), the per-service
-// config, the planner and mesh weights (whose plans s.plans then serves
-// to xds and DNS), and the DNS server.
+// loop: the route rules and regional rules xds serves, the per-service
+// config (its resilience policies go out over xDS), the load table, the
+// xDS server (its streams are the planner's demand), the planner and mesh
+// weights (whose plans s.plans then serves to xds and DNS), and the DNS
+// server.
 func (s *server) serving(ctx context.Context) (err error) {
 	cfg := s.cfg
 	if s.routes, err = startRoutes(ctx, s.sys, s.store, s.policy, s.audit, s.metrics, s.component("routes")); err != nil {
@@ -235,17 +236,8 @@ func (s *server) serving(ctx context.Context) (err error) {
 	// Regional redirects and exclusions (svcconfig's redirects and
 	// exclude), fed from the per-service config by watchRegionRules.
 	s.regionRules = regions.NewTable()
-	s.loads = load.NewTable(xds.LoadIdle)
-	s.plans = &weights.Served{}
-	s.xds, err = xds.New(xds.Config{
-		RegionPreference: cfg.RegionPreference, RegionRules: s.regionRules, Store: s.store, Replica: replicaID(cfg.Store.Replica),
-		PortName: cfg.XDS.PortName, Debounce: cfg.XDS.Debounce, MaxDelay: cfg.XDS.MaxDelay, Resync: cfg.XDS.Resync,
-		LRSInterval: cfg.XDS.LRSInterval, Loads: s.loads, Plans: s.plans, MaxZones: cfg.XDS.MaxZones,
-		Authorizer: s.policy, Routes: s.routes.store, Logger: s.component("xds"), Registerer: s.metrics,
-	})
-	if err != nil {
-		return fmt.Errorf("xds config: %w", err)
-	}
+	// The config's warnings read xds's region view, only for a PUT,
+	// once serving: s.xds is set by then.
 	regionsOf := func(service string) []string {
 		v, _ := s.xds.RegionView(service)
 		return v.Present
@@ -253,6 +245,17 @@ func (s *server) serving(ctx context.Context) (err error) {
 	s.svcCfg, err = startServiceConfig(ctx, cfg.ServiceConfig, s.sys, s.token, s.policy, s.audit, regionsOf, s.metrics, s.component("svcconfig"))
 	if err != nil {
 		return err
+	}
+	s.loads = load.NewTable(xds.LoadIdle)
+	s.plans = &weights.Served{}
+	s.xds, err = xds.New(xds.Config{
+		RegionPreference: cfg.RegionPreference, RegionRules: s.regionRules, Store: s.store, Replica: replicaID(cfg.Store.Replica),
+		PortName: cfg.XDS.PortName, Debounce: cfg.XDS.Debounce, MaxDelay: cfg.XDS.MaxDelay, Resync: cfg.XDS.Resync,
+		LRSInterval: cfg.XDS.LRSInterval, Loads: s.loads, Plans: s.plans, MaxZones: cfg.XDS.MaxZones,
+		Authorizer: s.policy, Routes: s.routes.store, Policies: s.svcCfg.store, Logger: s.component("xds"), Registerer: s.metrics,
+	})
+	if err != nil {
+		return fmt.Errorf("xds config: %w", err)
 	}
 	if cfg.XDS.ZoneAware {
 		if err := s.weights(); err != nil {
