@@ -32,6 +32,9 @@ type EndpointUtilization struct {
 	// Reported is the report's arrival time; Interval the sender's.
 	Reported time.Time
 	Interval time.Duration
+	// RPS, EPS and LatencyMs are what the backend served over its last
+	// window (registry.UtilizationReport); 0 when it does not say.
+	RPS, EPS, LatencyMs float64
 }
 
 // Bounds of a utilization report.
@@ -44,6 +47,9 @@ const (
 	MaxLimit          = 1 << 20
 	MinReportInterval = 100 * time.Millisecond
 	MaxReportInterval = 5 * time.Minute
+	// MaxRPS bounds a report's request rate, MaxLatencyMs its latency (1 h).
+	MaxRPS       = 1e7
+	MaxLatencyMs = 3.6e6
 	// UtilizationSilent is how long an endpoint's last report is kept.
 	UtilizationSilent = 5 * time.Minute
 )
@@ -117,7 +123,10 @@ func (t *UtilizationTable) Count(result string) { t.results.WithLabelValues(resu
 
 // ValidateUtilization checks r; the error is a *registry.FieldError
 // naming the wire field (service, endpoint_id, cpu, in_flight, limit,
-// interval_ms). Service must already be normalised.
+// interval_ms, rps, eps, latency_ms). Service must already be normalised.
+// rps, eps and latency_ms are optional (0: not reported); when set they
+// are finite, rps within 0..MaxRPS, eps within 0..rps and latency_ms
+// within 0..MaxLatencyMs.
 func ValidateUtilization(r UtilizationReport) error {
 	if err := registry.ValidateService("service", r.Service); err != nil {
 		return err
@@ -138,6 +147,12 @@ func ValidateUtilization(r UtilizationReport) error {
 		return &registry.FieldError{Field: "in_flight", Reason: fmt.Sprintf("%d is above %d", r.InFlight, MaxLimit)}
 	case r.Interval < MinReportInterval || r.Interval > MaxReportInterval:
 		return &registry.FieldError{Field: "interval_ms", Reason: fmt.Sprintf("%d is outside %d..%d", r.Interval.Milliseconds(), MinReportInterval.Milliseconds(), MaxReportInterval.Milliseconds())}
+	case !(r.RPS >= 0 && r.RPS <= MaxRPS):
+		return &registry.FieldError{Field: "rps", Reason: fmt.Sprintf("%v is outside 0..%g", r.RPS, float64(MaxRPS))}
+	case !(r.EPS >= 0 && r.EPS <= r.RPS):
+		return &registry.FieldError{Field: "eps", Reason: fmt.Sprintf("%v is outside 0..rps (%v): errors are a part of the requests", r.EPS, r.RPS)}
+	case !(r.LatencyMs >= 0 && r.LatencyMs <= MaxLatencyMs):
+		return &registry.FieldError{Field: "latency_ms", Reason: fmt.Sprintf("%v is outside 0..%g", r.LatencyMs, float64(MaxLatencyMs))}
 	}
 	return nil
 }
@@ -168,7 +183,8 @@ func (t *UtilizationTable) Record(r UtilizationReport, now time.Time, check func
 		}
 	}
 	u := EndpointUtilization{ID: r.EndpointID, CPU: r.CPU, InFlight: r.InFlight, Limit: r.Limit,
-		Utilization: UtilizationOf(r.CPU, r.InFlight, r.Limit), Reported: now, Interval: r.Interval}
+		Utilization: UtilizationOf(r.CPU, r.InFlight, r.Limit), Reported: now, Interval: r.Interval,
+		RPS: r.RPS, EPS: r.EPS, LatencyMs: r.LatencyMs}
 	t.mu.Lock()
 	m := t.entries[r.Service]
 	if m == nil {

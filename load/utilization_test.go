@@ -42,6 +42,16 @@ func TestUtilizationValidation(t *testing.T) {
 		{"inflight-huge", func(r *UtilizationReport) { r.InFlight = MaxLimit + 1 }, "in_flight"},
 		{"interval-zero", func(r *UtilizationReport) { r.Interval = 0 }, "interval_ms"},
 		{"interval-long", func(r *UtilizationReport) { r.Interval = 6 * time.Minute }, "interval_ms"},
+		{"rps-negative", func(r *UtilizationReport) { r.RPS = -1 }, "rps"},
+		{"rps-nan", func(r *UtilizationReport) { r.RPS = math.NaN() }, "rps"},
+		{"rps-huge", func(r *UtilizationReport) { r.RPS = MaxRPS * 2 }, "rps"},
+		{"eps-above-rps", func(r *UtilizationReport) { r.RPS, r.EPS = 10, 11 }, "eps"},
+		{"eps-without-rps", func(r *UtilizationReport) { r.EPS = 1 }, "eps"},
+		{"eps-negative", func(r *UtilizationReport) { r.RPS, r.EPS = 10, -1 }, "eps"},
+		{"eps-inf", func(r *UtilizationReport) { r.RPS, r.EPS = 10, math.Inf(1) }, "eps"},
+		{"latency-negative", func(r *UtilizationReport) { r.LatencyMs = -1 }, "latency_ms"},
+		{"latency-nan", func(r *UtilizationReport) { r.LatencyMs = math.NaN() }, "latency_ms"},
+		{"latency-huge", func(r *UtilizationReport) { r.LatencyMs = MaxLatencyMs + 1 }, "latency_ms"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -77,7 +87,8 @@ func TestUtilizationTable(t *testing.T) {
 	tab := NewUtilizationTable(store, reg)
 	t0 := time.Unix(1000, 0)
 	r1 := goodUtilization()
-	r2 := UtilizationReport{Service: "web", EndpointID: "w2", CPU: 0.9, Interval: 2 * time.Second} // agent: in-flight unknown
+	r1.RPS, r1.EPS, r1.LatencyMs = 120, 6, 14.5                                                    // a backend that counts its RPCs
+	r2 := UtilizationReport{Service: "web", EndpointID: "w2", CPU: 0.9, Interval: 2 * time.Second} // agent: in-flight and requests unknown
 	for _, r := range []UtilizationReport{r1, r2} {
 		if err := tab.Record(r, t0, nil); err != nil {
 			t.Fatal(err)
@@ -93,7 +104,7 @@ func TestUtilizationTable(t *testing.T) {
 		t.Errorf("Record with a failing check = %v, want %v", err, checkErr)
 	}
 	want := []EndpointUtilization{
-		{ID: "w1", CPU: 0.4, InFlight: 32, Limit: 64, Utilization: 0.5, Reported: t0, Interval: time.Second},
+		{ID: "w1", CPU: 0.4, InFlight: 32, Limit: 64, Utilization: 0.5, Reported: t0, Interval: time.Second, RPS: 120, EPS: 6, LatencyMs: 14.5},
 		{ID: "w2", CPU: 0.9, Utilization: 0.9, Reported: t0, Interval: 2 * time.Second},
 	}
 	if diff := cmp.Diff(want, tab.Utilizations("web", t0.Add(time.Second))); diff != "" {

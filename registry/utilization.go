@@ -18,4 +18,9 @@ type UtilizationReport struct {
 	InFlight, Limit uint32
 	// Interval is the sender's report interval.
 	Interval time.Duration
+	// RPS and EPS are the requests completed and failed per second over
+	// the sender's last window, LatencyMs their mean latency; 0 means not
+	// reported (a sender older than these fields, or one that counts no
+	// RPCs, such as spillwayctl agent).
+	RPS, EPS, LatencyMs float64
 }

@@ -57,6 +57,7 @@ func (p *Planner) endpointWeights(plan *Plan, ss *svcState, svc *registry.Servic
 		if r, ok := reports[e.ID]; ok {
 			ep.Utilization = pid.Utilization(r.CPU, r.InFlight, r.Limit, ctl.Metric())
 			ep.Reported = r.Reported
+			ep.RPS, ep.EPS, ep.LatencyMs = r.RPS, r.EPS, r.LatencyMs
 		}
 		in.Endpoints = append(in.Endpoints, ep)
 		eps = append(eps, e)
@@ -79,14 +80,20 @@ func (p *Planner) endpointWeights(plan *Plan, ss *svcState, svc *registry.Servic
 	}
 	plan.Endpoints = make(map[string]EndpointWeight, len(res.Endpoints))
 	for i, r := range res.Endpoints {
+		eff := 0.0
+		if r.RPS > 0 {
+			eff = r.Effective
+		}
 		plan.Endpoints[r.ID] = EndpointWeight{
 			Zone: r.Zone, Weight: max(pushed[i], 1), PIDWeight: r.Weight,
 			Utilization: r.Utilization, Age: r.Age, Status: r.Status.String(),
 			Error: r.Error, P: r.P, I: r.I, D: r.D,
+			RPS: r.RPS, ErrorRate: r.ErrorRate, LatencyMs: r.LatencyMs, Effective: eff, Guard: r.Guard.String(),
 		}
 	}
 	plan.LocalityFromEndpoints = strat.PID && !strat.ZoneAware
-	plan.PID = &PIDExplain{Outcome: res.Outcome.String(), Setpoint: res.Setpoint, Known: res.Known, Missing: res.Missing}
+	plan.PID = &PIDExplain{Outcome: res.Outcome.String(), Setpoint: res.Setpoint, Known: res.Known, Missing: res.Missing,
+		MedianErrorRate: res.MedianErrorRate, MedianLatencyMs: res.MedianLatencyMs, Guarded: res.Guarded}
 	if strat.Blend != nil {
 		b := *strat.Blend
 		plan.PID.Blend = &b

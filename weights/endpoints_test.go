@@ -211,3 +211,60 @@ func TestPlannerPIDStateMoves(t *testing.T) {
 		t.Errorf("bad pid state: %v, want an error naming pid", err)
 	}
 }
+
+// TestPlannerPIDGuard: the reports' request and error rates reach the
+// controller. a-1 has the lowest CPU but fails half its requests: with the
+// guard (the default) it is held down, never above the median weight, and
+// the plan says why; with the strategy's PIDConfig turning the guard and
+// the penalty off it gets the most weight, as on CPU alone.
+func TestPlannerPIDGuard(t *testing.T) {
+	reports := func(at time.Time) []EndpointUtilization {
+		return []EndpointUtilization{
+			{ID: "a-0", CPU: 0.6, RPS: 100, EPS: 1, LatencyMs: 10, Reported: at},
+			{ID: "a-1", CPU: 0.1, RPS: 100, EPS: 50, LatencyMs: 3, Reported: at},
+			{ID: "b-2", CPU: 0.6, RPS: 100, EPS: 1, LatencyMs: 10, Reported: at},
+			{ID: "b-3", CPU: 0.6, RPS: 100, EPS: 0, LatencyMs: 11, Reported: at},
+		}
+	}
+	off := false
+	for _, tt := range []struct {
+		name    string
+		cfg     pid.Config
+		guarded bool
+	}{{"guard", pid.Config{}, true}, {"off", pid.Config{ErrorGuard: &off, ErrorPenalty: new(0.0)}, false}} {
+		t.Run(tt.name, func(t *testing.T) {
+			now := t0
+			p := pidPlanner(t, UtilizationFunc(func(s string, _ time.Time) []EndpointUtilization {
+				if s != "web" {
+					return nil
+				}
+				return reports(now)
+			}), func(s string) Strategy {
+				if s != "web" {
+					return Strategy{ZoneAware: true}
+				}
+				return Strategy{PID: true, ZoneAware: true, PIDConfig: tt.cfg}
+			})
+			for k := range 5 {
+				now = t0.Add(time.Duration(k) * 10 * time.Second)
+				p.Cycle(now)
+			}
+			web := p.Plan("web")
+			e := web.Endpoints
+			t.Logf("weights a-0 %d a-1 %d b-2 %d b-3 %d; pid %+v", e["a-0"].Weight, e["a-1"].Weight, e["b-2"].Weight, e["b-3"].Weight, web.PID)
+			if got := e["a-1"]; (got.Guard == "errors") != tt.guarded || got.RPS != 100 || got.ErrorRate != 0.5 {
+				t.Errorf("a-1 explain %+v: want rps 100, error rate 0.5, guard errors: %v", got, tt.guarded)
+			}
+			if tt.guarded {
+				if web.PID.Guarded != 1 || web.PID.MedianErrorRate != 0.01 {
+					t.Errorf("pid explain %+v, want 1 guarded, median error rate 0.01", web.PID)
+				}
+				if e["a-1"].Weight >= e["a-0"].Weight {
+					t.Errorf("a-1 weight %d, want below a healthy endpoint's %d", e["a-1"].Weight, e["a-0"].Weight)
+				}
+			} else if e["a-1"].Weight <= e["a-0"].Weight {
+				t.Errorf("guard off: a-1 (CPU 0.1) weight %d, want above a-0's %d (CPU 0.6)", e["a-1"].Weight, e["a-0"].Weight)
+			}
+		})
+	}
+}

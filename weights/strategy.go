@@ -16,6 +16,11 @@ type EndpointUtilization struct {
 	// InFlight the RPCs in progress and Limit its in-flight limit (<= 0:
 	// none). See pid.Utilization.
 	CPU, InFlight, Limit float64
+	// RPS and EPS are the requests and failed requests per second the
+	// endpoint served, LatencyMs their mean latency; 0 when the backend
+	// does not report them (pid.Endpoint: the error penalty and guard
+	// leave it alone).
+	RPS, EPS, LatencyMs float64
 	// Reported is when the report was taken.
 	Reported time.Time
 }
@@ -36,7 +41,9 @@ type Strategy struct {
 	// zone-aware anyway (there is nothing else to weigh localities by).
 	ZoneAware bool
 	// PIDConfig tunes the controller; its Metric field is overridden by
-	// Metric.
+	// Metric. Its ErrorPenalty and ErrorGuard (nil: on) are the
+	// death-spiral brakes; both off is the controller on utilization
+	// alone.
 	PIDConfig pid.Config
 	// Metric turns a report into a utilization (pid.Utilization).
 	Metric pid.Metric
@@ -99,6 +106,18 @@ type EndpointWeight struct {
 	Status string
 	// Error and the P, I, D terms of the controller (pid.EndpointResult).
 	Error, P, I, D float64
+	// RPS, ErrorRate and LatencyMs of the report used (0: not reported,
+	// or under the controller's MinRPS); Effective the utilization the
+	// controller steered (Utilization + error penalty), 0 unless the
+	// report has a request rate. Omitted from JSON when 0 (mesh plan
+	// records of backends that report none stay as they were).
+	RPS       float64 `json:",omitempty"`
+	ErrorRate float64 `json:",omitempty"`
+	LatencyMs float64 `json:",omitempty"`
+	Effective float64 `json:",omitempty"`
+	// Guard is why the error guard held the endpoint down this cycle
+	// (pid.Guard: "errors", "latency"), or "".
+	Guard string `json:",omitempty"`
 }
 
 // PIDExplain is a service's PID round as the plan holds it.
@@ -109,6 +128,11 @@ type PIDExplain struct {
 	Setpoint float64
 	Known    int
 	Missing  int
+	// MedianErrorRate and MedianLatencyMs are what the error guard
+	// compared each endpoint with; Guarded how many it held down.
+	MedianErrorRate float64 `json:",omitempty"`
+	MedianLatencyMs float64 `json:",omitempty"`
+	Guarded         int     `json:",omitempty"`
 	// Blend is the blend applied, or nil.
 	Blend *Blend
 }

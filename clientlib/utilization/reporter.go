@@ -22,6 +22,13 @@ type Source interface {
 
 var _ Source = (*Utilization)(nil)
 
+// The server's bounds of a report's rps and latency_ms (load.MaxRPS,
+// load.MaxLatencyMs): a report is clamped to them rather than refused.
+const (
+	maxRPS       = 1e7
+	maxLatencyMs = 3.6e6
+)
+
 // Backoff bounds of a Reporter's reconnects.
 const (
 	backoffBase = 500 * time.Millisecond
@@ -176,6 +183,8 @@ func (r *Reporter) stream(ctx context.Context, client registryv1.RegistryClient,
 		}
 		rep := r.Source.Report()
 		msg.Cpu, msg.InFlight, msg.Limit = rep.CPU, uint32(rep.InFlight), uint32(rep.Limit)
+		msg.Rps = min(rep.RPS, maxRPS)
+		msg.Eps, msg.LatencyMs = min(rep.EPS, msg.Rps), min(float64(rep.Latency)/float64(time.Millisecond), maxLatencyMs)
 		if r.LeaseFunc != nil && msg.LeaseId == "" {
 			// No lease yet (or between leases): drop this report.
 		} else if err := s.Send(msg); err != nil {

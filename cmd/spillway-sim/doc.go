@@ -11,6 +11,7 @@
 //
 //	spillway-sim [flags] SCENARIO.yaml
 //	spillway-sim [--csv FILE] [--svg FILE] pid:NAME   # per-endpoint weights (weights/pid), see pidsim.go
+//	spillway-sim [--quiet] [--csv FILE] [--svg FILE] pid:stuck-io   # the death spiral, brakes off/penalty/guard, see guardsim.go
 //
 // Flags (before or after the scenario):
 //

@@ -184,6 +184,9 @@ func runPID(o *options, name string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "spillway-sim: %v\n", err)
 		return 2
 	}
+	if sc.IO != nil {
+		return runIO(o, sc, stdout, stderr)
+	}
 	steps, err := SimulatePID(sc)
 	if err != nil {
 		fmt.Fprintf(stderr, "spillway-sim: %v\n", err)
@@ -203,6 +206,42 @@ func runPID(o *options, name string, stdout, stderr io.Writer) int {
 		fh, err := os.Create(f.path)
 		if err == nil {
 			err = f.write(fh, sc, steps)
+			if cerr := fh.Close(); err == nil {
+				err = cerr
+			}
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "spillway-sim: write %s: %v\n", f.path, err)
+			return 1
+		}
+	}
+	return 0
+}
+
+// runIO runs a death-spiral scenario under each of its variants.
+func runIO(o *options, sc *PIDScenario, stdout, stderr io.Writer) int {
+	runs, err := simulateIOAll(sc)
+	if err != nil {
+		fmt.Fprintf(stderr, "spillway-sim: %v\n", err)
+		return 2
+	}
+	out := bufio.NewWriter(stdout)
+	if err := writeIOTable(out, sc, runs, o.quiet); err == nil {
+		err = out.Flush()
+	} else {
+		fmt.Fprintf(stderr, "spillway-sim: %v\n", err)
+		return 1
+	}
+	for _, f := range []struct {
+		path  string
+		write func(io.Writer, *PIDScenario, []IORun) error
+	}{{o.csv, writeIOCSV}, {o.svg, writeIOSVG}} {
+		if f.path == "" {
+			continue
+		}
+		fh, err := os.Create(f.path)
+		if err == nil {
+			err = f.write(fh, sc, runs)
 			if cerr := fh.Close(); err == nil {
 				err = cerr
 			}

@@ -31,12 +31,19 @@ type PIDScenario struct {
 	// Missing: step → endpoints whose report is missing at that step.
 	Missing map[int][]int
 	Metric  pid.Metric
+	// IO, when non-nil, makes this a death-spiral scenario run by
+	// SimulateIO (guardsim.go) under each of IO.Variants; Total, Stuck,
+	// Cold and Missing are then unused.
+	IO *IOModel
 }
 
 var pidScenarios = []PIDScenario{
 	{Name: "heterogeneous", Description: "speeds 1.0/1.3/0.7, round robin at step 0", Steps: 20, Speeds: []float64{1, 1.3, 0.7}, Total: 0.7},
-	{Name: "stuck-io", Description: "endpoint 2 stuck on I/O: CPU at 20% of its load, in-flight at the limit", Steps: 20, Speeds: []float64{1, 1, 1}, Total: 0.6, Stuck: map[int]float64{2: 0.2}},
-	{Name: "stuck-io-cpu", Description: "as stuck-io, with metric cpu: the stuck endpoint is fed more", Steps: 20, Speeds: []float64{1, 1, 1}, Total: 0.6, Stuck: map[int]float64{2: 0.2}, Metric: pid.MetricCPU},
+	{Name: "stuck-inflight", Description: "endpoint 2 stuck on I/O: CPU at 20% of its load, in-flight at the limit", Steps: 20, Speeds: []float64{1, 1, 1}, Total: 0.6, Stuck: map[int]float64{2: 0.2}},
+	{Name: "stuck-inflight-cpu", Description: "as stuck-inflight, with metric cpu: the stuck endpoint is fed more", Steps: 20, Speeds: []float64{1, 1, 1}, Total: 0.6, Stuck: map[int]float64{2: 0.2}, Metric: pid.MetricCPU},
+	{Name: "stuck-io", Description: "endpoint 4's I/O degrades at step 5: it completes 50 rps (half its share) and fails the rest fast, at a tenth of the CPU", Steps: 40, Speeds: []float64{1, 1, 1, 1, 1},
+		IO: &IOModel{RPS: 500, Total: 0.5, Endpoint: 4, From: 5, Cap: 50, FailCPU: 0.1, BaseErr: 0.002,
+			Latency: 10 * time.Millisecond, SlowLatency: 80 * time.Millisecond, FailLatency: 2 * time.Millisecond, InFlightLimit: 100, Variants: ioVariants}},
 	{Name: "cold", Description: "endpoint 3 joins at step 5 with the initial low weight", Steps: 30, Speeds: []float64{1, 1, 1, 1}, Total: 0.6, Cold: []int{3}, ColdAt: 5},
 	{Name: "missing", Description: "4 of 10 reports missing at step 10: the round is skipped", Steps: 20, Speeds: []float64{1, 1.2, 0.8, 1, 1.1, 0.9, 1, 1.3, 0.7, 1}, Total: 0.6, Missing: map[int][]int{10: {0, 1, 2, 3}}},
 }

@@ -40,7 +40,7 @@ func TestPIDStuckIO(t *testing.T) {
 	for _, tt := range []struct {
 		name string
 		less bool
-	}{{"stuck-io", true}, {"stuck-io-cpu", false}} {
+	}{{"stuck-inflight", true}, {"stuck-inflight-cpu", false}} {
 		_, steps := mustPID(t, tt.name)
 		w := steps[len(steps)-1].Weights
 		t.Logf("%s: final weights %v", tt.name, w)
@@ -116,5 +116,78 @@ func TestPIDRun(t *testing.T) {
 	}
 	if code := run([]string{"pid:nope"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "pid:heterogeneous") {
 		t.Errorf("unknown scenario: run = %d, stderr %q, want 2 naming the scenarios", code, errb.String())
+	}
+}
+
+// TestPIDStuckIOGuard is the death spiral (issue 30): an endpoint whose
+// I/O degrades keeps a low CPU and fails more the more it is sent. With
+// the guard and penalty off its weight climbs to several times the median
+// and the service fails a third of its requests; the A58 penalty alone
+// stops the climb but the endpoint still fails a quarter of its requests;
+// with the guard it never sits above the median weight and the service's
+// errors stay under 1%.
+func TestPIDStuckIOGuard(t *testing.T) {
+	sc, err := pidScenario("stuck-io")
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs, err := simulateIOAll(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(runs) != 3 {
+		t.Fatalf("%d variants, want off, penalty, guard", len(runs))
+	}
+	sum := map[string]ioSummary{}
+	for _, r := range runs {
+		s := summarizeIO(sc, r.Steps)
+		sum[r.Variant.Name] = s
+		t.Logf("%s: max w/med %.2f, final %.2f, its errors %.1f%%, service %.2f%%, failed %.0f, guarded %d", r.Variant.Name, s.MaxRatio, s.FinalRatio, 100*s.StuckRate, 100*s.ServiceRate, s.Failed, s.Guarded)
+		for k, st := range r.Steps[:sc.IO.From] {
+			if st.Weights[sc.IO.Endpoint] != st.Median || st.Guard != pid.GuardNone {
+				t.Errorf("%s step %d: before the failure endpoint weight %d, median %d, guard %q; want the median, no guard", r.Variant.Name, k, st.Weights[sc.IO.Endpoint], st.Median, st.Guard)
+			}
+		}
+	}
+	off, pen, grd := sum["off"], sum["penalty"], sum["guard"]
+	if off.MaxRatio < 3 || off.ServiceRate < 0.3 {
+		t.Errorf("off: max w/med %.2f, service errors %.1f%%; want the spiral (>= 3, >= 30%%)", off.MaxRatio, 100*off.ServiceRate)
+	}
+	// The spiral: its weight and errors climb together.
+	offSteps := runs[0].Steps
+	for k := sc.IO.From + 1; k < sc.IO.From+10; k++ {
+		if offSteps[k].Weights[sc.IO.Endpoint] <= offSteps[k-1].Weights[sc.IO.Endpoint] || offSteps[k].StuckRate <= offSteps[k-1].StuckRate {
+			t.Errorf("off step %d: weight %d (was %d), errors %.3f (were %.3f); want both to climb", k, offSteps[k].Weights[sc.IO.Endpoint], offSteps[k-1].Weights[sc.IO.Endpoint], offSteps[k].StuckRate, offSteps[k-1].StuckRate)
+		}
+	}
+	if pen.MaxRatio > 1 || pen.StuckRate < 0.2 {
+		t.Errorf("penalty: max w/med %.2f, its errors %.1f%%; want <= 1 and still >= 20%%", pen.MaxRatio, 100*pen.StuckRate)
+	}
+	if grd.MaxRatio > 1 || grd.ServiceRate > 0.01 || grd.Guarded == 0 {
+		t.Errorf("guard: max w/med %.2f, service errors %.2f%%, guarded %d steps; want <= 1, < 1%%, > 0", grd.MaxRatio, 100*grd.ServiceRate, grd.Guarded)
+	}
+	for _, st := range runs[2].Steps {
+		if st.Weights[sc.IO.Endpoint] > st.Median {
+			t.Fatalf("guard: endpoint weight %d above the median %d", st.Weights[sc.IO.Endpoint], st.Median)
+		}
+	}
+}
+
+func TestPIDStuckIORun(t *testing.T) {
+	dir := t.TempDir()
+	var out, errb bytes.Buffer
+	if code := run([]string{"--quiet", "--svg", dir + "/g.svg", "--csv", dir + "/g.csv", "pid:stuck-io"}, &out, &errb); code != 0 {
+		t.Fatalf("run = %d, stderr %q", code, errb.String())
+	}
+	if !strings.Contains(out.String(), "failed requests") || strings.Contains(out.String(), "# step 5") {
+		t.Errorf("--quiet output:\n%s\nwant the summary only", out.String())
+	}
+	svg, err := os.ReadFile(dir + "/g.svg")
+	if err != nil || strings.Count(string(svg), "<polyline") != 3 {
+		t.Errorf("svg = %q, %v, want three lines", svg, err)
+	}
+	csv, err := os.ReadFile(dir + "/g.csv")
+	if err != nil || strings.Count(string(csv), "\n") != 1+3*40 || !strings.HasPrefix(string(csv), "step,variant,") {
+		t.Errorf("csv: %d lines, %v; want a header and 120 rows", strings.Count(string(csv), "\n"), err)
 	}
 }

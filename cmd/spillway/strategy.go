@@ -37,10 +37,12 @@ func strategyOf(c svcconfig.Config) weights.Strategy {
 		return s
 	}
 	kp, ki, kd, skip := c.PID.Kp, c.PID.Ki, c.PID.Kd, c.PID.SkipMissingShare
+	guard, penalty := c.PID.ErrorGuard, c.PID.ErrorPenalty
 	s.PIDConfig = pid.Config{
 		Kp: &kp, Ki: &ki, Kd: &kd, SkipShare: &skip,
 		MinWeight: c.PID.MinWeight, MaxWeight: c.PID.MaxWeight, InitialWeight: c.PID.InitialWeight,
-		Target: c.PID.Target,
+		Target:     c.PID.Target,
+		ErrorGuard: &guard, ErrorPenalty: &penalty, MinRPS: c.PID.MinRPS,
 		// A report older than three of its intervals is missing.
 		MaxAge: 3 * time.Duration(c.ReportInterval),
 	}
@@ -89,7 +91,8 @@ func utilizationsOf(read func(service string, now time.Time) []load.EndpointUtil
 		us := read(service, now)
 		out := make([]weights.EndpointUtilization, len(us))
 		for i, u := range us {
-			out[i] = weights.EndpointUtilization{ID: u.ID, CPU: u.CPU, InFlight: float64(u.InFlight), Limit: float64(u.Limit), Reported: u.Reported}
+			out[i] = weights.EndpointUtilization{ID: u.ID, CPU: u.CPU, InFlight: float64(u.InFlight), Limit: float64(u.Limit),
+				RPS: u.RPS, EPS: u.EPS, LatencyMs: u.LatencyMs, Reported: u.Reported}
 		}
 		return out
 	})

@@ -29,6 +29,9 @@ func TestStrategyOf(t *testing.T) {
 		{"zone-aware", cfg(svcconfig.ZoneAware, nil), false, true, false},
 		{"pid", cfg(svcconfig.PID, nil), true, false, false},
 		{"zone-aware+pid", cfg(svcconfig.ZoneAwarePID, nil), true, true, false},
+		{"pid_guard_off", cfg(svcconfig.PID, func(c *svcconfig.Config) {
+			c.PID.ErrorGuard, c.PID.ErrorPenalty, c.PID.MinRPS = false, 0, 5
+		}), true, false, false},
 		{"static", cfg(svcconfig.Static, nil), false, true, false},
 		{"blend_to_pid", cfg(svcconfig.ZoneAware, func(c *svcconfig.Config) {
 			c.Blend = &svcconfig.Blend{From: svcconfig.ZoneAware, To: svcconfig.ZoneAwarePID, Percent: 30}
@@ -48,6 +51,9 @@ func TestStrategyOf(t *testing.T) {
 			p := s.PIDConfig
 			if *p.Kp != tc.c.PID.Kp || *p.Ki != tc.c.PID.Ki || p.MinWeight != tc.c.PID.MinWeight || p.InitialWeight != tc.c.PID.InitialWeight || *p.SkipShare != tc.c.PID.SkipMissingShare {
 				t.Errorf("PID config %+v does not carry the service's knobs %+v", p, tc.c.PID)
+			}
+			if *p.ErrorGuard != tc.c.PID.ErrorGuard || *p.ErrorPenalty != tc.c.PID.ErrorPenalty || p.MinRPS != tc.c.PID.MinRPS {
+				t.Errorf("PID guard %v, penalty %v, min rps %v; want the service's %v, %v, %v", *p.ErrorGuard, *p.ErrorPenalty, p.MinRPS, tc.c.PID.ErrorGuard, tc.c.PID.ErrorPenalty, tc.c.PID.MinRPS)
 			}
 			if want := 3 * time.Duration(tc.c.ReportInterval); p.MaxAge != want {
 				t.Errorf("MaxAge = %v, want three report intervals %v", p.MaxAge, want)

@@ -23,7 +23,12 @@
 // the weights planner. A report must name an endpoint the registry holds
 // (else NotFound) and, for a VM endpoint, the lease that holds it (else
 // NotFound: the lease is gone or another holds the endpoint). On the
-// stream the first refused report ends the stream with its status.
+// stream the first refused report ends the stream with its status. The
+// report's rps, eps and latency_ms (what the backend served: the PID
+// controller's error penalty and guard read them) are optional: 0 means
+// not reported. An older server ignores them on the gRPC stream but its
+// JSON endpoint refuses unknown fields, so a JSON sender sets them only
+// against a server of this release or later.
 //
 // # Authorization
 //

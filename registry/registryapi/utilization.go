@@ -77,6 +77,9 @@ func (a *API) reportUtilization(ctx context.Context, req *pb.UtilizationReport) 
 		InFlight:   req.GetInFlight(),
 		Limit:      req.GetLimit(),
 		Interval:   time.Duration(req.GetIntervalMs()) * time.Millisecond,
+		RPS:        req.GetRps(),
+		EPS:        req.GetEps(),
+		LatencyMs:  req.GetLatencyMs(),
 	}
 	if id := req.GetLeaseId(); len(id) > 64 {
 		a.util.Count(UtilizationInvalid)

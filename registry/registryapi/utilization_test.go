@@ -71,6 +71,9 @@ func TestUtilizationBadInput(t *testing.T) {
 		{"no-interval", func(r *pb.UtilizationReport) { r.IntervalMs = 0 }, "interval_ms"},
 		{"interval-too-long", func(r *pb.UtilizationReport) { r.IntervalMs = 600_000 }, "interval_ms"},
 		{"lease-too-long", func(r *pb.UtilizationReport) { r.LeaseId = strings.Repeat("x", 65) }, "lease_id"},
+		{"rps-negative", func(r *pb.UtilizationReport) { r.Rps = -1 }, "rps"},
+		{"eps-above-rps", func(r *pb.UtilizationReport) { r.Rps, r.Eps = 10, 20 }, "eps"},
+		{"latency-negative", func(r *pb.UtilizationReport) { r.LatencyMs = -5 }, "latency_ms"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -82,8 +85,8 @@ func TestUtilizationBadInput(t *testing.T) {
 				t.Errorf("gRPC status = %v %q, want InvalidArgument naming %s", st.Code(), st.Message(), tc.field)
 			}
 			if !math.IsNaN(r.Cpu) { // JSON has no NaN literal
-				body := fmt.Sprintf(`{"service":%q,"endpoint_id":%q,"lease_id":%q,"cpu":%v,"in_flight":%d,"limit":%d,"interval_ms":%d}`,
-					r.Service, r.EndpointId, r.LeaseId, r.Cpu, r.InFlight, r.Limit, r.IntervalMs)
+				body := fmt.Sprintf(`{"service":%q,"endpoint_id":%q,"lease_id":%q,"cpu":%v,"in_flight":%d,"limit":%d,"interval_ms":%d,"rps":%v,"eps":%v,"latency_ms":%v}`,
+					r.Service, r.EndpointId, r.LeaseId, r.Cpu, r.InFlight, r.Limit, r.IntervalMs, r.Rps, r.Eps, r.LatencyMs)
 				code, m := h.post(t, "/v1/utilization", body)
 				if code != http.StatusBadRequest || m["field"] != tc.field {
 					t.Errorf("HTTP = %d %v, want 400 naming %s", code, m, tc.field)
@@ -152,5 +155,35 @@ func TestUtilizationOwnership(t *testing.T) {
 	}
 	if got := h.util.Utilizations("payments", time.Now()); len(got) != 1 || got[0].CPU != 0.75 {
 		t.Errorf("after the JSON report Utilizations = %+v, want cpu 0.75", got)
+	}
+}
+
+// TestUtilizationRates: the optional request rate, error rate and latency
+// reach the table over gRPC and JSON; a report without them stores 0 (not
+// reported), as from a sender older than the fields.
+func TestUtilizationRates(t *testing.T) {
+	h := newHarness(t)
+	h.addStatic(t, "search", "s1")
+	r := goodUtilization()
+	r.Rps, r.Eps, r.LatencyMs = 250, 12.5, 8.25
+	if ack, err := h.reportOne(t, r); err != nil || ack.Accepted != 1 {
+		t.Fatalf("report = %v, %v; want accepted 1", ack, err)
+	}
+	got := h.util.Utilizations("search", time.Now())
+	if len(got) != 1 || got[0].RPS != 250 || got[0].EPS != 12.5 || got[0].LatencyMs != 8.25 {
+		t.Errorf("Utilizations = %+v, want rps 250, eps 12.5, latency 8.25 ms", got)
+	}
+	if _, err := h.reportOne(t, goodUtilization()); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.util.Utilizations("search", time.Now()); len(got) != 1 || got[0].RPS != 0 || got[0].EPS != 0 || got[0].LatencyMs != 0 {
+		t.Errorf("without the fields Utilizations = %+v, want rps, eps, latency 0", got)
+	}
+	code, m := h.post(t, "/v1/utilization", `{"service":"search","endpoint_id":"s1","cpu":0.5,"in_flight":1,"limit":64,"interval_ms":1000,"rps":40,"eps":40,"latency_ms":900}`)
+	if code != http.StatusOK || m["accepted"] != "1" {
+		t.Fatalf("JSON report = %d %v, want 200 accepted 1", code, m)
+	}
+	if got := h.util.Utilizations("search", time.Now()); len(got) != 1 || got[0].RPS != 40 || got[0].EPS != 40 || got[0].LatencyMs != 900 {
+		t.Errorf("after the JSON report Utilizations = %+v, want rps 40, eps 40, latency 900 ms", got)
 	}
 }

@@ -852,11 +852,18 @@ type UtilizationReport struct {
 	// The VM lease that holds the endpoint; required for VM endpoints, so
 	// that only the lease's owner reports for it. Empty for Kubernetes and
 	// static endpoints.
-	LeaseId       string  `protobuf:"bytes,3,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
-	Cpu           float64 `protobuf:"fixed64,4,opt,name=cpu,proto3" json:"cpu,omitempty"`                                // 0..1 of the CPU quota (up to 1.5 for bursts)
-	InFlight      uint32  `protobuf:"varint,5,opt,name=in_flight,json=inFlight,proto3" json:"in_flight,omitempty"`       // RPCs in flight; with limit 0 unknown
-	Limit         uint32  `protobuf:"varint,6,opt,name=limit,proto3" json:"limit,omitempty"`                             // in-flight RPCs counted as 100%; 0 = unknown
-	IntervalMs    uint32  `protobuf:"varint,7,opt,name=interval_ms,json=intervalMs,proto3" json:"interval_ms,omitempty"` // the sender's report interval, 100..300000
+	LeaseId    string  `protobuf:"bytes,3,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	Cpu        float64 `protobuf:"fixed64,4,opt,name=cpu,proto3" json:"cpu,omitempty"`                                // 0..1 of the CPU quota (up to 1.5 for bursts)
+	InFlight   uint32  `protobuf:"varint,5,opt,name=in_flight,json=inFlight,proto3" json:"in_flight,omitempty"`       // RPCs in flight; with limit 0 unknown
+	Limit      uint32  `protobuf:"varint,6,opt,name=limit,proto3" json:"limit,omitempty"`                             // in-flight RPCs counted as 100%; 0 = unknown
+	IntervalMs uint32  `protobuf:"varint,7,opt,name=interval_ms,json=intervalMs,proto3" json:"interval_ms,omitempty"` // the sender's report interval, 100..300000
+	// Optional: what the backend served over its last window. 0 (absent)
+	// means not reported: the PID controller then weighs the endpoint on
+	// utilization alone, as before these fields. Servers older than them
+	// ignore them (over gRPC; their JSON API refuses unknown fields).
+	Rps           float64 `protobuf:"fixed64,8,opt,name=rps,proto3" json:"rps,omitempty"`                               // requests completed per second, 0..10000000
+	Eps           float64 `protobuf:"fixed64,9,opt,name=eps,proto3" json:"eps,omitempty"`                               // of those, failed per second, 0..rps
+	LatencyMs     float64 `protobuf:"fixed64,10,opt,name=latency_ms,json=latencyMs,proto3" json:"latency_ms,omitempty"` // their mean latency in ms, 0..3600000
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -936,6 +943,27 @@ func (x *UtilizationReport) GetLimit() uint32 {
 func (x *UtilizationReport) GetIntervalMs() uint32 {
 	if x != nil {
 		return x.IntervalMs
+	}
+	return 0
+}
+
+func (x *UtilizationReport) GetRps() float64 {
+	if x != nil {
+		return x.Rps
+	}
+	return 0
+}
+
+func (x *UtilizationReport) GetEps() float64 {
+	if x != nil {
+		return x.Eps
+	}
+	return 0
+}
+
+func (x *UtilizationReport) GetLatencyMs() float64 {
+	if x != nil {
+		return x.LatencyMs
 	}
 	return 0
 }
@@ -1051,7 +1079,7 @@ const file_registry_proto_rawDesc = "" +
 	"\x15ListEndpointsResponse\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x12<\n" +
 	"\tendpoints\x18\x02 \x03(\v2\x1e.spillway.registry.v1.EndpointR\tendpoints\x12\x18\n" +
-	"\aversion\x18\x03 \x01(\x04R\aversion\"\xcf\x01\n" +
+	"\aversion\x18\x03 \x01(\x04R\aversion\"\x92\x02\n" +
 	"\x11UtilizationReport\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x12\x1f\n" +
 	"\vendpoint_id\x18\x02 \x01(\tR\n" +
@@ -1061,7 +1089,12 @@ const file_registry_proto_rawDesc = "" +
 	"\tin_flight\x18\x05 \x01(\rR\binFlight\x12\x14\n" +
 	"\x05limit\x18\x06 \x01(\rR\x05limit\x12\x1f\n" +
 	"\vinterval_ms\x18\a \x01(\rR\n" +
-	"intervalMs\",\n" +
+	"intervalMs\x12\x10\n" +
+	"\x03rps\x18\b \x01(\x01R\x03rps\x12\x10\n" +
+	"\x03eps\x18\t \x01(\x01R\x03eps\x12\x1d\n" +
+	"\n" +
+	"latency_ms\x18\n" +
+	" \x01(\x01R\tlatencyMs\",\n" +
 	"\x0eUtilizationAck\x12\x1a\n" +
 	"\baccepted\x18\x01 \x01(\x04R\baccepted2\xc3\x05\n" +
 	"\bRegistry\x12Y\n" +

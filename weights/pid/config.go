@@ -21,14 +21,36 @@ const (
 	DefaultSkipShare     = 0.3
 	DefaultIntegralLimit = 2.0
 	DefaultMaxAge        = 30 * time.Second
+	DefaultErrorPenalty  = 1.0
+	DefaultMinRPS        = 1.0
+
+	// The error guard's rule (see the package doc): an endpoint is
+	// erroring when its error rate is above max(GuardErrorRatio × median,
+	// median + GuardErrorPoints), and slow when its mean latency is above
+	// max(GuardLatencyRatio × median, median + GuardLatencyMs). A guarded
+	// endpoint loses GuardStep of its weight each computed round, down to
+	// GuardMinWeight of the mean weight (or MinWeight if lower). Until it
+	// has reported GuardHold healthy rounds with requests after its last
+	// guarded one it is on probation: it rises by GuardRise of its weight
+	// a round at most, and never above the median weight.
+	GuardErrorRatio   = 2.0
+	GuardErrorPoints  = 0.05
+	GuardLatencyRatio = 3.0
+	GuardLatencyMs    = 50.0
+	GuardStep         = 0.5
+	GuardMinWeight    = 0.01
+	GuardHold         = 20
+	GuardRise         = 0.25
 
 	// Scale is the weight an endpoint of exactly the mean weight gets: a
 	// service's n weights sum to about Scale × n.
 	Scale = 10000
 
-	maxGain   = 10
-	maxBound  = 100
-	maxTarget = 100
+	maxGain    = 10
+	maxBound   = 100
+	maxTarget  = 100
+	maxPenalty = 10
+	maxMinRPS  = 1e6
 )
 
 // Config tunes a Controller. The zero Config is valid and means every
@@ -73,6 +95,27 @@ type Config struct {
 	// Metric is how an owner turns a report into Endpoint.Utilization with
 	// the Utilization helper. Zero means MetricMax.
 	Metric Metric
+
+	// ErrorPenalty is gRFC A58's error_utilization_penalty: an endpoint
+	// that reports its requests and errors (Endpoint.RPS >= MinRPS) is
+	// steered by its effective utilization u + (EPS/RPS) × ErrorPenalty,
+	// so one that fails fast does not look idle. Nil means 1 (A58's
+	// default); non-nil 0 turns the penalty off; in [0, 10].
+	ErrorPenalty *float64
+
+	// ErrorGuard, the hard brake on a death spiral: an endpoint whose
+	// error rate or latency is well above the service's median (the rule
+	// in the package doc) gets no weight increase, loses GuardStep of its
+	// weight each round, never sits above the median weight, and is left
+	// out of the setpoint. Nil means on; non-nil false turns it off
+	// (utilization and ErrorPenalty alone, for a comparison).
+	ErrorGuard *bool
+
+	// MinRPS is the request rate an endpoint's report needs for its error
+	// rate and latency to count (in the penalty, the medians and the
+	// guard): fewer requests say too little. Zero means 1 request/s; in
+	// (0, 1e6].
+	MinRPS float64
 }
 
 // Metric selects what utilization is made of.
@@ -139,6 +182,8 @@ type params struct {
 	skip, target, ilimit float64
 	maxAge               time.Duration
 	metric               Metric
+	penalty, minRPS      float64
+	guard                bool
 }
 
 func (c Config) params() (params, error) {
@@ -148,7 +193,7 @@ func (c Config) params() (params, error) {
 	in := func(v, lo, hi float64) bool { return v >= lo && v <= hi } // false for NaN
 	p := params{kp: DefaultKp, ki: DefaultKi, kd: DefaultKd, min: c.MinWeight, max: c.MaxWeight,
 		initial: c.InitialWeight, skip: DefaultSkipShare, target: c.Target, ilimit: c.IntegralLimit,
-		maxAge: c.MaxAge, metric: c.Metric}
+		maxAge: c.MaxAge, metric: c.Metric, penalty: DefaultErrorPenalty, minRPS: c.MinRPS, guard: true}
 	for _, g := range []struct {
 		name string
 		v    *float64
@@ -206,6 +251,21 @@ func (c Config) params() (params, error) {
 	}
 	if int(p.metric) >= len(metricNames) {
 		return params{}, bad("metric", "%d, want max, cpu or inflight", uint8(c.Metric))
+	}
+	if c.ErrorPenalty != nil {
+		if !in(*c.ErrorPenalty, 0, maxPenalty) {
+			return params{}, bad("error_penalty", "%v, want 0..%d (0: off)", *c.ErrorPenalty, maxPenalty)
+		}
+		p.penalty = *c.ErrorPenalty
+	}
+	if c.ErrorGuard != nil {
+		p.guard = *c.ErrorGuard
+	}
+	if p.minRPS == 0 {
+		p.minRPS = DefaultMinRPS
+	}
+	if !(p.minRPS > 0 && p.minRPS <= maxMinRPS) {
+		return params{}, bad("min_rps", "%v, want (0, %g]", c.MinRPS, maxMinRPS)
 	}
 	return p, nil
 }

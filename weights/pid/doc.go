@@ -8,7 +8,8 @@
 //
 // # The formula
 //
-// For each endpoint i with a fresh report of utilization u_i, with s the
+// For each endpoint i with a fresh report of utilization u_i (its
+// effective utilization when it reports errors, below), with s the
 // setpoint and W the mean weight:
 //
 //	e_i = clamp((s − u_i) / s, −1, 1)
@@ -27,6 +28,62 @@
 // Utilization is what Utilization returns for Config.Metric: by default
 // max(CPU, in-flight/limit), because a node stuck on I/O shows low CPU and
 // a CPU-only controller would raise its weight until it dies.
+//
+// # Errors and latency: the death-spiral guard
+//
+// In-flight counting catches a node whose requests pile up; it does not
+// catch one that fails fast (a broken disk answering EIO, a dependency
+// refusing connections): its CPU and in-flight stay low, so the
+// controller raises its weight to bring its utilization up to the mean,
+// sends it more traffic that it fails, and raises it again — the death
+// spiral of Robinhood's operating lesson, bounded only by MaxWeight. So an
+// endpoint may also report what it served (Endpoint.RPS, EPS and
+// LatencyMs; clientlib/utilization sends them), and two brakes use it:
+//
+//   - The penalty (gRFC A58's error_utilization_penalty): the controller
+//     steers the effective utilization u_i + (eps_i/rps_i) × ErrorPenalty
+//     (default 1: a 30% error rate counts as 0.3 of utilization), and the
+//     setpoint is the mean effective utilization. Alone it settles where a
+//     failing endpoint's effective utilization meets the others': with the
+//     CPU of a failure a tenth of a served request's, that is still more
+//     than a quarter of its requests failing (cmd/spillway-sim
+//     pid:stuck-io).
+//   - The guard (ErrorGuard, on by default): among the fresh endpoints with
+//     at least MinRPS requests per second (1), m_err is the lower median
+//     error rate and m_lat the lower median latency. An endpoint is
+//     guarded when its error rate is above max(2 × m_err, m_err + 5
+//     points) (GuardErrorRatio, GuardErrorPoints), or its latency above
+//     max(3 × m_lat, m_lat + 50 ms) (GuardLatencyRatio, GuardLatencyMs). A
+//     guarded endpoint gets no increase: its weight is halved
+//     (GuardStep), down to GuardMinWeight (1%) of the mean weight — below
+//     MinWeight, so that a dead endpoint gets almost nothing — and never
+//     more than the median weight; its integral winds no further up, it
+//     is left out of the setpoint, and the others share what it lost.
+//     After every step it is cut to the median weight again if the
+//     others' moves lowered it. Until it has reported GuardHold (20)
+//     healthy rounds with requests it is on probation: it rises by at
+//     most GuardRise (25%) of its weight a round and never above the
+//     median weight. An endpoint that fails only under load is so held
+//     near what it can serve, and a dead one near the traffic at which
+//     its errors show (MinRPS), instead of swinging back up; one that
+//     recovered is back at the median weight about 20 rounds after its
+//     last error.
+//
+// The lower median means the median endpoint is never guarded: when most
+// endpoints fail alike the problem is the service's, not one endpoint's,
+// and nobody is singled out; one failing endpoint of two is. A guarded
+// endpoint's share of the service never grows, except at the bounds (it
+// at its floor, or another endpoint at MaxWeight, where the total is not
+// kept). Probation is not in the Snapshot: a new owner starts without it,
+// and the guard acts again on the next fresh reports. When every unguarded
+// fresh endpoint is on probation, they are steered freely that round, so
+// that someone takes up what the guarded ones lose.
+//
+// An endpoint whose report has no request rate (or one under MinRPS)
+// takes part in neither brake: a service whose backends send utilization
+// only gets exactly the weights it got before the guard existed
+// (TestCompatibility). ErrorGuard false with ErrorPenalty 0 is that
+// controller too, for a comparison.
 //
 // Defaults (Kp 0.5, Ki 0.02, Kd 0) come from the simulator
 // (cmd/spillway-sim --pid): speeds 1.0/1.3/0.7 reach max/avg ≤ 1.05 in

@@ -2,6 +2,8 @@ package pid
 
 import (
 	"errors"
+	"math"
+	"slices"
 	"testing"
 	"time"
 )
@@ -70,6 +72,50 @@ func FuzzConfig(f *testing.F) {
 		for _, e := range r.Endpoints {
 			if e.Weight < 1 {
 				t.Fatalf("weight %d, want >= 1", e.Weight)
+			}
+		}
+	})
+}
+
+// FuzzGuard: whatever three endpoints report (NaN, infinities and
+// negatives included), every weight is at least 1, nothing is guarded
+// without a request rate of at least MinRPS, and a guarded endpoint never
+// sits above the lower median weight.
+func FuzzGuard(f *testing.F) {
+	f.Add(0.5, 0.5, 0.1, 100.0, 100.0, 100.0, 0.5, 0.5, 60.0, 10.0, 10.0, 12.0)
+	f.Add(0.5, 0.6, 0.05, 100.0, 80.0, 150.0, 0.0, 1.0, 150.0, 0.0, 5.0, 900.0)
+	f.Add(math.NaN(), -1.0, math.Inf(1), math.Inf(1), -5.0, 0.5, math.NaN(), 1e300, -1.0, math.Inf(1), math.NaN(), 1e308)
+	c, err := New(Config{})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, u0, u1, u2, r0, r1, r2, e0, e1, e2, l0, l1, l2 float64) {
+		us, rs, es, ls := []float64{u0, u1, u2}, []float64{r0, r1, r2}, []float64{e0, e1, e2}, []float64{l0, l1, l2}
+		var st State
+		var r Result
+		for k := range 3 {
+			now := t0.Add(time.Duration(k) * time.Second)
+			in := &Input{Now: now}
+			for i := range 3 {
+				in.Endpoints = append(in.Endpoints, Endpoint{ID: string(rune('a' + i)), Reported: now,
+					Utilization: us[i], RPS: rs[i], EPS: es[i], LatencyMs: ls[i]})
+			}
+			c.Compute(&st, in, &r)
+			ws := make([]uint32, 3)
+			for i, e := range r.Endpoints {
+				ws[i] = e.Weight
+				if e.Weight < 1 || math.IsNaN(e.Relative) {
+					t.Fatalf("round %d: endpoint %d weight %d (relative %v)", k, i, e.Weight, e.Relative)
+				}
+				if e.Guard != GuardNone && !(rs[i] >= DefaultMinRPS) {
+					t.Fatalf("round %d: endpoint %d guarded with rps %v", k, i, rs[i])
+				}
+			}
+			slices.Sort(ws)
+			for i, e := range r.Endpoints {
+				if e.Guard != GuardNone && e.Weight > ws[1] {
+					t.Fatalf("round %d: guarded endpoint %d weight %d above the median %d", k, i, e.Weight, ws[1])
+				}
 			}
 		}
 	})

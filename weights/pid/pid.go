@@ -2,6 +2,7 @@ package pid
 
 import (
 	"math"
+	"slices"
 	"time"
 )
 
@@ -42,6 +43,13 @@ type Endpoint struct {
 	Utilization float64
 	// Reported is when the report was taken; zero: never reported.
 	Reported time.Time
+	// RPS and EPS are the requests and the failed requests per second the
+	// endpoint completed in its report's window, LatencyMs their mean
+	// latency in milliseconds. 0 means not reported (a backend that sends
+	// utilization only): below MinRPS requests per second the endpoint
+	// takes no part in the error penalty and the error guard, and is
+	// weighted exactly as on utilization alone.
+	RPS, EPS, LatencyMs float64
 }
 
 // Outcome is what a round did.
@@ -99,6 +107,31 @@ func (s Status) String() string {
 	return "unknown"
 }
 
+// Guard is why the error guard held an endpoint down.
+type Guard uint8
+
+// The guards.
+const (
+	// GuardNone: the controller weighted the endpoint as usual.
+	GuardNone Guard = iota
+	// GuardErrors: its error rate was above max(GuardErrorRatio × median,
+	// median + GuardErrorPoints).
+	GuardErrors
+	// GuardLatency: its latency was above max(GuardLatencyRatio × median,
+	// median + GuardLatencyMs).
+	GuardLatency
+)
+
+var guardNames = [...]string{"", "errors", "latency"}
+
+// String returns "" for GuardNone, else "errors" or "latency".
+func (g Guard) String() string {
+	if int(g) < len(guardNames) {
+		return guardNames[g]
+	}
+	return "unknown"
+}
+
 // Result is a round's weights and why.
 type Result struct {
 	Outcome Outcome
@@ -110,6 +143,13 @@ type Result struct {
 	// Missing / Known (0 when Known is 0).
 	Known, Reporting, Missing int
 	MissingShare              float64
+	// MedianErrorRate and MedianLatencyMs are the medians (the lower
+	// middle value) over the fresh endpoints with at least MinRPS
+	// requests per second (latency: that report one), which the error
+	// guard compares each endpoint with; 0 when none reports them.
+	// Guarded is how many endpoints the guard held down this round.
+	MedianErrorRate, MedianLatencyMs float64
+	Guarded                          int
 	// Endpoints, in Input order.
 	Endpoints []EndpointResult
 }
@@ -122,10 +162,20 @@ type EndpointResult struct {
 	// never reported).
 	Utilization float64
 	Age         time.Duration
-	// Error = (setpoint − utilization) / setpoint, clamped to [−1, 1]; P,
-	// I, D the three terms (gain × error, gain × integral, gain × change of
-	// error) and Delta their sum, in units of the mean weight. All 0 unless
-	// Status is StatusFresh.
+	// RPS is the request rate of a fresh report with at least MinRPS
+	// requests per second, else 0 (its errors and latency do not count);
+	// ErrorRate is then EPS/RPS and LatencyMs its latency. Effective is
+	// the utilization the controller steered: Utilization + ErrorRate ×
+	// ErrorPenalty.
+	RPS, ErrorRate, LatencyMs, Effective float64
+	// Guard says whether the error guard held the endpoint down this
+	// round, and why.
+	Guard Guard
+	// Error = (setpoint − effective utilization) / setpoint, clamped to
+	// [−1, 1]; P, I, D the three terms (gain × error, gain × integral,
+	// gain × change of error) and Delta their sum, in units of the mean
+	// weight: for a guarded endpoint, Delta is the change the guard made
+	// instead. All 0 unless Status is StatusFresh.
 	Error, P, I, D, Delta float64
 	// Weight is the pushed weight: Scale × relative weight, at least 1.
 	Weight uint32
@@ -139,6 +189,8 @@ type EndpointResult struct {
 type State struct {
 	eps, next []epState
 	idx       map[string]int32
+	scratch   []float64 // medians
+	caps      []float64 // step: each endpoint's cap
 	// restoredAt: reports not newer than this are not fresh.
 	restoredAt time.Time
 	restored   bool
@@ -151,6 +203,10 @@ type epState struct {
 	prevErr  float64
 	hasPrev  bool
 	last     time.Time // report last used; zero: none
+	// probation: healthy rounds with requests the endpoint, guarded
+	// lately, still has to report; until then it rises slowly and never
+	// above the median weight.
+	probation uint16
 }
 
 // Compute runs one round of st with in and writes the weights to out
@@ -183,7 +239,7 @@ func (c *Controller) Compute(st *State, in *Input, out *Result) {
 	// Pass 1: carry the state over, classify reports, sum the known
 	// weights for the new endpoints' initial weight.
 	var sumKnown, sumU float64
-	present, reporting, missing, fresherThanRestore := 0, 0, 0, 0
+	present, reporting, missing, fresherThanRestore, counted := 0, 0, 0, 0, 0
 	for i := range in.Endpoints {
 		e := &in.Endpoints[i]
 		var s epState
@@ -206,7 +262,18 @@ func (c *Controller) Compute(st *State, in *Input, out *Result) {
 		case fresh:
 			r.Status = StatusFresh
 			reporting++
-			sumU += e.Utilization
+			r.Effective = e.Utilization
+			if e.RPS >= p.minRPS && !math.IsInf(e.RPS, 1) {
+				r.RPS = e.RPS
+				if e.EPS > 0 {
+					r.ErrorRate = min(e.EPS/e.RPS, 1)
+				}
+				if e.LatencyMs > 0 && !math.IsInf(e.LatencyMs, 1) {
+					r.LatencyMs = e.LatencyMs
+				}
+				r.Effective += r.ErrorRate * p.penalty
+				counted++
+			}
 			if st.restored && e.Reported.After(st.restoredAt) {
 				fresherThanRestore++
 			}
@@ -243,8 +310,21 @@ func (c *Controller) Compute(st *State, in *Input, out *Result) {
 	case present > 0 && out.MissingShare > p.skip:
 		out.Outcome = OutcomeSkippedMissing
 	}
-	if reporting > 0 {
-		out.Setpoint = sumU / float64(reporting)
+	if counted > 0 {
+		c.guard(st, out)
+	}
+	// The setpoint: the mean effective utilization of the fresh
+	// endpoints the guard did not hold (none when it held none: the
+	// median endpoint never is).
+	steered := 0
+	for i := range out.Endpoints {
+		if r := &out.Endpoints[i]; r.Status == StatusFresh && r.Guard == GuardNone {
+			sumU += r.Effective
+			steered++
+		}
+	}
+	if steered > 0 {
+		out.Setpoint = sumU / float64(steered)
 	}
 	if p.target > 0 {
 		out.Setpoint = p.target
@@ -253,12 +333,13 @@ func (c *Controller) Compute(st *State, in *Input, out *Result) {
 		out.Outcome = OutcomeIdle
 	}
 	if out.Outcome == OutcomeComputed {
-		c.step(next, in, out)
+		c.step(st, next, in, out)
 		st.restored = false
 	} else {
+		out.Guarded = 0
 		for i := range out.Endpoints {
-			if out.Endpoints[i].Status == StatusFresh {
-				out.Endpoints[i].Status = StatusHeld
+			if r := &out.Endpoints[i]; r.Status == StatusFresh {
+				r.Status, r.Guard = StatusHeld, GuardNone
 			}
 		}
 	}
@@ -280,18 +361,87 @@ func (c *Controller) Compute(st *State, in *Input, out *Result) {
 	st.eps, st.next = next, st.eps[:0]
 }
 
+// guard computes the medians of the error rates and latencies of the
+// fresh endpoints that report enough requests and, when the guard is on,
+// marks those well above them (the rule in the package doc). The lower
+// median is used, so the median endpoint itself is never marked.
+func (c *Controller) guard(st *State, out *Result) {
+	p := &c.p
+	median := func(get func(r *EndpointResult) (float64, bool)) float64 {
+		st.scratch = st.scratch[:0]
+		for i := range out.Endpoints {
+			r := &out.Endpoints[i]
+			if v, ok := get(r); ok && r.Status == StatusFresh {
+				st.scratch = append(st.scratch, v)
+			}
+		}
+		if len(st.scratch) == 0 {
+			return 0
+		}
+		slices.Sort(st.scratch)
+		return st.scratch[(len(st.scratch)-1)/2]
+	}
+	out.MedianErrorRate = median(func(r *EndpointResult) (float64, bool) { return r.ErrorRate, r.RPS > 0 })
+	out.MedianLatencyMs = median(func(r *EndpointResult) (float64, bool) { return r.LatencyMs, r.LatencyMs > 0 })
+	if !p.guard {
+		return
+	}
+	errLimit := max(GuardErrorRatio*out.MedianErrorRate, out.MedianErrorRate+GuardErrorPoints)
+	latLimit := max(GuardLatencyRatio*out.MedianLatencyMs, out.MedianLatencyMs+GuardLatencyMs)
+	for i := range out.Endpoints {
+		r := &out.Endpoints[i]
+		if r.Status != StatusFresh {
+			continue
+		}
+		switch {
+		case r.RPS > 0 && r.ErrorRate > errLimit:
+			r.Guard = GuardErrors
+		case r.LatencyMs > 0 && out.MedianLatencyMs > 0 && r.LatencyMs > latLimit:
+			r.Guard = GuardLatency
+		default:
+			continue
+		}
+		out.Guarded++
+	}
+}
+
 // step runs the controller on the fresh endpoints of next: each moves by
 // its delta, the fresh endpoints' total is kept (so a held endpoint's share
-// is unchanged), and every weight stays within the bounds.
-func (c *Controller) step(next []epState, in *Input, out *Result) {
+// is unchanged), and every weight stays within the bounds. A guarded
+// endpoint instead loses GuardStep of its weight (to the median weight
+// at most, to GuardMinWeight at least), and the others share what it
+// lost; one on probation rises by GuardRise of its weight at most, never
+// above the median.
+func (c *Controller) step(st *State, next []epState, in *Input, out *Result) {
 	p := &c.p
 	var sumAll float64
+	limited, steered := false, false // an endpoint guarded or on probation; one neither
 	for i := range next {
 		sumAll += next[i].weight
+		if r := &out.Endpoints[i]; r.Status == StatusFresh {
+			if r.Guard != GuardNone || next[i].probation > 0 {
+				limited = true
+			} else {
+				steered = true
+			}
+		}
 	}
+	// Some endpoint must take up what the guarded ones lose: when every
+	// unguarded fresh endpoint is on probation, they are steered freely
+	// this round.
+	probation := steered
 	meanW := sumAll / float64(len(next))
 	lo, hi := p.min*meanW, p.max*meanW
-	var before, after float64
+	floor := min(p.min, GuardMinWeight) * meanW // a guarded endpoint's
+	var medianW float64
+	if limited {
+		medianW = st.medianWeight(next)
+		st.caps = st.caps[:0]
+		for range next {
+			st.caps = append(st.caps, math.Inf(1))
+		}
+	}
+	var before, after, kept float64
 	for i := range next {
 		r := &out.Endpoints[i]
 		if r.Status != StatusFresh {
@@ -299,7 +449,7 @@ func (c *Controller) step(next []epState, in *Input, out *Result) {
 		}
 		s := &next[i]
 		e := in.Endpoints[i]
-		err := max(-1, min(1, (out.Setpoint-e.Utilization)/out.Setpoint))
+		err := max(-1, min(1, (out.Setpoint-r.Effective)/out.Setpoint))
 		integral := max(-p.ilimit, min(p.ilimit, s.integral+err))
 		var d float64
 		if s.hasPrev {
@@ -307,6 +457,17 @@ func (c *Controller) step(next []epState, in *Input, out *Result) {
 		}
 		r.Error, r.P, r.I, r.D = err, p.kp*err, p.ki*integral, p.kd*d
 		r.Delta = r.P + r.I + r.D
+		before += s.weight
+		if r.Guard != GuardNone {
+			// No increase, GuardStep less, at most the median; the
+			// integral winds no further up.
+			w := min(max(floor, (1-GuardStep)*s.weight), s.weight, medianW)
+			r.Delta = (w - s.weight) / meanW
+			s.weight, s.integral, s.prevErr, s.hasPrev, s.last = w, min(s.integral, 0), err, true, e.Reported
+			s.probation, st.caps[i] = GuardHold, w
+			kept += w
+			continue
+		}
 		w := s.weight + r.Delta*meanW
 		clamped := w < lo || w > hi
 		w = max(lo, min(hi, w))
@@ -315,17 +476,70 @@ func (c *Controller) step(next []epState, in *Input, out *Result) {
 		if clamped && (err > 0) == (w >= hi) {
 			integral = s.integral
 		}
-		before += s.weight
+		if s.probation > 0 && probation {
+			// Guarded lately: rise slowly, never above the median.
+			if up := min(s.weight*(1+GuardRise), medianW); w > up {
+				w = max(up, min(w, s.weight)) // not cut by more than the controller asks
+				if err > 0 {
+					integral = s.integral
+				}
+			}
+			st.caps[i] = w
+			kept += w
+		} else {
+			after += w
+		}
+		if s.probation > 0 && r.RPS > 0 {
+			s.probation-- // a healthy round with requests
+		}
 		s.weight, s.integral, s.prevErr, s.hasPrev, s.last = w, integral, err, true, e.Reported
-		after += w
 	}
 	if after <= 0 || before <= 0 {
 		return
 	}
-	f := before / after
+	// The steered endpoints share the fresh total less what the limited
+	// ones (guarded, on probation) keep.
+	f := (before - kept) / after
 	for i := range next {
-		if out.Endpoints[i].Status == StatusFresh {
+		if r := &out.Endpoints[i]; r.Status == StatusFresh && (!limited || math.IsInf(st.caps[i], 1)) {
 			next[i].weight = max(lo, min(hi, next[i].weight*f))
 		}
 	}
+	if !limited {
+		return
+	}
+	// The steered endpoints moved, and the median with them: a limited
+	// endpoint above it is cut to it, and what it lost goes back to the
+	// steered ones, which can only raise the median.
+	medianW = st.medianWeight(next)
+	var cut, sumSteered float64
+	for i := range next {
+		if out.Endpoints[i].Status != StatusFresh {
+			continue
+		}
+		if math.IsInf(st.caps[i], 1) {
+			sumSteered += next[i].weight
+		} else if next[i].weight > medianW {
+			cut += next[i].weight - medianW
+			next[i].weight = medianW
+		}
+	}
+	if cut > 0 && sumSteered > 0 {
+		f = (sumSteered + cut) / sumSteered
+		for i := range next {
+			if out.Endpoints[i].Status == StatusFresh && math.IsInf(st.caps[i], 1) {
+				next[i].weight = max(lo, min(hi, next[i].weight*f))
+			}
+		}
+	}
+}
+
+// medianWeight is the lower median of the weights of next.
+func (st *State) medianWeight(next []epState) float64 {
+	st.scratch = st.scratch[:0]
+	for i := range next {
+		st.scratch = append(st.scratch, next[i].weight)
+	}
+	slices.Sort(st.scratch)
+	return st.scratch[(len(st.scratch)-1)/2]
 }

@@ -280,6 +280,11 @@ func TestConfigErrors(t *testing.T) {
 		{"integral", Config{IntegralLimit: -1}, "integral_limit"},
 		{"max_age", Config{MaxAge: -time.Second}, "max_age"},
 		{"metric", Config{Metric: 9}, "metric"},
+		{"error_penalty", Config{ErrorPenalty: f(-0.5)}, "error_penalty"},
+		{"error_penalty_big", Config{ErrorPenalty: f(11)}, "error_penalty"},
+		{"error_penalty_nan", Config{ErrorPenalty: f(math.NaN())}, "error_penalty"},
+		{"min_rps", Config{MinRPS: -1}, "min_rps"},
+		{"min_rps_nan", Config{MinRPS: math.NaN()}, "min_rps"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

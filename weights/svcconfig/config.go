@@ -154,6 +154,18 @@ type PIDConfig struct {
 	// Target is a fixed utilization setpoint, (0,1]; 0 (the default) means
 	// the service's mean utilization.
 	Target float64 `json:"target"`
+	// ErrorGuard is the brake on a death spiral (package weights/pid): an
+	// endpoint whose error rate or latency is well above the service's
+	// median is never raised and is pulled down; default true. It reads
+	// the requests, errors and latency backends report
+	// (clientlib/utilization).
+	ErrorGuard bool `json:"error_guard"`
+	// ErrorPenalty is gRFC A58's error-utilization penalty: the controller
+	// steers utilization + error rate × penalty, 0..10; default 1, 0 off.
+	ErrorPenalty float64 `json:"error_penalty"`
+	// MinRPS is the request rate a report needs for its errors and
+	// latency to count, (0, 1e6]; default 1.
+	MinRPS float64 `json:"min_rps"`
 }
 
 // Blend is a gradual move from one strategy to another.
@@ -170,7 +182,7 @@ func Default() Config {
 		ProbeShare:     0.01,
 		Headroom:       1,
 		SlowStart:      SlowStart{Fraction: 0.05, Ramp: Duration(60 * time.Second), Requests: 1000},
-		PID:            PIDConfig{Kp: 0.5, Ki: 0.02, MinWeight: 0.1, MaxWeight: 5, InitialWeight: 0.2, SkipMissingShare: 0.3},
+		PID:            PIDConfig{Kp: 0.5, Ki: 0.02, MinWeight: 0.1, MaxWeight: 5, InitialWeight: 0.2, SkipMissingShare: 0.3, ErrorGuard: true, ErrorPenalty: 1, MinRPS: 1},
 		Metric:         MetricMax,
 		ReportInterval: Duration(10 * time.Second),
 	}
@@ -256,6 +268,23 @@ func (p parser) duration(n *yaml.Node, field string, lo, hi time.Duration) (Dura
 		return 0, p.Errf(n, field, "%v is out of range [%v, %v]", d, lo, hi)
 	}
 	return Duration(d), nil
+}
+
+func (p parser) boolean(n *yaml.Node, field string) (bool, error) {
+	s, err := p.Scalar(n, field)
+	if err != nil {
+		return false, err
+	}
+	if n.Tag != "!!bool" {
+		return false, p.Errf(n, field, "want true or false, got %q", s)
+	}
+	switch s {
+	case "true":
+		return true, nil
+	case "false":
+		return false, nil
+	}
+	return false, p.Errf(n, field, "want true or false, got %q", s)
 }
 
 func (p parser) oneOf(n *yaml.Node, field string, allowed ...string) (string, error) {
@@ -509,7 +538,7 @@ func (p parser) slowStart(n *yaml.Node, s *SlowStart) error {
 }
 
 func (p parser) pid(n *yaml.Node, c *PIDConfig) error {
-	m, err := p.Mapping(n, "pid", "kp", "ki", "kd", "min_weight", "max_weight", "initial_weight", "skip_missing_share", "target")
+	m, err := p.Mapping(n, "pid", "kp", "ki", "kd", "min_weight", "max_weight", "initial_weight", "skip_missing_share", "target", "error_guard", "error_penalty", "min_rps")
 	if err != nil {
 		return err
 	}
@@ -545,6 +574,21 @@ func (p parser) pid(n *yaml.Node, c *PIDConfig) error {
 	}
 	if v := m["target"]; v != nil {
 		if c.Target, err = p.float(v, "pid.target", 0, 1, false); err != nil {
+			return err
+		}
+	}
+	if v := m["error_guard"]; v != nil {
+		if c.ErrorGuard, err = p.boolean(v, "pid.error_guard"); err != nil {
+			return err
+		}
+	}
+	if v := m["error_penalty"]; v != nil {
+		if c.ErrorPenalty, err = p.float(v, "pid.error_penalty", 0, 10, false); err != nil {
+			return err
+		}
+	}
+	if v := m["min_rps"]; v != nil {
+		if c.MinRPS, err = p.float(v, "pid.min_rps", 0, 1e6, true); err != nil {
 			return err
 		}
 	}
