@@ -3,7 +3,9 @@ package admin
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	pb "github.com/spillway/spillway/admin/adminv1"
 	"github.com/spillway/spillway/registry"
 	"github.com/spillway/spillway/weights"
+	"github.com/spillway/spillway/weights/pid"
 	"github.com/spillway/spillway/weights/regions"
 	"github.com/spillway/spillway/weights/zoneaware"
 	"github.com/spillway/spillway/xds/routing"
@@ -111,10 +114,13 @@ func endpointWeights(plan *weights.Plan) ([]*pb.EndpointWeight, *pb.PIDRound) {
 	}
 	out := make([]*pb.EndpointWeight, 0, len(plan.Endpoints))
 	for id, w := range plan.Endpoints {
+		limit, why := guardWhy(w, plan.PID)
 		out = append(out, &pb.EndpointWeight{
 			Id: id, Zone: w.Zone, Weight: w.Weight, PidWeight: w.PIDWeight,
 			Utilization: w.Utilization, AgeSeconds: w.Age.Seconds(), Status: w.Status,
 			Error: w.Error, P: w.P, I: w.I, D: w.D,
+			Rps: w.RPS, ErrorRate: w.ErrorRate, LatencyMs: w.LatencyMs, Effective: w.Effective,
+			Guard: w.Guard, GuardLimit: limit, GuardExplain: why,
 		})
 	}
 	slices.SortFunc(out, func(x, y *pb.EndpointWeight) int {
@@ -130,9 +136,48 @@ func endpointWeights(plan *weights.Plan) ([]*pb.EndpointWeight, *pb.PIDRound) {
 		if b := e.Blend; b != nil {
 			r.BlendFrom, r.BlendTo, r.BlendPercent = b.From, b.To, b.Percent
 		}
+		r.MedianErrorRate, r.MedianLatencyMs = e.MedianErrorRate, e.MedianLatencyMs
+		r.Guarded = uint32(max(e.Guarded, 0))
 	}
 	return out, r
 }
+
+// guardWhy says why the death-spiral guard held w down: the limit its
+// error rate (a ratio) or latency (ms) was above, from the round's
+// median by weights/pid's rule, and that in words. 0, "" when the guard
+// did not hold it; a reason this release does not know (a newer owner's)
+// is shown as it is.
+func guardWhy(w weights.EndpointWeight, round *weights.PIDExplain) (limit float64, why string) {
+	if w.Guard == "" {
+		return 0, ""
+	}
+	var med weights.PIDExplain
+	if round != nil {
+		med = *round
+	}
+	switch w.Guard {
+	case pid.GuardErrors.String():
+		m := med.MedianErrorRate
+		limit = max(pid.GuardErrorRatio*m, m+pid.GuardErrorPoints)
+		return limit, fmt.Sprintf("error rate %s above the limit %s (max(%s × median %s, median + %s points))",
+			percent(w.ErrorRate), percent(limit), plain(pid.GuardErrorRatio), percent(m), plain(100*pid.GuardErrorPoints))
+	case pid.GuardLatency.String():
+		m := med.MedianLatencyMs
+		limit = max(pid.GuardLatencyRatio*m, m+pid.GuardLatencyMs)
+		return limit, fmt.Sprintf("latency %s above the limit %s (max(%s × median %s, median + %s))",
+			millis(w.LatencyMs), millis(limit), plain(pid.GuardLatencyRatio), millis(m), millis(pid.GuardLatencyMs))
+	}
+	return 0, w.Guard
+}
+
+// percent shows a ratio with one decimal: 0.4 → "40.0%".
+func percent(v float64) string { return strconv.FormatFloat(100*v, 'f', 1, 64) + "%" }
+
+// millis shows a latency in ms to two decimals at most: "12.75 ms".
+func millis(v float64) string { return plain(v) + " ms" }
+
+// plain shows a number to two decimals at most: 2, 0.5, 12.75.
+func plain(v float64) string { return strconv.FormatFloat(math.Round(v*100)/100, 'f', -1, 64) }
 
 // planOrigin says where plan came from, which it does not modify.
 func planOrigin(plan *weights.Plan) *pb.PlanOrigin {

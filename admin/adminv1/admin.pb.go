@@ -1908,15 +1908,39 @@ type EndpointWeight struct {
 	Zone  string                 `protobuf:"bytes,2,opt,name=zone,proto3" json:"zone,omitempty"`
 	// The pushed load_balancing_weight (EDS) and the base of its SRV
 	// weight; after any blend.
-	Weight        uint32  `protobuf:"varint,3,opt,name=weight,proto3" json:"weight,omitempty"`
-	Utilization   float64 `protobuf:"fixed64,4,opt,name=utilization,proto3" json:"utilization,omitempty"`                 // of the report used
-	AgeSeconds    float64 `protobuf:"fixed64,5,opt,name=age_seconds,json=ageSeconds,proto3" json:"age_seconds,omitempty"` // of that report at the cycle; 0: never reported
-	Status        string  `protobuf:"bytes,6,opt,name=status,proto3" json:"status,omitempty"`                             // fresh, missing, new or held
-	Error         float64 `protobuf:"fixed64,7,opt,name=error,proto3" json:"error,omitempty"`                             // (setpoint - utilization) / setpoint, in [-1, 1]
-	P             float64 `protobuf:"fixed64,8,opt,name=p,proto3" json:"p,omitempty"`                                     // the three terms, in units of the mean weight
-	I             float64 `protobuf:"fixed64,9,opt,name=i,proto3" json:"i,omitempty"`
-	D             float64 `protobuf:"fixed64,10,opt,name=d,proto3" json:"d,omitempty"`
-	PidWeight     uint32  `protobuf:"varint,11,opt,name=pid_weight,json=pidWeight,proto3" json:"pid_weight,omitempty"` // the controller's weight before any blend
+	Weight      uint32  `protobuf:"varint,3,opt,name=weight,proto3" json:"weight,omitempty"`
+	Utilization float64 `protobuf:"fixed64,4,opt,name=utilization,proto3" json:"utilization,omitempty"`                 // of the report used
+	AgeSeconds  float64 `protobuf:"fixed64,5,opt,name=age_seconds,json=ageSeconds,proto3" json:"age_seconds,omitempty"` // of that report at the cycle; 0: never reported
+	Status      string  `protobuf:"bytes,6,opt,name=status,proto3" json:"status,omitempty"`                             // fresh, missing, new or held
+	Error       float64 `protobuf:"fixed64,7,opt,name=error,proto3" json:"error,omitempty"`                             // (setpoint - utilization) / setpoint, in [-1, 1]
+	P           float64 `protobuf:"fixed64,8,opt,name=p,proto3" json:"p,omitempty"`                                     // the three terms, in units of the mean weight
+	I           float64 `protobuf:"fixed64,9,opt,name=i,proto3" json:"i,omitempty"`
+	D           float64 `protobuf:"fixed64,10,opt,name=d,proto3" json:"d,omitempty"`
+	PidWeight   uint32  `protobuf:"varint,11,opt,name=pid_weight,json=pidWeight,proto3" json:"pid_weight,omitempty"` // the controller's weight before any blend
+	// What the backend served over the report's window, when it says
+	// (clientlib/utilization does): requests per second, the share of
+	// them that failed (0..1) and their mean latency. All 0 when the
+	// report has no request rate or one under the service's pid.min_rps:
+	// then neither the error penalty nor the guard looks at it.
+	Rps       float64 `protobuf:"fixed64,12,opt,name=rps,proto3" json:"rps,omitempty"`
+	ErrorRate float64 `protobuf:"fixed64,13,opt,name=error_rate,json=errorRate,proto3" json:"error_rate,omitempty"`
+	LatencyMs float64 `protobuf:"fixed64,14,opt,name=latency_ms,json=latencyMs,proto3" json:"latency_ms,omitempty"`
+	// The utilization the controller steered: utilization + error_rate ×
+	// pid.error_penalty; 0 when rps is 0.
+	Effective float64 `protobuf:"fixed64,15,opt,name=effective,proto3" json:"effective,omitempty"`
+	// Why the death-spiral guard held the endpoint down this round
+	// (never raised, halved, at most the median weight): "errors" or
+	// "latency"; "" when it did not.
+	Guard string `protobuf:"bytes,16,opt,name=guard,proto3" json:"guard,omitempty"`
+	// The limit it was above: for errors an error rate (0..1),
+	// max(2 × median_error_rate, median_error_rate + 0.05); for latency
+	// in ms, max(3 × median_latency_ms, median_latency_ms + 50). 0 when
+	// guard is "".
+	GuardLimit float64 `protobuf:"fixed64,17,opt,name=guard_limit,json=guardLimit,proto3" json:"guard_limit,omitempty"`
+	// The guard in words, with the endpoint's value, the limit and the
+	// median it comes from, e.g. "error rate 40.0% above the limit 6.0%
+	// (max(2 × median 1.0%, median + 5 points))"; "" when guard is "".
+	GuardExplain  string `protobuf:"bytes,18,opt,name=guard_explain,json=guardExplain,proto3" json:"guard_explain,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2028,6 +2052,55 @@ func (x *EndpointWeight) GetPidWeight() uint32 {
 	return 0
 }
 
+func (x *EndpointWeight) GetRps() float64 {
+	if x != nil {
+		return x.Rps
+	}
+	return 0
+}
+
+func (x *EndpointWeight) GetErrorRate() float64 {
+	if x != nil {
+		return x.ErrorRate
+	}
+	return 0
+}
+
+func (x *EndpointWeight) GetLatencyMs() float64 {
+	if x != nil {
+		return x.LatencyMs
+	}
+	return 0
+}
+
+func (x *EndpointWeight) GetEffective() float64 {
+	if x != nil {
+		return x.Effective
+	}
+	return 0
+}
+
+func (x *EndpointWeight) GetGuard() string {
+	if x != nil {
+		return x.Guard
+	}
+	return ""
+}
+
+func (x *EndpointWeight) GetGuardLimit() float64 {
+	if x != nil {
+		return x.GuardLimit
+	}
+	return 0
+}
+
+func (x *EndpointWeight) GetGuardExplain() string {
+	if x != nil {
+		return x.GuardExplain
+	}
+	return ""
+}
+
 // PIDRound is a service's last PID round.
 type PIDRound struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
@@ -2039,11 +2112,18 @@ type PIDRound struct {
 	// weights; false: zone-aware decides the zones' shares.
 	LocalityFromEndpoints bool `protobuf:"varint,5,opt,name=locality_from_endpoints,json=localityFromEndpoints,proto3" json:"locality_from_endpoints,omitempty"`
 	// A blend in progress: from and to strategies and the percent of to.
-	BlendFrom     string  `protobuf:"bytes,6,opt,name=blend_from,json=blendFrom,proto3" json:"blend_from,omitempty"`
-	BlendTo       string  `protobuf:"bytes,7,opt,name=blend_to,json=blendTo,proto3" json:"blend_to,omitempty"`
-	BlendPercent  float64 `protobuf:"fixed64,8,opt,name=blend_percent,json=blendPercent,proto3" json:"blend_percent,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	BlendFrom    string  `protobuf:"bytes,6,opt,name=blend_from,json=blendFrom,proto3" json:"blend_from,omitempty"`
+	BlendTo      string  `protobuf:"bytes,7,opt,name=blend_to,json=blendTo,proto3" json:"blend_to,omitempty"`
+	BlendPercent float64 `protobuf:"fixed64,8,opt,name=blend_percent,json=blendPercent,proto3" json:"blend_percent,omitempty"`
+	// The death-spiral guard's round: the lower medians of the error rate
+	// and latency over the fresh endpoints that report requests (0: none
+	// reports them), which each endpoint is compared with, and how many
+	// endpoints it held down.
+	MedianErrorRate float64 `protobuf:"fixed64,9,opt,name=median_error_rate,json=medianErrorRate,proto3" json:"median_error_rate,omitempty"`
+	MedianLatencyMs float64 `protobuf:"fixed64,10,opt,name=median_latency_ms,json=medianLatencyMs,proto3" json:"median_latency_ms,omitempty"`
+	Guarded         uint32  `protobuf:"varint,11,opt,name=guarded,proto3" json:"guarded,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *PIDRound) Reset() {
@@ -2128,6 +2208,27 @@ func (x *PIDRound) GetBlendTo() string {
 func (x *PIDRound) GetBlendPercent() float64 {
 	if x != nil {
 		return x.BlendPercent
+	}
+	return 0
+}
+
+func (x *PIDRound) GetMedianErrorRate() float64 {
+	if x != nil {
+		return x.MedianErrorRate
+	}
+	return 0
+}
+
+func (x *PIDRound) GetMedianLatencyMs() float64 {
+	if x != nil {
+		return x.MedianLatencyMs
+	}
+	return 0
+}
+
+func (x *PIDRound) GetGuarded() uint32 {
+	if x != nil {
+		return x.Guarded
 	}
 	return 0
 }
@@ -2387,7 +2488,7 @@ const file_admin_proto_rawDesc = "" +
 	"\vredirect_to\x18\x04 \x01(\tR\n" +
 	"redirectTo\x12\x1a\n" +
 	"\bexcluded\x18\x05 \x03(\tR\bexcluded\x12\x1b\n" +
-	"\tfail_open\x18\x06 \x01(\bR\bfailOpen\"\x86\x02\n" +
+	"\tfail_open\x18\x06 \x01(\bR\bfailOpen\"\xd0\x03\n" +
 	"\x0eEndpointWeight\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04zone\x18\x02 \x01(\tR\x04zone\x12\x16\n" +
@@ -2402,7 +2503,17 @@ const file_admin_proto_rawDesc = "" +
 	"\x01d\x18\n" +
 	" \x01(\x01R\x01d\x12\x1d\n" +
 	"\n" +
-	"pid_weight\x18\v \x01(\rR\tpidWeight\"\x87\x02\n" +
+	"pid_weight\x18\v \x01(\rR\tpidWeight\x12\x10\n" +
+	"\x03rps\x18\f \x01(\x01R\x03rps\x12\x1d\n" +
+	"\n" +
+	"error_rate\x18\r \x01(\x01R\terrorRate\x12\x1d\n" +
+	"\n" +
+	"latency_ms\x18\x0e \x01(\x01R\tlatencyMs\x12\x1c\n" +
+	"\teffective\x18\x0f \x01(\x01R\teffective\x12\x14\n" +
+	"\x05guard\x18\x10 \x01(\tR\x05guard\x12\x1f\n" +
+	"\vguard_limit\x18\x11 \x01(\x01R\n" +
+	"guardLimit\x12#\n" +
+	"\rguard_explain\x18\x12 \x01(\tR\fguardExplain\"\xf9\x02\n" +
 	"\bPIDRound\x12\x18\n" +
 	"\aoutcome\x18\x01 \x01(\tR\aoutcome\x12\x1a\n" +
 	"\bsetpoint\x18\x02 \x01(\x01R\bsetpoint\x12\x14\n" +
@@ -2412,7 +2523,11 @@ const file_admin_proto_rawDesc = "" +
 	"\n" +
 	"blend_from\x18\x06 \x01(\tR\tblendFrom\x12\x19\n" +
 	"\bblend_to\x18\a \x01(\tR\ablendTo\x12#\n" +
-	"\rblend_percent\x18\b \x01(\x01R\fblendPercent\"\xd0\x01\n" +
+	"\rblend_percent\x18\b \x01(\x01R\fblendPercent\x12*\n" +
+	"\x11median_error_rate\x18\t \x01(\x01R\x0fmedianErrorRate\x12*\n" +
+	"\x11median_latency_ms\x18\n" +
+	" \x01(\x01R\x0fmedianLatencyMs\x12\x18\n" +
+	"\aguarded\x18\v \x01(\rR\aguarded\"\xd0\x01\n" +
 	"\n" +
 	"PlanOrigin\x12\x16\n" +
 	"\x06source\x18\x01 \x01(\tR\x06source\x12\x14\n" +

@@ -236,11 +236,26 @@ func writeRegions(w io.Writer, r *adminv1.RegionRouting) error {
 //
 //	ENDPOINT  ZONE    WEIGHT  PID    UTIL   AGE   STATUS   ERROR  P      I      D
 //	a-0       zone-a  12000   13000  30.0%  1.0s  fresh    0.400  0.200  0.008  0.010
+//
+// When a backend reports its requests (clientlib/utilization), the round
+// line adds the death-spiral guard's medians and count, the table the
+// request rate, error rate, mean latency and guard of each endpoint, and
+// a line per guarded endpoint says why:
+//
+//	pid: computed; setpoint 50.0%; 0 of 3 known endpoints missing; guard: median error rate 2.0%, median latency 25 ms; 1 guarded
+//
+//	ENDPOINT  ZONE    WEIGHT  PID    UTIL   AGE   STATUS  ERROR   P       I       D      RPS  ERRORS  LATENCY  GUARD
+//	a-1       zone-a  1500    1500   10.0%  1.0s  fresh   0.000   0.000   0.000   0.000  80   40.0%   25 ms    errors
+//	...
+//
+//	guarded (not raised, halved each round, never above the median weight):
+//	  a-1: error rate 40.0% above the limit 7.0% (max(2 × median 2.0%, median + 5 points))
 func writeEndpoints(w io.Writer, resp *adminv1.WeightsResponse) error {
 	if len(resp.GetEndpoints()) == 0 {
 		return nil
 	}
 	r := resp.GetPid()
+	rates := hasRates(resp)
 	line := fmt.Sprintf("\npid: %s; setpoint %s; %d of %d known endpoints missing", orDash(r.GetOutcome()), pct(r.GetSetpoint()), r.GetMissing(), r.GetKnown())
 	if r.GetBlendFrom() != "" || r.GetBlendTo() != "" {
 		line += fmt.Sprintf("; blend %s → %s %s%%", orDash(r.GetBlendFrom()), orDash(r.GetBlendTo()), strconv.FormatFloat(r.GetBlendPercent(), 'f', -1, 64))
@@ -248,21 +263,78 @@ func writeEndpoints(w io.Writer, resp *adminv1.WeightsResponse) error {
 	if r.GetLocalityFromEndpoints() {
 		line += "; localities weighted by their endpoints (pid alone)"
 	}
+	if rates {
+		line += fmt.Sprintf("; guard: median error rate %s, median latency %s; %d guarded",
+			pct(r.GetMedianErrorRate()), latency(r.GetMedianLatencyMs()), r.GetGuarded())
+	}
 	fmt.Fprintln(w, line)
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ENDPOINT\tZONE\tWEIGHT\tPID\tUTIL\tAGE\tSTATUS\tERROR\tP\tI\tD")
+	head := "ENDPOINT\tZONE\tWEIGHT\tPID\tUTIL\tAGE\tSTATUS\tERROR\tP\tI\tD"
+	if rates {
+		head += "\tRPS\tERRORS\tLATENCY\tGUARD"
+	}
+	fmt.Fprintln(tw, head)
 	term := func(v float64) string { return strconv.FormatFloat(v, 'f', 3, 64) }
+	var guarded []*adminv1.EndpointWeight
 	for _, e := range resp.GetEndpoints() {
 		util, age := "-", "-"
 		if e.GetAgeSeconds() > 0 || e.GetUtilization() > 0 {
 			util, age = pct(e.GetUtilization()), seconds(e.GetAgeSeconds())
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
+		row := fmt.Sprintf("%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s",
 			e.GetId(), orDash(e.GetZone()), e.GetWeight(), e.GetPidWeight(), util, age, e.GetStatus(),
 			term(e.GetError()), term(e.GetP()), term(e.GetI()), term(e.GetD()))
+		if rates {
+			rps, errs := "-", "-"
+			if e.GetRps() > 0 {
+				rps, errs = num(e.GetRps()), pct(e.GetErrorRate())
+			}
+			row += fmt.Sprintf("\t%s\t%s\t%s\t%s", rps, errs, latency(e.GetLatencyMs()), orDash(e.GetGuard()))
+		}
+		fmt.Fprintln(tw, row)
+		if e.GetGuard() != "" {
+			guarded = append(guarded, e)
+		}
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(guarded) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w, "\nguarded (not raised, halved each round, never above the median weight):")
+	for _, e := range guarded {
+		why := e.GetGuardExplain()
+		if why == "" {
+			why = e.GetGuard()
+		}
+		fmt.Fprintf(w, "  %s: %s\n", e.GetId(), why)
+	}
+	return nil
+}
+
+// hasRates reports whether the PID round of resp has request data: an
+// endpoint reporting requests or latency, or one the guard held down.
+func hasRates(resp *adminv1.WeightsResponse) bool {
+	r := resp.GetPid()
+	if r.GetGuarded() > 0 || r.GetMedianErrorRate() > 0 || r.GetMedianLatencyMs() > 0 {
+		return true
+	}
+	for _, e := range resp.GetEndpoints() {
+		if e.GetRps() > 0 || e.GetLatencyMs() > 0 || e.GetGuard() != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// latency shows a mean latency in ms, "-" when not reported: "25 ms".
+func latency(ms float64) string {
+	if ms <= 0 {
+		return "-"
+	}
+	return num(ms) + " ms"
 }
 
 // routeFields gives the columns of a client zone's line: zone, demand,

@@ -313,6 +313,58 @@ b-0       zone-b  10000   10000  -      -     missing  0.000  0.000  0.000  0.00
 	}
 }
 
+// TestWriteEndpointsGuard: with request data the round line adds the
+// guard's medians and count, the table the rate, error rate, latency and
+// guard columns, and each guarded endpoint gets a line saying why.
+func TestWriteEndpointsGuard(t *testing.T) {
+	resp := &adminv1.WeightsResponse{
+		Endpoints: []*adminv1.EndpointWeight{
+			{Id: "a-0", Zone: "zone-a", Weight: 12000, PidWeight: 12000, Utilization: 0.5, AgeSeconds: 1, Status: "fresh", Error: 0.02, P: 0.01,
+				Rps: 100, ErrorRate: 0.01, LatencyMs: 20, Effective: 0.51},
+			{Id: "a-1", Zone: "zone-a", Weight: 1500, PidWeight: 1500, Utilization: 0.1, AgeSeconds: 1, Status: "fresh",
+				Rps: 80, ErrorRate: 0.4, LatencyMs: 25, Effective: 0.5, Guard: "errors", GuardLimit: 0.07,
+				GuardExplain: "error rate 40.0% above the limit 7.0% (max(2 × median 2.0%, median + 5 points))"},
+			{Id: "b-0", Zone: "zone-b", Weight: 5000, PidWeight: 5000, Utilization: 0.6, AgeSeconds: 1, Status: "fresh",
+				Rps: 90.5, ErrorRate: 0.02, LatencyMs: 912.25, Effective: 0.62, Guard: "latency", GuardLimit: 75,
+				GuardExplain: "latency 912.25 ms above the limit 75 ms (max(3 × median 25 ms, median + 50 ms))"},
+			{Id: "b-1", Zone: "zone-b", Weight: 11500, PidWeight: 11500, Utilization: 0.4, AgeSeconds: 1, Status: "fresh"},
+		},
+		Pid: &adminv1.PIDRound{Outcome: "computed", Setpoint: 0.5, Known: 4, MedianErrorRate: 0.02, MedianLatencyMs: 25, Guarded: 2},
+	}
+	var b strings.Builder
+	if err := writeEndpoints(&b, resp); err != nil {
+		t.Fatal(err)
+	}
+	want := `
+pid: computed; setpoint 50.0%; 0 of 4 known endpoints missing; guard: median error rate 2.0%, median latency 25 ms; 2 guarded
+
+ENDPOINT  ZONE    WEIGHT  PID    UTIL   AGE   STATUS  ERROR  P      I      D      RPS   ERRORS  LATENCY    GUARD
+a-0       zone-a  12000   12000  50.0%  1.0s  fresh   0.020  0.010  0.000  0.000  100   1.0%    20 ms      -
+a-1       zone-a  1500    1500   10.0%  1.0s  fresh   0.000  0.000  0.000  0.000  80    40.0%   25 ms      errors
+b-0       zone-b  5000    5000   60.0%  1.0s  fresh   0.000  0.000  0.000  0.000  90.5  2.0%    912.25 ms  latency
+b-1       zone-b  11500   11500  40.0%  1.0s  fresh   0.000  0.000  0.000  0.000  -     -       -          -
+
+guarded (not raised, halved each round, never above the median weight):
+  a-1: error rate 40.0% above the limit 7.0% (max(2 × median 2.0%, median + 5 points))
+  b-0: latency 912.25 ms above the limit 75 ms (max(3 × median 25 ms, median + 50 ms))
+`
+	if diff := cmp.Diff(want, b.String()); diff != "" {
+		t.Errorf("endpoints with the guard (-want +got):\n%s", diff)
+	}
+	// Requests reported, nobody guarded: the columns, no guarded lines.
+	for _, e := range resp.Endpoints {
+		e.Guard, e.GuardExplain, e.GuardLimit = "", "", 0
+	}
+	resp.Pid.Guarded = 0
+	b.Reset()
+	if err := writeEndpoints(&b, resp); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.String(); !strings.Contains(got, "; 0 guarded\n") || !strings.Contains(got, "  GUARD\n") || strings.Contains(got, "guarded (") {
+		t.Errorf("requests reported, none guarded:\n%s", got)
+	}
+}
+
 func TestWriteRegions(t *testing.T) {
 	until := timestamppb.New(time.Date(2026, 12, 1, 18, 0, 0, 0, time.UTC))
 	r := &adminv1.RegionRouting{

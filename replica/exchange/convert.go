@@ -115,6 +115,7 @@ func serviceToProto(ss load.ServiceSummary, at time.Time) *meshv1.ServiceSummary
 			ms.Endpoints[j] = &meshv1.EndpointReport{
 				Id: e.ID, Cpu: e.CPU, InFlight: e.InFlight, Limit: e.Limit,
 				AgeMs: age, IntervalMs: e.Interval.Milliseconds(),
+				Rps: e.RPS, Eps: e.EPS, LatencyMs: e.LatencyMs,
 			}
 		}
 	}
@@ -212,6 +213,8 @@ func FromProto(m *meshv1.Summary) (load.Summary, error) {
 				Utilization: load.UtilizationOf(e.Cpu, e.InFlight, e.Limit),
 				Reported:    s.At.Add(-time.Duration(e.AgeMs) * time.Millisecond),
 				Interval:    time.Duration(e.IntervalMs) * time.Millisecond,
+				// Absent (a sender before these fields): 0, not reported.
+				RPS: e.Rps, EPS: e.Eps, LatencyMs: e.LatencyMs,
 			}
 		}
 		s.Services[i] = ss
@@ -348,7 +351,8 @@ func validateService(i int, ss load.ServiceSummary, at time.Time) error {
 }
 
 // validateEndpoints checks a service's endpoint utilization reports (the
-// registry API's bounds, load.ValidateUtilization) under field.
+// registry API's bounds, load.ValidateUtilization) under field: the
+// optional rps, eps and latency_ms too (0 is not reported).
 func validateEndpoints(field string, eps []load.EndpointUtilization, at time.Time) error {
 	if len(eps) > MaxEndpoints {
 		return errorf(field+".endpoints", "%d endpoints, at most %d", len(eps), MaxEndpoints)
@@ -381,6 +385,12 @@ func validateEndpoints(field string, eps []load.EndpointUtilization, at time.Tim
 			return errorf(ef(".age_ms"), "reported %v, want within %v before the summary's time %v", e.Reported, MaxAge, at)
 		case e.Utilization != load.UtilizationOf(e.CPU, e.InFlight, e.Limit):
 			return errorf(ef(".cpu"), "utilization %v does not match cpu, in_flight and limit", e.Utilization)
+		case !(e.RPS >= 0 && e.RPS <= load.MaxRPS): // also NaN
+			return errorf(ef(".rps"), "%v, want 0..%g", e.RPS, float64(load.MaxRPS))
+		case !(e.EPS >= 0 && e.EPS <= e.RPS):
+			return errorf(ef(".eps"), "%v, want 0..rps (%v)", e.EPS, e.RPS)
+		case !(e.LatencyMs >= 0 && e.LatencyMs <= load.MaxLatencyMs):
+			return errorf(ef(".latency_ms"), "%v, want 0..%g", e.LatencyMs, float64(load.MaxLatencyMs))
 		}
 	}
 	return nil

@@ -29,8 +29,8 @@ func goodSummary(replica string, at time.Time) load.Summary {
 				},
 				Clients: []load.ClientCount{{Zone: "zone-a", Count: 2}},
 				Endpoints: []load.EndpointUtilization{
-					report("pay-1", 0.4, 30, 100, at.Add(-200*time.Millisecond), time.Second),
-					report("pay-2", 0.9, 0, 0, at.Add(-3*time.Second), 2*time.Second),
+					withRates(report("pay-1", 0.4, 30, 100, at.Add(-200*time.Millisecond), time.Second), 120.5, 3.25, 12.75),
+					report("pay-2", 0.9, 0, 0, at.Add(-3*time.Second), 2*time.Second), // an agent's: no requests
 				},
 			},
 			{Service: "search.prod", Clients: []load.ClientCount{{Zone: "", Count: 1}, {Zone: "zone-b", Count: 4}}},
@@ -43,6 +43,13 @@ func goodSummary(replica string, at time.Time) load.Summary {
 func report(id string, cpu float64, inFlight, limit uint32, reported time.Time, interval time.Duration) load.EndpointUtilization {
 	return load.EndpointUtilization{ID: id, CPU: cpu, InFlight: inFlight, Limit: limit,
 		Utilization: load.UtilizationOf(cpu, inFlight, limit), Reported: reported, Interval: interval}
+}
+
+// withRates sets a report's optional requests, errors per second and
+// mean latency.
+func withRates(u load.EndpointUtilization, rps, eps, latencyMs float64) load.EndpointUtilization {
+	u.RPS, u.EPS, u.LatencyMs = rps, eps, latencyMs
+	return u
 }
 
 func TestRoundTrip(t *testing.T) {
@@ -128,6 +135,16 @@ var badCases = []struct {
 	{"endpoint_long_interval", func(m *meshv1.Summary) { m.Services[0].Endpoints[0].IntervalMs = 300_001 }, "summary.services[0].endpoints[0].interval_ms"},
 	{"endpoint_negative_age", func(m *meshv1.Summary) { m.Services[0].Endpoints[0].AgeMs = -1 }, "summary.services[0].endpoints[0].age_ms"},
 	{"endpoint_old_age", func(m *meshv1.Summary) { m.Services[0].Endpoints[0].AgeMs = int64(2 * time.Hour / time.Millisecond) }, "summary.services[0].endpoints[0].age_ms"},
+	{"endpoint_negative_rps", func(m *meshv1.Summary) { m.Services[0].Endpoints[0].Rps = -1 }, "summary.services[0].endpoints[0].rps"},
+	{"endpoint_nan_rps", func(m *meshv1.Summary) { m.Services[0].Endpoints[0].Rps = math.NaN() }, "summary.services[0].endpoints[0].rps"},
+	{"endpoint_huge_rps", func(m *meshv1.Summary) { m.Services[0].Endpoints[0].Rps = 2 * load.MaxRPS }, "summary.services[0].endpoints[0].rps"},
+	{"endpoint_eps_above_rps", func(m *meshv1.Summary) { m.Services[0].Endpoints[0].Eps = 121 }, "summary.services[0].endpoints[0].eps"},
+	{"endpoint_eps_without_rps", func(m *meshv1.Summary) { m.Services[0].Endpoints[1].Eps = 1 }, "summary.services[0].endpoints[1].eps"},
+	{"endpoint_negative_eps", func(m *meshv1.Summary) { m.Services[0].Endpoints[0].Eps = -0.5 }, "summary.services[0].endpoints[0].eps"},
+	{"endpoint_nan_eps", func(m *meshv1.Summary) { m.Services[0].Endpoints[0].Eps = math.NaN() }, "summary.services[0].endpoints[0].eps"},
+	{"endpoint_negative_latency", func(m *meshv1.Summary) { m.Services[0].Endpoints[0].LatencyMs = -1 }, "summary.services[0].endpoints[0].latency_ms"},
+	{"endpoint_inf_latency", func(m *meshv1.Summary) { m.Services[0].Endpoints[1].LatencyMs = math.Inf(1) }, "summary.services[0].endpoints[1].latency_ms"},
+	{"endpoint_huge_latency", func(m *meshv1.Summary) { m.Services[0].Endpoints[0].LatencyMs = load.MaxLatencyMs + 1 }, "summary.services[0].endpoints[0].latency_ms"},
 	{"too_many_shards", func(m *meshv1.Summary) {
 		for i := 0; i <= MaxShards; i++ {
 			m.Shards = append(m.Shards, &meshv1.ShardEpoch{Shard: uint32(i), Epoch: 1})

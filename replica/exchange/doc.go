@@ -23,7 +23,11 @@
 // so a summary also carries the latest utilization report of each
 // endpoint that reported to the replica (a backend's reports may reach
 // any replica); like a flow's, a report's arrival travels as its age
-// relative to the summary's time.
+// relative to the summary's time. A report carries the backend's
+// requests, errors per second and mean latency when it has them
+// (EndpointReport fields 7 to 9, optional: a replica before them ignores
+// them, and its summaries read as not reported, 0), so the owner's PID
+// error penalty and guard see what every replica saw.
 //
 // Route asks ownership for the service's owner and its gRPC address, and
 // Deliver hands the summary of the services the replica owns itself to

@@ -24,6 +24,8 @@ func FuzzFromProto(f *testing.F) {
 		{Replica: "r", AtUnixNano: 1e18, IntervalMs: 1000, Services: []*meshv1.ServiceSummary{{Service: "s", Endpoints: []*meshv1.EndpointReport{
 			{Id: "e-1", Cpu: 1.5, InFlight: 1 << 20, Limit: 1 << 20, AgeMs: 3_600_000, IntervalMs: 100},
 			{Id: "e-2", IntervalMs: 300_000},
+			{Id: "e-3", IntervalMs: 1000, Rps: 1e7, Eps: 1e7, LatencyMs: 3.6e6},
+			{Id: "e-4", IntervalMs: 1000, Rps: 0.5, Eps: 0.25, LatencyMs: 0.125},
 		}}}},
 	} {
 		b, err := proto.Marshal(s)

@@ -448,9 +448,16 @@ function clientSubset(asked, c, eps) {
   ];
 }
 
+// endpointsTable lists the registry's endpoints with what the weights
+// say of each. For a PID service whose backends report their requests it
+// adds, as spillwayctl weights does, each endpoint's error rate and mean
+// latency and whether the death-spiral guard held it down, and why
+// (guard_explain: the value, the limit and the median it comes from).
 function endpointsTable(eps, weights) {
-  const ew = new Map(((weights && weights.endpoints) || []).map((e) => [e.id, e]));
+  const wl = (weights && weights.endpoints) || [];
+  const ew = new Map(wl.map((e) => [e.id, e]));
   const slow = new Map(((weights && weights.zones) || []).map((z) => [z.zone, z.slow_starting]));
+  const rates = wl.some((e) => e.rps > 0 || e.latency_ms > 0 || e.guard) || (weights && weights.pid && weights.pid.guarded > 0);
   const now = Date.now();
   const rows = (eps.endpoints || []).map((e) => {
     const zone = (e.locality && e.locality.zone) || '';
@@ -461,13 +468,29 @@ function endpointsTable(eps, weights) {
       el('td', { class: 'num' }, w ? w.weight : e.weight),
       el('td', {}, w && w.status === 'new' ? 'slow start' : (slow.get(zone) ? `${slow.get(zone)} slow-starting in zone` : '—')),
       el('td', { class: 'num' }, w && w.age_seconds > 0 ? pct(100 * w.utilization) : '—'),
+      rates ? [
+        el('td', { class: 'num', 'data-testid': 'endpoint-errors' }, w && w.rps > 0 ? pct(100 * w.error_rate) : '—'),
+        el('td', { class: 'num', 'data-testid': 'endpoint-latency' }, w && w.latency_ms > 0 ? `${latencyMs(w.latency_ms)} ms` : '—'),
+        el('td', { 'data-testid': 'endpoint-guard' }, w && w.guard ? `${w.guard}: ${w.guard_explain || w.guard}` : '—'),
+      ] : null,
       el('td', {}, e.source),
       el('td', { title: e.registered ? dateFmt.format(new Date(e.registered)) : '' }, age === null ? '—' : `${age} s ago`));
   });
-  return el('table', { 'data-testid': 'endpoints-table' },
-    el('thead', {}, el('tr', {}, ['ID', 'Address', 'Zone', 'Health', 'Weight', 'Slow start', 'Utilization', 'Source', 'Registered'].map((h) => el('th', { scope: 'col' }, h)))),
-    el('tbody', {}, rows));
+  const head = ['ID', 'Address', 'Zone', 'Health', 'Weight', 'Slow start', 'Utilization',
+    ...(rates ? ['Error rate', 'Latency', 'Guard'] : []), 'Source', 'Registered'];
+  const pid = weights && weights.pid;
+  return [
+    el('table', { 'data-testid': 'endpoints-table' },
+      el('thead', {}, el('tr', {}, head.map((h) => el('th', { scope: 'col' }, h)))),
+      el('tbody', {}, rows)),
+    rates && pid ? el('p', { class: 'note', 'data-testid': 'endpoint-guard-round' },
+      `Death-spiral guard: median error rate ${pct(100 * (pid.median_error_rate || 0))}, median latency ${pid.median_latency_ms > 0 ? `${latencyMs(pid.median_latency_ms)} ms` : '—'}; ${pid.guarded || 0} guarded. A guarded endpoint is not raised, is halved each round and is never above the median weight.`) : null,
+  ];
 }
+
+// latencyMs shows a latency in ms to two decimals at most (25, 912.25),
+// the digits spillwayctl prints.
+const latencyMs = (v) => String(Math.round(v * 100) / 100);
 
 function explainView(w) {
   if (!w) return el('div', { 'data-testid': 'explain' }, el('p', {}, 'No zone-aware weights for this service yet (zone-aware weights off, or before the first weights cycle).'));

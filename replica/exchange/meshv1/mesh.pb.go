@@ -329,13 +329,20 @@ func (x *Flow) GetAgeMs() int64 {
 }
 
 type EndpointReport struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`                                    // endpoint id (a DNS label)
-	Cpu           float64                `protobuf:"fixed64,2,opt,name=cpu,proto3" json:"cpu,omitempty"`                                // share of the CPU quota, 0..1.5
-	InFlight      uint32                 `protobuf:"varint,3,opt,name=in_flight,json=inFlight,proto3" json:"in_flight,omitempty"`       // 0..2^20
-	Limit         uint32                 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`                             // 0..2^20; 0: in-flight unknown (in_flight 0)
-	AgeMs         int64                  `protobuf:"varint,5,opt,name=age_ms,json=ageMs,proto3" json:"age_ms,omitempty"`                // at - the report's arrival at the sender, >= 0
-	IntervalMs    int64                  `protobuf:"varint,6,opt,name=interval_ms,json=intervalMs,proto3" json:"interval_ms,omitempty"` // the backend's report interval, 100..300000
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Id         string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`                                    // endpoint id (a DNS label)
+	Cpu        float64                `protobuf:"fixed64,2,opt,name=cpu,proto3" json:"cpu,omitempty"`                                // share of the CPU quota, 0..1.5
+	InFlight   uint32                 `protobuf:"varint,3,opt,name=in_flight,json=inFlight,proto3" json:"in_flight,omitempty"`       // 0..2^20
+	Limit      uint32                 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`                             // 0..2^20; 0: in-flight unknown (in_flight 0)
+	AgeMs      int64                  `protobuf:"varint,5,opt,name=age_ms,json=ageMs,proto3" json:"age_ms,omitempty"`                // at - the report's arrival at the sender, >= 0
+	IntervalMs int64                  `protobuf:"varint,6,opt,name=interval_ms,json=intervalMs,proto3" json:"interval_ms,omitempty"` // the backend's report interval, 100..300000
+	// Optional: what the backend served over its last window (its
+	// UtilizationReport's rps, eps and latency_ms). 0 (absent) means not
+	// reported, as from a backend that counts no RPCs; replicas before
+	// these fields ignore them and send none, which reads as not reported.
+	Rps           float64 `protobuf:"fixed64,7,opt,name=rps,proto3" json:"rps,omitempty"`                              // requests completed per second, 0..10000000
+	Eps           float64 `protobuf:"fixed64,8,opt,name=eps,proto3" json:"eps,omitempty"`                              // of those, failed per second, 0..rps
+	LatencyMs     float64 `protobuf:"fixed64,9,opt,name=latency_ms,json=latencyMs,proto3" json:"latency_ms,omitempty"` // their mean latency in ms, 0..3600000
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -408,6 +415,27 @@ func (x *EndpointReport) GetAgeMs() int64 {
 func (x *EndpointReport) GetIntervalMs() int64 {
 	if x != nil {
 		return x.IntervalMs
+	}
+	return 0
+}
+
+func (x *EndpointReport) GetRps() float64 {
+	if x != nil {
+		return x.Rps
+	}
+	return 0
+}
+
+func (x *EndpointReport) GetEps() float64 {
+	if x != nil {
+		return x.Eps
+	}
+	return 0
+}
+
+func (x *EndpointReport) GetLatencyMs() float64 {
+	if x != nil {
+		return x.LatencyMs
 	}
 	return 0
 }
@@ -541,7 +569,7 @@ const file_mesh_proto_rawDesc = "" +
 	"\vin_progress\x18\x06 \x01(\x04R\n" +
 	"inProgress\x12\x1c\n" +
 	"\treporters\x18\a \x01(\rR\treporters\x12\x15\n" +
-	"\x06age_ms\x18\b \x01(\x03R\x05ageMs\"\x9d\x01\n" +
+	"\x06age_ms\x18\b \x01(\x03R\x05ageMs\"\xe0\x01\n" +
 	"\x0eEndpointReport\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x10\n" +
 	"\x03cpu\x18\x02 \x01(\x01R\x03cpu\x12\x1b\n" +
@@ -549,7 +577,11 @@ const file_mesh_proto_rawDesc = "" +
 	"\x05limit\x18\x04 \x01(\rR\x05limit\x12\x15\n" +
 	"\x06age_ms\x18\x05 \x01(\x03R\x05ageMs\x12\x1f\n" +
 	"\vinterval_ms\x18\x06 \x01(\x03R\n" +
-	"intervalMs\"7\n" +
+	"intervalMs\x12\x10\n" +
+	"\x03rps\x18\a \x01(\x01R\x03rps\x12\x10\n" +
+	"\x03eps\x18\b \x01(\x01R\x03eps\x12\x1d\n" +
+	"\n" +
+	"latency_ms\x18\t \x01(\x01R\tlatencyMs\"7\n" +
 	"\vClientCount\x12\x12\n" +
 	"\x04zone\x18\x01 \x01(\tR\x04zone\x12\x14\n" +
 	"\x05count\x18\x02 \x01(\rR\x05count\")\n" +
