@@ -113,8 +113,14 @@ func (s *Server) lookupFor(t int, name string, node nodeInfo, w *watcher, snap *
 		}
 	}
 	if t < 3 {
-		if e.static[t] == nil || e.staticPol[t] != e.polKey {
-			r, err := s.buildStaticFor(t, name, e.pol)
+		key, ringN := e.polKey, 0
+		if t == 2 && ringHashOf(e.pol) != nil {
+			// The ring's size follows the endpoint count (ringSizes).
+			ringN = ringEndpoints(svc, s.cfg.PortName)
+			key = key*fnvPrime ^ uint64(ringN+1)
+		}
+		if e.static[t] == nil || e.staticPol[t] != key {
+			r, err := s.buildStaticFor(t, name, e.pol, ringN)
 			if err != nil && e.polKey != 0 {
 				r, err = s.policyFailed(t, name, e.static[t], err)
 			}
@@ -123,7 +129,7 @@ func (s *Server) lookupFor(t int, name string, node nodeInfo, w *watcher, snap *
 				s.log.Error("resource not built", "type", shortType(typeURLs[t]), "service", name, "err", err)
 				return nil, true
 			}
-			e.static[t], e.staticPol[t] = r, e.polKey
+			e.static[t], e.staticPol[t] = r, key
 		}
 		return e.static[t], true
 	}
@@ -282,11 +288,12 @@ func planVariant(p *weights.Plan, zone string) (string, endpointWeights) {
 // buildStatic encodes Listener, RouteConfiguration (without rules) or
 // Cluster name (t 0, 1, 2) for a service without a policy.
 func (s *Server) buildStatic(t int, name string) (*resource, error) {
-	return s.buildStaticFor(t, name, svcconfig.Resilience{})
+	return s.buildStaticFor(t, name, svcconfig.Resilience{}, 0)
 }
 
-// buildStaticFor is buildStatic with the service's policy r.
-func (s *Server) buildStaticFor(t int, name string, r svcconfig.Resilience) (*resource, error) {
+// buildStaticFor is buildStatic with the service's policy r, for a
+// service of ringN healthy endpoints (its ring hash's size; 0 for none).
+func (s *Server) buildStaticFor(t int, name string, r svcconfig.Resilience, ringN int) (*resource, error) {
 	var m proto.Message
 	switch t {
 	case 0:
@@ -298,9 +305,24 @@ func (s *Server) buildStaticFor(t int, name string, r svcconfig.Resilience) (*re
 	case 1:
 		m = routeFor(name, r)
 	case 2:
-		m = clusterFor(name, r)
+		m = clusterWith(name, r, ringN)
 	}
 	return encode(name, m)
+}
+
+// ringEndpoints counts what a ring hash client's ring is made of: svc's
+// serving, healthy endpoints with the port (grpc-go leaves unhealthy and
+// draining ones out). With regional priorities a client's ring holds its
+// region's alone, and the count is the service's: sizes stay fixed per
+// endpoint only within a region's churn.
+func ringEndpoints(svc *registry.Service, port string) int {
+	n := 0
+	for _, e := range svc.Serving() {
+		if _, ok := endpointPort(e, port); ok && e.Health == registry.Healthy {
+			n++
+		}
+	}
+	return n
 }
 
 // policyFailed is what serves when resource t of name does not build

@@ -161,6 +161,12 @@ func cluster(service string) *v3clusterpb.Cluster {
 // breaker, and its endpoint-picking policy in load_balancing_policy
 // (loadBalancingPolicy).
 func clusterFor(service string, r svcconfig.Resilience) *v3clusterpb.Cluster {
+	return clusterWith(service, r, 0)
+}
+
+// clusterWith is clusterFor for a service of ringN healthy endpoints,
+// which sizes a ring hash's ring (ringSizes); 0 when not known.
+func clusterWith(service string, r svcconfig.Resilience, ringN int) *v3clusterpb.Cluster {
 	c := &v3clusterpb.Cluster{
 		Name:                 service,
 		ClusterDiscoveryType: &v3clusterpb.Cluster_Type{Type: v3clusterpb.Cluster_EDS},
@@ -173,7 +179,7 @@ func clusterFor(service string, r svcconfig.Resilience) *v3clusterpb.Cluster {
 				LocalityWeightedLbConfig: &v3clusterpb.Cluster_CommonLbConfig_LocalityWeightedLbConfig{},
 			},
 		},
-		LoadBalancingPolicy: loadBalancingPolicy(r.LB),
+		LoadBalancingPolicy: loadBalancingPolicy(r.LB, ringN),
 		LrsServer:           &v3corepb.ConfigSource{ConfigSourceSpecifier: &v3corepb.ConfigSource_Self{Self: &v3corepb.SelfConfigSource{}}},
 	}
 	if o := r.OutlierDetection; o != nil {

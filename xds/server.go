@@ -295,13 +295,17 @@ func (s *Server) Run(ctx context.Context) error {
 		pols = policies(s.cfg.Policies)
 	}
 	// A registry change changes the EDS of the changed services (and the
-	// route of those whose rules name them): dispatchViews leaves out
-	// the streams whose subset it did not change.
+	// route of those whose rules name them, and the Cluster of those with
+	// a ring hash, whose size follows the endpoint count): dispatchViews
+	// leaves out the streams whose subset it did not change.
 	changed := func(names []string, at time.Time) {
 		s.dispatchViews(names, at)
 		var ds []string
 		for _, n := range names {
 			ds = append(ds, deps[n]...)
+			if ringHashOf(s.policyOf(n)) != nil {
+				ds = append(ds, n) // the Cluster's ring size follows the endpoints
+			}
 		}
 		if len(ds) > 0 {
 			s.hub.dispatch(ds, at)
