@@ -44,7 +44,7 @@ const (
 	guardRate     = 300               // RPCs per second
 	guardDeadline = time.Second       // each RPC's
 	guardStall    = 150 * time.Millisecond
-	guardWindow   = 10 * time.Second // a p99 measurement
+	guardWindow   = 5 * time.Second // a p99 measurement: 1,500 RPCs
 	// guardP99Bound is the bound: the service's p99 latency in
 	// the stall within 1.5× the healthy phase's.
 	guardP99Bound = 1.5
