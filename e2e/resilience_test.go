@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/orca"
 	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 
@@ -47,8 +48,9 @@ const (
 	resRPCTimeout = 10 * time.Second
 )
 
-// The services, one per policy. resRetryOff has no config: it is the
-// same backends' failures seen without a policy.
+// The services, one per policy. resRetryOff, resWRROff and resLROff
+// have no config: they are the same backends' behaviour seen without a
+// policy.
 const (
 	resOutlier  = "res-outlier"
 	resRetry    = "res-retry"
@@ -56,6 +58,10 @@ const (
 	resBreaker  = "res-breaker"
 	resFault    = "res-fault"
 	resRingHash = "res-ringhash"
+	resWRR      = "res-client-wrr"
+	resWRROff   = "res-client-wrr-off"
+	resLR       = "res-least-request"
+	resLROff    = "res-least-request-off"
 )
 
 // resilienceConfigs are the service config files of the cases.
@@ -79,6 +85,11 @@ var resilienceConfigs = map[string]string{
     abort: {grpc_status: unavailable, percent: 10}
 `,
 	resRingHash: "resilience:\n  lb:\n    ring_hash: {header: " + resUserHeader + "}\n",
+	// The shortest blackout and update period the parser takes: reports
+	// count 1 s after an endpoint's first, and the weights are recomputed
+	// every 100 ms.
+	resWRR: "resilience:\n  lb:\n    client_wrr: {blackout_period: 1s, weight_update_period: 100ms}\n",
+	resLR:  "resilience:\n  lb:\n    least_request: {choice_count: 2}\n",
 }
 
 // TestResilience shows issue 30's figures with the spillway binary,
@@ -104,6 +115,8 @@ func TestResilience(t *testing.T) {
 	t.Run("circuit_breaker", func(t *testing.T) { t.Parallel(); resBreakerCase(t, rs) })
 	t.Run("fault_injection", func(t *testing.T) { t.Parallel(); resFaultCase(t, rs) })
 	t.Run("ring_hash", func(t *testing.T) { t.Parallel(); resRingHashCase(t, rs) })
+	t.Run("client_wrr", func(t *testing.T) { t.Parallel(); resClientWRRCase(t, rs) })
+	t.Run("least_request", func(t *testing.T) { t.Parallel(); resLeastRequestCase(t, rs) })
 }
 
 // resOutlierCase: of 6 backends, one starts failing every RPC. Its
@@ -619,6 +632,175 @@ func resRingHashCase(t *testing.T, rs *resServer) {
 	}
 }
 
+// resClientWRRCase: client-side weighted round robin (gRFC A58) over 3
+// backends whose every RPC's trailer reports the same request rate, 100
+// qps, and an application utilization of 0.2, 0.2 and 0.8. grpc-go weighs
+// an endpoint qps / utilization (no errors: no penalty), 500, 500 and 125,
+// so the busy backend should get a quarter of what each light one gets
+// (1/9 of the RPCs, 4/9 to each other). Once the weights count (the 1 s
+// blackout; the case waits up to resilienceWait, in rounds of 300 RPCs,
+// for a round with the busy backend below half of each light one), over
+// 3,000 RPCs the busy backend gets less than half of what each light one
+// gets: a quarter expected, half the bound a loaded machine meets. The
+// same backends' behaviour under the default policy (resWRROff: no lb,
+// spillway.wrr over equal endpoint weights), over 3,000 RPCs sent at the
+// same time, gets a third to each backend, ± 3 points (its picks are
+// deterministic: equal weights give equal counts).
+func resClientWRRCase(t *testing.T, rs *resServer) {
+	ctx, cancel := context.WithTimeout(context.Background(), resilienceLoad)
+	defer cancel()
+	const qps, light, busy = 100, 0.2, 0.8
+	type side struct {
+		service  string
+		backends []*resBackend // light, light, busy
+		hc       healthpb.HealthClient
+		r        resResult
+		got      []int64
+	}
+	sides := []*side{{service: resWRR}, {service: resWRROff}}
+	for i, sd := range sides {
+		sd.backends = append(startResBackends(t, fmt.Sprintf("wrr%d-light", i), 2, resBehaviour{load: &resLoad{qps, light}}),
+			startResBackends(t, fmt.Sprintf("wrr%d-busy", i), 1, resBehaviour{load: &resLoad{qps, busy}})...)
+		sd.hc = rs.serve(t, ctx, sd.service, sd.backends)
+	}
+	wrr := sides[0]
+	// The first reports: the blackout starts with each endpoint's first.
+	reported := time.Now()
+	for _, sd := range sides {
+		resWarm(t, ctx, sd.hc, sd.backends, nil)
+	}
+
+	// The weights take effect: rounds 20 ms apart, at most maxRounds
+	// (some 11 s on an idle machine) and for at most resilienceWait.
+	const round, maxRounds = 300, 300
+	for rounds := 1; ; rounds++ {
+		before := resServed(wrr.backends)
+		resSend(ctx, wrr.hc, round, 4, nil).sent(t, "waiting for the weights")
+		got := resDelta(wrr.backends, before)
+		if float64(got[2]) < 0.5*float64(min(got[0], got[1])) {
+			t.Logf("figure: the weights took effect %v after the first reports (blackout 1s, update every 100ms; %d rounds of %d RPCs, the last %v)",
+				time.Since(reported).Round(10*time.Millisecond), rounds, round, got)
+			break
+		}
+		if rounds == maxRounds || time.Since(reported) > resilienceWait {
+			t.Fatalf("%v after the first reports (blackout 1s), %d rounds of %d RPCs: the last gave %v (light, light, busy), want the busy backend below half of each light one",
+				time.Since(reported).Round(10*time.Millisecond), rounds, round, got)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	const n = 3000
+	var wg sync.WaitGroup
+	for _, sd := range sides {
+		wg.Go(func() {
+			before := resServed(sd.backends)
+			sd.r = resSend(ctx, sd.hc, n, 4, nil)
+			sd.got = resDelta(sd.backends, before)
+		})
+	}
+	wg.Wait()
+	for _, sd := range sides {
+		sd.r.sent(t, sd.service)
+		if sd.r.failed() > 0 {
+			t.Errorf("%s: %d of %d RPCs failed (first: %v), want 0", sd.service, sd.r.failed(), n, sd.r.firstErr)
+		}
+		t.Logf("figure: %s: %d RPCs: the light backends (utilization %.1f) got %d and %d (%.1f%%, %.1f%%), the busy one (%.1f) %d (%.1f%%): %.2f of the light ones' mean",
+			sd.service, n, light, sd.got[0], sd.got[1], resPct(sd.got[0], n), resPct(sd.got[1], n), busy, sd.got[2], resPct(sd.got[2], n),
+			float64(sd.got[2])/(float64(sd.got[0]+sd.got[1])/2))
+	}
+	if got := wrr.got; float64(got[2]) >= 0.5*float64(min(got[0], got[1])) {
+		t.Errorf("%s: the busy backend got %d of %d RPCs against %d and %d for the light ones, want less than half of each (a quarter expected: weights 125 against 500)",
+			resWRR, got[2], n, got[0], got[1])
+	}
+	for i, c := range sides[1].got {
+		if pct := resPct(c, n); pct < 100.0/3-3 || pct > 100.0/3+3 {
+			t.Errorf("%s (no policy): backend %s got %.1f%% of %d RPCs (%v), want a third ± 3 points", resWRROff, sides[1].backends[i].id, pct, n, sides[1].got)
+		}
+	}
+}
+
+// resLeastRequestCase: least request (gRFC A48, choice_count 2) over 4
+// backends of which one takes 200 ms per RPC and the others 1 ms, with 16
+// RPCs in flight: each RPC goes to whichever of 2 backends drawn at
+// random (with replacement, as grpc-go draws) has fewer RPCs in flight,
+// and the slow one, holding each RPC 200 times longer, mostly has more.
+// Over 1,200 RPCs the slow backend gets less than half of its share under
+// round robin: the same backends' behaviour under the default policy
+// (resLROff: no lb, spillway.wrr over equal endpoint weights), 1,200 RPCs
+// 16 at a time sent at the same time, which gives it a quarter, ± 3
+// points (deterministic picks: equal counts). Its least-request share
+// is expected at 1/16 = 6.25% (both draws on it) or more, rising with the
+// ties, which a loaded machine makes more of by slowing the fast RPCs in
+// the client: with 100 ms the slow backend reached 12.6% (the bound
+// 12.5%) under -race beside two busy cores; with 200 ms, 6.1–6.5% there.
+func resLeastRequestCase(t *testing.T, rs *resServer) {
+	ctx, cancel := context.WithTimeout(context.Background(), resilienceLoad)
+	defer cancel()
+	const n, inFlight, slowFor, fastFor = 1200, 16, 200 * time.Millisecond, time.Millisecond
+	sleep := func(d time.Duration) func(context.Context) {
+		return func(ctx context.Context) {
+			tm := time.NewTimer(d)
+			defer tm.Stop()
+			select {
+			case <-tm.C:
+			case <-ctx.Done():
+			}
+		}
+	}
+	type side struct {
+		service  string
+		backends []*resBackend // slow, fast, fast, fast
+		hc       healthpb.HealthClient
+		r        resResult
+		got      []int64
+	}
+	sides := []*side{{service: resLR}, {service: resLROff}}
+	for i, sd := range sides {
+		sd.backends = append(startResBackends(t, fmt.Sprintf("lr%d-slow", i), 1, resBehaviour{slow: sleep(slowFor)}),
+			startResBackends(t, fmt.Sprintf("lr%d-fast", i), 3, resBehaviour{slow: sleep(fastFor)})...)
+		sd.hc = rs.serve(t, ctx, sd.service, sd.backends)
+	}
+	for _, sd := range sides {
+		resWarm(t, ctx, sd.hc, sd.backends, nil)
+	}
+	var wg sync.WaitGroup
+	for _, sd := range sides {
+		wg.Go(func() {
+			before := resServed(sd.backends)
+			sd.r = resSend(ctx, sd.hc, n, inFlight, nil)
+			sd.got = resDelta(sd.backends, before)
+		})
+	}
+	wg.Wait()
+	for _, sd := range sides {
+		sd.r.sent(t, sd.service)
+		if sd.r.failed() > 0 {
+			t.Errorf("%s: %d of %d RPCs failed (first: %v), want 0", sd.service, sd.r.failed(), n, sd.r.firstErr)
+		}
+		t.Logf("figure: %s: %d RPCs, %d at a time: the slow backend (%v) got %d (%.1f%%), the fast ones (%v) %v; median latency %v, p99 %v",
+			sd.service, n, inFlight, slowFor, sd.got[0], resPct(sd.got[0], n), fastFor, sd.got[1:], resQuantile(sd.r.latency, 0.5), resQuantile(sd.r.latency, 0.99))
+	}
+	lr, rr := resPct(sides[0].got[0], n), resPct(sides[1].got[0], n)
+	if rr < 25-3 || rr > 25+3 {
+		t.Errorf("%s (no policy): the slow backend got %.1f%% of %d RPCs (%v), want a quarter ± 3 points", resLROff, rr, n, sides[1].got)
+	}
+	if lr >= rr/2 {
+		t.Errorf("%s: the slow backend got %.1f%% of %d RPCs (%v), want less than half of its %.1f%% under round robin", resLR, lr, n, sides[0].got, rr)
+	}
+}
+
+// resDelta returns each backend's RPCs since before (resServed's).
+func resDelta(backends []*resBackend, before []int64) []int64 {
+	out := resServed(backends)
+	for i := range out {
+		out[i] -= before[i]
+	}
+	return out
+}
+
+// resPct is c as a percentage of n.
+func resPct(c int64, n int) float64 { return 100 * float64(c) / float64(n) }
+
 // resServer is the spillway server the cases share.
 type resServer struct {
 	addr string
@@ -650,7 +832,15 @@ type resBehaviour struct {
 	gauge *resInflight
 	// slow, or nil, is called before each answer.
 	slow func(ctx context.Context)
+	// load, or nil, is the ORCA load report every RPC's trailer carries
+	// (grpc-go's orca per-call metrics).
+	load *resLoad
 }
+
+// resLoad is a backend's ORCA load report: a request rate and an
+// application utilization, fixed whatever the traffic, so that the
+// weights grpc-go's weighted_round_robin derives from them hold still.
+type resLoad struct{ qps, utilization float64 }
 
 // resBackend is a gRPC server (health service) on 127.0.0.1 that counts
 // its RPCs, by user header too, and its open client connections, and
@@ -686,7 +876,13 @@ func startResBackends(t *testing.T, prefix string, n int, beh resBehaviour) []*r
 			t.Fatal(err)
 		}
 		b := &resBackend{id: fmt.Sprintf("%s%d", prefix, i), port: uint32(lis.Addr().(*net.TCPAddr).Port), beh: beh, byUser: map[string]int64{}}
-		srv := grpc.NewServer(grpc.UnaryInterceptor(b.intercept), grpc.StatsHandler(connCounter{&b.conns}))
+		opts := []grpc.ServerOption{grpc.StatsHandler(connCounter{&b.conns})}
+		if beh.load != nil {
+			// Before intercept: its interceptor puts the recorder in the
+			// context intercept fills, and writes the trailer after.
+			opts = append(opts, orca.CallMetricsServerOption(nil))
+		}
+		srv := grpc.NewServer(append(opts, grpc.ChainUnaryInterceptor(b.intercept))...)
 		healthpb.RegisterHealthServer(srv, health.NewServer())
 		go srv.Serve(lis)
 		t.Cleanup(srv.Stop)
@@ -705,6 +901,11 @@ func (b *resBackend) intercept(ctx context.Context, req any, _ *grpc.UnaryServer
 	if g := b.beh.gauge; g != nil {
 		g.enter()
 		defer g.cur.Add(-1)
+	}
+	if l := b.beh.load; l != nil {
+		rec := orca.CallMetricsRecorderFromContext(ctx)
+		rec.SetQPS(l.qps)
+		rec.SetApplicationUtilization(l.utilization)
 	}
 	if b.beh.slow != nil {
 		b.beh.slow(ctx)
