@@ -357,11 +357,15 @@ func (f *meshFixture) window(t *testing.T) zaMeasure {
 }
 
 // converged measures windows until the weights pushed during one are
-// within meshSamePoints of the optimum from the demand measured in it,
-// and returns that window; it fails the test if none is by within. The
-// first cycles from load reports see a partial interval of the load and
-// a busy machine makes them later, so how long the plan takes to settle
-// is not what is judged: what the clients measure once it has is. The
+// settled, within half of meshSamePoints of the optimum from the demand
+// measured in it, and returns that window; it fails the test if none is
+// by within, unless the last window's pushed weights are within
+// meshSamePoints (then that window is returned). The first cycles from
+// load reports see a partial interval of the load and a busy machine
+// makes them later, so how long the plan takes to settle is not what is
+// judged: what the clients measure once it has is. A window taken while
+// the plan still moves (pushed 1.9 points off, measured 2.7 by the
+// clients' sampling noise on top) judged the noise, not the plan. The
 // measured shares of the returned window are judged by the caller.
 func (f *meshFixture) converged(t *testing.T, within time.Duration) zaMeasure {
 	t.Helper()
@@ -370,11 +374,16 @@ func (f *meshFixture) converged(t *testing.T, within time.Duration) zaMeasure {
 		m := f.window(t)
 		_, pushed := m.sameZone()
 		opt := meshOptimum(&m)
-		if math.Abs(pushed-opt) <= meshSamePoints {
-			t.Logf("window %d (%v after the plans were there): pushed weights within %.0f points of the optimum", n, time.Since(start).Round(time.Second), 100*meshSamePoints)
+		off := math.Abs(pushed - opt)
+		if off <= meshSamePoints/2 {
+			t.Logf("window %d (%v after the plans were there): pushed weights within %.0f point of the optimum", n, time.Since(start).Round(time.Second), 100*meshSamePoints/2)
 			return m
 		}
 		if time.Since(start)+meshWindow > within {
+			if off <= meshSamePoints {
+				t.Logf("window %d (%v after the plans were there): pushed weights within %.0f points of the optimum (not %.0f)", n, time.Since(start).Round(time.Second), 100*meshSamePoints, 100*meshSamePoints/2)
+				return m
+			}
 			t.Fatalf("the pushed weights' same-zone share was %s in the last window, optimum %s: not within %.0f points in %d windows (%v)",
 				pts(pushed), pts(opt), 100*meshSamePoints, n, within)
 		}
