@@ -196,26 +196,41 @@ func runPID(o *options, name string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "spillway-sim: %v\n", err)
 		return 1
 	}
-	for _, f := range []struct {
-		path  string
-		write func(io.Writer, *PIDScenario, []PIDStep) error
-	}{{o.csv, writePIDCSV}, {o.svg, writePIDSVG}} {
+	if !writeOutputs(stderr,
+		output{o.csv, func(w io.Writer) error { return writePIDCSV(w, sc, steps) }},
+		output{o.svg, func(w io.Writer) error { return writePIDSVG(w, sc, steps) }}) {
+		return 1
+	}
+	return 0
+}
+
+// output is a file an option names (path "" for none) and what goes in
+// it.
+type output struct {
+	path  string
+	write func(io.Writer) error
+}
+
+// writeOutputs writes each output whose path is set; an error is
+// reported on stderr, naming the file, and makes it return false.
+func writeOutputs(stderr io.Writer, outs ...output) bool {
+	for _, f := range outs {
 		if f.path == "" {
 			continue
 		}
 		fh, err := os.Create(f.path)
 		if err == nil {
-			err = f.write(fh, sc, steps)
+			err = f.write(fh)
 			if cerr := fh.Close(); err == nil {
 				err = cerr
 			}
 		}
 		if err != nil {
 			fmt.Fprintf(stderr, "spillway-sim: write %s: %v\n", f.path, err)
-			return 1
+			return false
 		}
 	}
-	return 0
+	return true
 }
 
 // runIO runs a death-spiral scenario under each of its variants.
@@ -232,24 +247,10 @@ func runIO(o *options, sc *PIDScenario, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "spillway-sim: %v\n", err)
 		return 1
 	}
-	for _, f := range []struct {
-		path  string
-		write func(io.Writer, *PIDScenario, []IORun) error
-	}{{o.csv, writeIOCSV}, {o.svg, writeIOSVG}} {
-		if f.path == "" {
-			continue
-		}
-		fh, err := os.Create(f.path)
-		if err == nil {
-			err = f.write(fh, sc, runs)
-			if cerr := fh.Close(); err == nil {
-				err = cerr
-			}
-		}
-		if err != nil {
-			fmt.Fprintf(stderr, "spillway-sim: write %s: %v\n", f.path, err)
-			return 1
-		}
+	if !writeOutputs(stderr,
+		output{o.csv, func(w io.Writer) error { return writeIOCSV(w, sc, runs) }},
+		output{o.svg, func(w io.Writer) error { return writeIOSVG(w, sc, runs) }}) {
+		return 1
 	}
 	return 0
 }
