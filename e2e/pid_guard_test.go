@@ -4,22 +4,17 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/status"
 
 	"github.com/spillway/spillway/clientlib"
 	"github.com/spillway/spillway/clientlib/utilization"
@@ -50,92 +45,15 @@ const (
 	guardP99Bound = 1.5
 )
 
-// guardBackend is one backend: a single worker doing each request's CPU
-// work, its busy time (its "cgroup"), the utilization helper, and the
-// stall switch.
-type guardBackend struct {
-	id      string
-	port    uint32
-	work    int
-	jobs    chan chan struct{}
-	busy    atomic.Int64
-	stalled atomic.Bool
-	util    *utilization.Utilization
-}
-
-func startGuardBackend(t *testing.T, id string) *guardBackend {
-	t.Helper()
-	b := &guardBackend{id: id, work: int(float64(spinPerMs()) * float64(pidBaseCost) / float64(time.Millisecond)), jobs: make(chan chan struct{}, 256)}
-	u, err := utilization.New(utilization.Config{
-		Limit:       256,
-		SampleEvery: 250 * time.Millisecond,
-		// A short window, so that errors show in the first report after
-		// the stall (the default 10 s would take a few reports).
-		RateWindow: 2 * time.Second,
-		Sampler: utilization.SamplerFunc(func() (time.Duration, float64, error) {
-			return time.Duration(b.busy.Load()), 1, nil
-		}),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b.util = u
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case reply := <-b.jobs:
-				start := time.Now()
-				spin(b.work)
-				b.busy.Add(int64(time.Since(start)))
-				close(reply)
-			}
-		}
-	}()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b.port = uint32(lis.Addr().(*net.TCPAddr).Port)
-	srv := grpc.NewServer(append(u.ServerOptions(), grpc.ChainUnaryInterceptor(b.serve))...)
-	healthpb.RegisterHealthServer(srv, health.NewServer())
-	go srv.Serve(lis)
-	t.Cleanup(func() {
-		srv.Stop()
-		cancel()
-		<-done
-	})
+// startGuardBackend is a backend of the PID tests' kind (pid_test.go:
+// one worker doing each request's CPU work, its busy time its "cgroup")
+// that can stall: its utilization counts requests and errors over a
+// short window, so that errors show in the first report after the stall
+// (the default 10 s would take a few reports).
+func startGuardBackend(t *testing.T, id string) *pidBackend {
+	b := startPIDBackendWith(t, id, 1, 2*time.Second)
+	b.stall = guardStall
 	return b
-}
-
-func (b *guardBackend) serve(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-	if b.stalled.Load() {
-		// The I/O never completes: no CPU, give up after guardStall.
-		t := time.NewTimer(guardStall)
-		defer t.Stop()
-		select {
-		case <-t.C:
-			return nil, status.Errorf(codes.Unavailable, "backend %s: I/O timed out", b.id)
-		case <-ctx.Done():
-			return nil, status.FromContextError(ctx.Err()).Err()
-		}
-	}
-	reply := make(chan struct{})
-	select {
-	case b.jobs <- reply:
-	default:
-		return nil, status.Errorf(codes.ResourceExhausted, "backend %s: queue full", b.id)
-	}
-	select {
-	case <-reply:
-	case <-ctx.Done():
-		return nil, status.FromContextError(ctx.Err()).Err()
-	}
-	return h(ctx, req)
 }
 
 // rpcSample is one RPC's end and latency.
@@ -257,7 +175,7 @@ func TestPIDGuard(t *testing.T) {
 	rctx, rcancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	t.Cleanup(func() { rcancel(); wg.Wait() })
-	var backends []*guardBackend
+	var backends []*pidBackend
 	for i := range guardBackends {
 		b := startGuardBackend(t, fmt.Sprintf("g%d", i))
 		resp, err := reg.Register(ctx, &pb.RegisterRequest{Service: guardService, Endpoint: &pb.Endpoint{

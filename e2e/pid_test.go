@@ -79,14 +79,26 @@ type pidBackend struct {
 	jobs  chan chan struct{}
 	busy  atomic.Int64 // ns the worker spent working
 	util  *utilization.Utilization
+	// stalled, once set, makes every request wait stall for an I/O that
+	// never completes, with no CPU work, and fail (pid_guard_test.go).
+	stalled atomic.Bool
+	stall   time.Duration
 }
 
 func startPIDBackend(t *testing.T, id string, speed float64) *pidBackend {
+	return startPIDBackendWith(t, id, speed, 0)
+}
+
+// startPIDBackendWith is startPIDBackend whose utilization counts its
+// requests and errors over rateWindow (0: clientlib/utilization's
+// default).
+func startPIDBackendWith(t *testing.T, id string, speed float64, rateWindow time.Duration) *pidBackend {
 	t.Helper()
 	b := &pidBackend{id: id, speed: speed, work: int(float64(spinPerMs()) * float64(pidBaseCost) / float64(time.Millisecond) / speed), jobs: make(chan chan struct{}, 256)}
 	u, err := utilization.New(utilization.Config{
 		Limit:       256,
 		SampleEvery: 250 * time.Millisecond,
+		RateWindow:  rateWindow,
 		Sampler: utilization.SamplerFunc(func() (time.Duration, float64, error) {
 			return time.Duration(b.busy.Load()), 1, nil // one core: the worker
 		}),
@@ -129,6 +141,17 @@ func startPIDBackend(t *testing.T, id string, speed float64) *pidBackend {
 }
 
 func (b *pidBackend) serve(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	if b.stalled.Load() {
+		// The I/O never completes: no CPU, give up after stall.
+		t := time.NewTimer(b.stall)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			return nil, status.Errorf(codes.Unavailable, "backend %s: I/O timed out", b.id)
+		case <-ctx.Done():
+			return nil, status.FromContextError(ctx.Err()).Err()
+		}
+	}
 	reply := make(chan struct{})
 	select {
 	case b.jobs <- reply:
