@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/netip"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -36,8 +38,10 @@ type fleet struct {
 	// Read-only after openFleet.
 	k        int
 	services []benchdata.Service
-	cancel   context.CancelFunc
-	conns    []*grpc.ClientConn
+	// svcOf[i] is the service of stream i; nil means i%len(services).
+	svcOf  []int
+	cancel context.CancelFunc
+	conns  []*grpc.ClientConn
 
 	wg sync.WaitGroup // one per receiving stream
 
@@ -120,15 +124,19 @@ type stream struct {
 }
 
 // openFleet dials addr with ceil(k/perConn) connections and opens k streams,
-// perConn per connection. It returns once every stream has sent its four
-// subscriptions; waitSynced waits for the answers. With trackEDS the
-// fleet keeps every stream's latest EDS (views) and a stream is synced
-// once it holds a subset.
-func openFleet(ctx context.Context, addr string, k, perConn int, services []benchdata.Service, zones []string, trackEDS bool) (*fleet, error) {
+// perConn per connection. svcOf gives each stream its service (nil:
+// stream i has service i%len(services)). Connection c dials from its own
+// loopback source address, sourceAddr(c), as clients on distinct hosts
+// do. It returns once every stream has sent its four subscriptions;
+// waitSynced waits for the answers. With trackEDS the fleet keeps every
+// stream's latest EDS (views) and a stream is synced once it holds a
+// subset.
+func openFleet(ctx context.Context, addr string, k, perConn int, services []benchdata.Service, svcOf []int, zones []string, trackEDS bool) (*fleet, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	f := &fleet{
 		k:        k,
 		services: services,
+		svcOf:    svcOf,
 		cancel:   cancel,
 		syncedCh: make(chan struct{}),
 		pending:  make([]atomic.Pointer[pendingChange], len(services)),
@@ -138,8 +146,13 @@ func openFleet(ctx context.Context, addr string, k, perConn int, services []benc
 		f.views = make([]atomic.Pointer[edsView], k)
 	}
 	nconn := (k + perConn - 1) / perConn
-	for range nconn {
-		cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	for c := range nconn {
+		src := &net.TCPAddr{IP: sourceAddr(c).AsSlice()}
+		dial := func(ctx context.Context, target string) (net.Conn, error) {
+			d := net.Dialer{LocalAddr: src}
+			return d.DialContext(ctx, "tcp", target)
+		}
+		cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithContextDialer(dial))
 		if err != nil {
 			f.close()
 			return nil, fmt.Errorf("dial %s: %w", addr, err)
@@ -172,7 +185,7 @@ func (f *fleet) openStream(ctx context.Context, client v3discoverygrpc.Aggregate
 	if err != nil {
 		return fmt.Errorf("stream %d: open: %w", i, err)
 	}
-	st := &stream{i: i, svc: i % len(f.services), ads: ads}
+	st := &stream{i: i, svc: f.serviceOf(i), ads: ads}
 	st.name = f.services[st.svc].Name
 	// The node of grpc-go's xDS client, as a bootstrap file would set it.
 	node := &v3corepb.Node{
@@ -349,10 +362,34 @@ func (f *fleet) onTrackedEDS(st *stream, resp *v3discoverypb.DiscoveryResponse, 
 	return nil
 }
 
-// streamsOf returns the streams subscribed to service svc: svc, svc +
-// services, … below k.
+// sourceAddr is the loopback address connection c dials from:
+// 127.100.0.1 + c. A server that limits streams per peer address (as
+// spillway's --grpc-max-streams-per-identity does for anonymous callers)
+// sees one client per connection, as it would see a fleet of hosts.
+func sourceAddr(c int) netip.Addr {
+	v := uint32(127<<24|100<<16) + 1 + uint32(c)
+	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
+}
+
+// serviceOf is the service of stream i.
+func (f *fleet) serviceOf(i int) int {
+	if f.svcOf != nil {
+		return f.svcOf[i]
+	}
+	return i % len(f.services)
+}
+
+// streamsOf returns the streams subscribed to service svc.
 func (f *fleet) streamsOf(svc int) []int {
 	var out []int
+	if f.svcOf != nil {
+		for i, s := range f.svcOf {
+			if s == svc {
+				out = append(out, i)
+			}
+		}
+		return out
+	}
 	for i := svc; i < f.k; i += len(f.services) {
 		out = append(out, i)
 	}
@@ -387,6 +424,9 @@ func (f *fleet) totalResponses() [len(typeURLs)]int64 {
 
 // affected is the number of streams subscribed to service svc.
 func (f *fleet) affected(svc int) int {
+	if f.svcOf != nil {
+		return len(f.streamsOf(svc))
+	}
 	n := len(f.services)
 	return f.k/n + btoi(svc < f.k%n)
 }

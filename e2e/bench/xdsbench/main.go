@@ -102,6 +102,25 @@
 // window (which the idle window and, for spillway+subset, the final check
 // follow), and with --idle-profile one of the idle window.
 //
+// # Targets and data files
+//
+// --target takes a comma-separated list: spillway, baseline (the
+// SnapshotCache above) and linear (the baseline binary with --cache
+// linear: a go-control-plane LinearCache per resource type, EDS one per
+// zone, under a MuxCache; a change answers only the watches of the changed
+// resource); "both" is spillway,baseline and "all" all three. With --data
+// FILE (internal/benchdata's data file: a data set of any shape, such as
+// the region of e2e/bench/scale) the services come from the file, spillway
+// loads them as its --static-file and the baselines read the file; the K
+// streams are spread over the services in proportion to their endpoints
+// (benchdata.Spread), and the changes come in pairs on services drawn as
+// the service of a random stream (benchdata.PairPlan: an endpoint added,
+// then removed). Every connection dials from its own 127.100.x.y source
+// address, so spillway's --grpc-max-streams-per-identity (10,000 per
+// anonymous peer address by default) sees a client per connection, as
+// with real hosts, and stays on. --json FILE writes every round's figures
+// for other programs (e2e/bench/scale's xds part).
+//
 // Usage, from the repository root:
 //
 //	go run ./e2e/bench/xdsbench                      # K=1000,10000; 1 and 10 streams per connection; 5 rounds
@@ -111,14 +130,17 @@
 //
 // Everything runs on 127.0.0.1; every wait is bounded; the servers are
 // stopped on exit, including on Ctrl-C, and die with the driver if it is
-// killed (Pdeathsig). The driver raises its own RLIMIT_NOFILE to the hard
-// limit (K=10000 with one stream per connection needs 10,100 descriptors
-// in the driver and as many in the server). Clients and servers share the
+// killed (Pdeathsig). The driver raises its own RLIMIT_NOFILE, which the
+// servers inherit, to K/streams-per-conn + 1,000, the hard limit too where
+// it may (root), else to the hard limit (K=50,000 with one stream per
+// connection needs 51,000 descriptors in the driver and as many in the
+// server). Clients and servers share the
 // machine's cores: the fan-out latencies include the clients' own work.
 package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -176,6 +198,11 @@ type config struct {
 	// weightsInterval is spillway's --weights-interval in both spillway
 	// targets; 0 leaves spillway's default.
 	weightsInterval time.Duration
+	// dataFile, when set, is the data set (a benchdata data file) in
+	// place of --services, --endpoints and --zones; see "Data files".
+	dataFile string
+	// jsonOut, when set, is where every round's figures go as JSON.
+	jsonOut string
 }
 
 // result is one target at one K.
@@ -300,9 +327,11 @@ func run() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	if lim, err := raiseFileLimit(); err != nil {
+	// The driver holds a descriptor per connection, and so does the server.
+	need := uint64(slices.Max(cfg.streams)/slices.Min(cfg.perConns) + 1000)
+	if lim, err := raiseFileLimit(need); err != nil {
 		fmt.Fprintln(os.Stderr, "xdsbench: raise RLIMIT_NOFILE:", err)
-	} else if need := uint64(slices.Max(cfg.streams)/slices.Min(cfg.perConns) + 100); lim < need {
+	} else if lim < need {
 		fmt.Fprintf(os.Stderr, "xdsbench: RLIMIT_NOFILE is %d, want at least %d\n", lim, need)
 		return 1
 	}
@@ -327,8 +356,13 @@ func run() int {
 	}
 
 	fmt.Printf("== xdsbench: %s\n", machine())
-	fmt.Printf("== %d services x %d endpoints over %d zones; %d changes per run; %d rounds; streams per connection %v\n",
-		cfg.services, cfg.endpoints, cfg.zones, cfg.changes, cfg.rounds, cfg.perConns)
+	if cfg.dataFile != "" {
+		fmt.Printf("== %d services over %d zones from %s; %d changes per run; %d rounds; streams per connection %v\n",
+			cfg.services, cfg.zones, cfg.dataFile, cfg.changes, cfg.rounds, cfg.perConns)
+	} else {
+		fmt.Printf("== %d services x %d endpoints over %d zones; %d changes per run; %d rounds; streams per connection %v\n",
+			cfg.services, cfg.endpoints, cfg.zones, cfg.changes, cfg.rounds, cfg.perConns)
+	}
 	if cfg.weightsInterval > 0 {
 		fmt.Printf("== spillway --weights-interval %v in every spillway run\n", cfg.weightsInterval)
 	}
@@ -336,6 +370,7 @@ func run() int {
 		fmt.Printf("== %s: every service with subset_mode deterministic, subset_size %d\n", subsetTarget, cfg.subsetSize)
 	}
 	var tables []string
+	var all []*result
 	failed := false
 	for _, k := range cfg.streams {
 		for _, perConn := range cfg.perConns {
@@ -360,6 +395,7 @@ func run() int {
 					rs = append(rs, r)
 				}
 			}
+			all = append(all, rs...)
 			tbl := table(&cfg, k, perConn, rs)
 			fmt.Println()
 			fmt.Println(tbl)
@@ -372,6 +408,13 @@ func run() int {
 			return 1
 		}
 		fmt.Println("wrote", cfg.out)
+	}
+	if cfg.jsonOut != "" {
+		if err := writeJSON(cfg.jsonOut, all); err != nil {
+			fmt.Fprintln(os.Stderr, "xdsbench:", err)
+			return 1
+		}
+		fmt.Println("wrote", cfg.jsonOut)
 	}
 	if cfg.keep != "" {
 		fmt.Println("server logs in", cfg.keep)
@@ -387,7 +430,7 @@ func run() int {
 
 func parseFlags(args []string) (config, error) {
 	fs := flag.NewFlagSet("xdsbench", flag.ContinueOnError)
-	target := fs.String("target", "both", "spillway, baseline or both")
+	target := fs.String("target", "both", "comma-separated targets: spillway, baseline (SnapshotCache), linear (LinearCache); both is spillway,baseline; all is all three")
 	streams := fs.String("streams", "1000,10000", "comma-separated stream counts K, each a separate row")
 	perConn := fs.String("streams-per-conn", "1,10", "comma-separated ADS streams per client gRPC connection, each a separate row (grpc-go opens one stream per connection)")
 	var cfg config
@@ -413,6 +456,8 @@ func parseFlags(args []string) (config, error) {
 	fs.DurationVar(&cfg.cpuProfile, "cpu-profile", 0, "with --pprof: round 1 also saves each server's CPU profile of the first this long (whole seconds) of the change window (0: none)")
 	fs.BoolVar(&cfg.idleProfile, "idle-profile", false, "with --pprof: round 1 also saves each server's CPU profile of the idle window (TARGET-idle.pprof)")
 	fs.IntVar(&cfg.subsetSize, "subset-size", 0, "also run "+subsetTarget+": spillway with subset_mode deterministic and this subset_size for every service (0: off)")
+	fs.StringVar(&cfg.dataFile, "data", "", "read the data set from this data file (internal/benchdata) instead of --services, --endpoints and --zones; streams are spread over its services in proportion to their endpoints, and changes come in add/remove pairs")
+	fs.StringVar(&cfg.jsonOut, "json", "", "also write every round's figures as JSON to this file")
 	fs.DurationVar(&cfg.weightsInterval, "weights-interval", 0, "spillway's --weights-interval, in both spillway targets (0: spillway's default, 10s; 1s with --subset-size)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
@@ -424,10 +469,15 @@ func parseFlags(args []string) (config, error) {
 	switch *target {
 	case "both":
 		cfg.targets = []string{"spillway", "baseline"}
-	case "spillway", "baseline":
-		cfg.targets = []string{*target}
+	case "all":
+		cfg.targets = []string{"spillway", "baseline", linearTarget}
 	default:
-		return cfg, fmt.Errorf("--target: %q, want spillway, baseline or both", *target)
+		for t := range strings.SplitSeq(*target, ",") {
+			if t != "spillway" && t != "baseline" && t != linearTarget {
+				return cfg, fmt.Errorf("--target: %q, want spillway, baseline, linear, both or all", t)
+			}
+			cfg.targets = append(cfg.targets, t)
+		}
 	}
 	var err error
 	if cfg.streams, err = positiveList("--streams", *streams); err != nil {
@@ -436,7 +486,19 @@ func parseFlags(args []string) (config, error) {
 	if cfg.perConns, err = positiveList("--streams-per-conn", *perConn); err != nil {
 		return cfg, err
 	}
-	if err := benchdata.Validate(cfg.services, cfg.endpoints, cfg.zones); err != nil {
+	if cfg.dataFile != "" {
+		svcs, zones, err := benchdata.ReadFile(cfg.dataFile)
+		if err != nil {
+			return cfg, fmt.Errorf("--data: %w", err)
+		}
+		cfg.services, cfg.zones = len(svcs), len(zones)
+		if cfg.subsetSize > 0 {
+			return cfg, errors.New("--subset-size and --data do not go together")
+		}
+		if cfg.changes%2 != 0 {
+			return cfg, fmt.Errorf("--changes: %d, want an even number with --data (add/remove pairs)", cfg.changes)
+		}
+	} else if err := benchdata.Validate(cfg.services, cfg.endpoints, cfg.zones); err != nil {
 		return cfg, err
 	}
 	switch {
@@ -474,7 +536,7 @@ func parseFlags(args []string) (config, error) {
 			cfg.weightsInterval = time.Second
 		}
 	}
-	if slices.Min(cfg.streams) < cfg.services {
+	if slices.Min(cfg.streams) < cfg.services && cfg.dataFile == "" {
 		fmt.Fprintf(os.Stderr, "xdsbench: warning: K=%d < %d services: some changes have no affected stream\n", slices.Min(cfg.streams), cfg.services)
 	}
 	return cfg, nil
@@ -506,7 +568,8 @@ func build(ctx context.Context, cfg *config, work string) error {
 		{"spillway", &cfg.spillwayBin, "./cmd/spillway"},
 		{"baseline", &cfg.baselineBin, "./e2e/bench/xdsbench/baseline"},
 	} {
-		if !slices.Contains(cfg.targets, b.target) || *b.bin != "" {
+		used := slices.Contains(cfg.targets, b.target) || b.target == "baseline" && slices.Contains(cfg.targets, linearTarget)
+		if !used || *b.bin != "" {
 			continue
 		}
 		out := filepath.Join(work, b.target)
@@ -540,12 +603,12 @@ func moduleRoot(ctx context.Context) (string, error) {
 func runOne(ctx context.Context, cfg *config, target string, k, perConn, round int, work, logDir string) *result {
 	r := &result{target: target, k: k, perConn: perConn, round: round}
 	fmt.Printf("\n== %s, K=%d, %d streams per connection, round %d\n", target, k, perConn, round)
-	services := benchdata.Services(cfg.services, cfg.endpoints, cfg.zones)
-	plan, err := benchdata.Plan(services, cfg.zones, cfg.changes)
+	d, err := loadData(cfg, k)
 	if err != nil {
 		r.err = err
 		return r
 	}
+	services, plan := d.services, d.plan
 	dir := filepath.Join(logDir, fmt.Sprintf("k%d-c%d-r%d", k, perConn, round))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		r.err = err
@@ -553,7 +616,7 @@ func runOne(ctx context.Context, cfg *config, target string, k, perConn, round i
 	}
 	profiling := cfg.pprof && round == 1
 	debug := profiling || cfg.steady // the server serves /debug/pprof/
-	srv, err := startTarget(ctx, cfg, target, dir, services, debug)
+	srv, err := startTarget(ctx, cfg, target, dir, d, debug)
 	if err != nil {
 		r.err = err
 		return r
@@ -568,7 +631,7 @@ func runOne(ctx context.Context, cfg *config, target string, k, perConn, round i
 	}
 	start := time.Now()
 	subsets := target == subsetTarget
-	fl, err := openFleet(ctx, srv.adsAddr, k, perConn, services, benchdata.Zones(cfg.zones), subsets)
+	fl, err := openFleet(ctx, srv.adsAddr, k, perConn, services, d.svcOf, d.zones, subsets)
 	if err != nil {
 		r.err = explain(target, err)
 		return r
@@ -640,25 +703,70 @@ func runOne(ctx context.Context, cfg *config, target string, k, perConn, round i
 // serving /debug/pprof/ when debug is set. Both spillway targets get
 // --weights-interval when set; subsetTarget also a --service-config-dir
 // giving every service subsets of --subset-size.
-func startTarget(ctx context.Context, cfg *config, target, dir string, services []benchdata.Service, debug bool) (*server, error) {
+func startTarget(ctx context.Context, cfg *config, target, dir string, d *dataSet, debug bool) (*server, error) {
+	services := d.services
 	var extra []string
 	if cfg.weightsInterval > 0 {
 		extra = append(extra, "--weights-interval", cfg.weightsInterval.String())
 	}
 	switch target {
 	case "spillway":
-		return startSpillway(ctx, cfg.spillwayBin, dir, services, debug, extra...)
+		if cfg.dataFile != "" {
+			static, err := writeStaticFile(dir, services)
+			if err != nil {
+				return nil, err
+			}
+			return startSpillway(ctx, cfg.spillwayBin, dir, services, static, debug, extra...)
+		}
+		return startSpillway(ctx, cfg.spillwayBin, dir, services, "", debug, extra...)
 	case subsetTarget:
 		cfgDir, err := writeSubsetConfig(dir, services, cfg.subsetSize)
 		if err != nil {
 			return nil, err
 		}
-		return startSpillway(ctx, cfg.spillwayBin, dir, services, debug, append(extra, "--service-config-dir", cfgDir)...)
-	case "baseline":
-		return startBaseline(ctx, cfg.baselineBin, dir, cfg.services, cfg.endpoints, cfg.zones, debug)
+		return startSpillway(ctx, cfg.spillwayBin, dir, services, "", debug, append(extra, "--service-config-dir", cfgDir)...)
+	case "baseline", linearTarget:
+		return startBaseline(ctx, cfg, target, dir, services, debug)
 	default:
 		return nil, fmt.Errorf("unknown target %q", target)
 	}
+}
+
+// linearTarget is the baseline binary with --cache linear: a LinearCache
+// per resource type (EDS: per zone).
+const linearTarget = "linear"
+
+// dataSet is one run's data: the services, the zones, each stream's
+// service (nil: stream i has service i%len(services)) and the changes.
+type dataSet struct {
+	services []benchdata.Service
+	zones    []string
+	svcOf    []int
+	plan     []benchdata.Change
+}
+
+// loadData builds the data set of a run of k streams: from --data (streams
+// spread in proportion to endpoints, changes in pairs) or from
+// --services, --endpoints and --zones.
+func loadData(cfg *config, k int) (*dataSet, error) {
+	if cfg.dataFile == "" {
+		services := benchdata.Services(cfg.services, cfg.endpoints, cfg.zones)
+		plan, err := benchdata.Plan(services, cfg.zones, cfg.changes)
+		if err != nil {
+			return nil, err
+		}
+		return &dataSet{services: services, zones: benchdata.Zones(cfg.zones), plan: plan}, nil
+	}
+	services, zones, err := benchdata.ReadFile(cfg.dataFile)
+	if err != nil {
+		return nil, fmt.Errorf("--data: %w", err)
+	}
+	svcOf := benchdata.Spread(services, k)
+	plan, err := benchdata.PairPlan(services, zones, svcOf, cfg.changes)
+	if err != nil {
+		return nil, err
+	}
+	return &dataSet{services: services, zones: zones, svcOf: svcOf, plan: plan}, nil
 }
 
 // meter takes the readings of one run's server: one target at one K.
@@ -980,8 +1088,13 @@ func msf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond
 // against the targets, and every round with the machine's other CPU use.
 func table(cfg *config, k, perConn int, rs []*result) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "K = %d streams, %d per connection (%d connections); %d services x %d endpoints, %d zones; %d changes per round, on services of %d streams each; medians of %d rounds\n\n",
-		k, perConn, (k+perConn-1)/perConn, cfg.services, cfg.endpoints, cfg.zones, cfg.changes, k/cfg.services, cfg.rounds)
+	if cfg.dataFile != "" {
+		fmt.Fprintf(&b, "K = %d streams, %d per connection (%d connections); %d services of %s over %d zones, streams spread in proportion to endpoints; %d changes per round in add/remove pairs; medians of %d rounds\n\n",
+			k, perConn, (k+perConn-1)/perConn, cfg.services, cfg.dataFile, cfg.zones, cfg.changes, cfg.rounds)
+	} else {
+		fmt.Fprintf(&b, "K = %d streams, %d per connection (%d connections); %d services x %d endpoints, %d zones; %d changes per round, on services of %d streams each; medians of %d rounds\n\n",
+			k, perConn, (k+perConn-1)/perConn, cfg.services, cfg.endpoints, cfg.zones, cfg.changes, k/cfg.services, cfg.rounds)
+	}
 	if cfg.subsetSize > 0 {
 		fmt.Fprintf(&b, "%s: subsets of %d for every service; spillway --weights-interval %v in both spillway targets. Its stream updates are the streams whose endpoints a change changed, its fan-out latencies the time to their final endpoints (a subset moves at the next weights cycle).\n\n",
 			subsetTarget, cfg.subsetSize, cfg.weightsInterval)
@@ -1048,9 +1161,13 @@ func table(cfg *config, k, perConn int, rs []*result) string {
 			fmt.Fprintf(&b, "| %s | %.2f | at most %.2f | %s |\n", name, nv/dv, want, verdict)
 		}
 	}
-	s, bl := ok["spillway"], ok["baseline"]
-	if len(s) > 0 && len(bl) > 0 {
-		fmt.Fprintf(&b, "\n| spillway/baseline (medians) | ratio | target | |\n|---|---:|---:|---|\n")
+	s := ok["spillway"]
+	for _, ref := range []string{"baseline", linearTarget} {
+		bl := ok[ref]
+		if len(s) == 0 || len(bl) == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "\n| spillway/%s (medians) | ratio | target | |\n|---|---:|---:|---|\n", ref)
 		ratio(s, bl, "RSS per stream", (*result).rssPerStream, 0.5)
 		ratio(s, bl, "peak RSS per stream (opening every stream at once)", (*result).peakPerStream, 0)
 		if cfg.steady {
@@ -1165,4 +1282,59 @@ func writeMarkdown(cfg *config, path string, tables []string) error {
 		"Idle server CPU and responses: the server's CPU, and the responses all streams received, over an idle window after the changes. "+
 		"Other processes: the CPU of every other process (utime+stime from /proc/PID/stat; processes that ended in the window are missed) over the change window, in cores.")
 	return f.Close()
+}
+
+// jsonResult is one round of one target in the --json file: the figures
+// the tables print, by name.
+type jsonResult struct {
+	Target  string `json:"target"`
+	Streams int    `json:"streams"`
+	PerConn int    `json:"streams_per_conn"`
+	Round   int    `json:"round"`
+	Error   string `json:"error,omitempty"`
+
+	RSSPerStreamKiB       float64 `json:"rss_per_stream_kib"`
+	RSSSteadyPerStreamKiB float64 `json:"rss_after_gc_per_stream_kib"`
+	PeakPerStreamKiB      float64 `json:"peak_rss_per_stream_kib"`
+	RSSBeforeKiB          int64   `json:"rss_before_kib"`
+	RSSAfterKiB           int64   `json:"rss_after_kib"`
+	GrossCPUPerUpdateUS   float64 `json:"gross_cpu_us_per_stream_update"`
+	NetCPUPerUpdateUS     float64 `json:"net_cpu_us_per_stream_update"`
+	CPUPerEDSUS           float64 `json:"cpu_us_per_eds_response"`
+	ServerCPUSeconds      float64 `json:"server_cpu_s"`
+	Updates               int     `json:"stream_updates"`
+	Changes               int     `json:"changes"`
+	EDSResponses          int64   `json:"eds_responses"`
+	P50MS                 float64 `json:"fanout_p50_ms"`
+	P99MS                 float64 `json:"fanout_p99_ms"`
+	MaxMS                 float64 `json:"fanout_max_ms"`
+	Missed                int     `json:"missed"`
+	SetupSeconds          float64 `json:"setup_s"`
+	OtherCores            float64 `json:"other_processes_cores"`
+	IdleCPUMSPerS         float64 `json:"idle_server_cpu_ms_per_s"`
+}
+
+// writeJSON writes rs to path as a JSON array of jsonResult.
+func writeJSON(path string, rs []*result) error {
+	out := make([]jsonResult, 0, len(rs))
+	for _, r := range rs {
+		j := jsonResult{Target: r.target, Streams: r.k, PerConn: r.perConn, Round: r.round}
+		if r.err != nil {
+			j.Error = r.err.Error()
+			out = append(out, j)
+			continue
+		}
+		j.RSSPerStreamKiB, j.RSSSteadyPerStreamKiB, j.PeakPerStreamKiB = r.rssPerStream(), r.rssSteadyPerStream(), r.peakPerStream()
+		j.RSSBeforeKiB, j.RSSAfterKiB = r.rssBeforeKiB, r.rssAfterKiB
+		j.GrossCPUPerUpdateUS, j.NetCPUPerUpdateUS, j.CPUPerEDSUS = r.grossPerUpdate(), r.netPerUpdate(), r.perEDS()
+		j.ServerCPUSeconds, j.Updates, j.Changes, j.EDSResponses = r.cpu, r.updates, len(r.calls), r.responses[edsIndex]
+		j.P50MS, j.P99MS, j.MaxMS, j.Missed = msf(r.p(0.5)), msf(r.p(0.99)), msf(r.p(1)), r.missed
+		j.SetupSeconds, j.OtherCores, j.IdleCPUMSPerS = r.setup.Seconds(), r.otherCPU(), r.idleRate()
+		out = append(out, j)
+	}
+	b, err := json.MarshalIndent(out, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
 }

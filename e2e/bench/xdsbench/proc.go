@@ -11,12 +11,23 @@ import (
 	"github.com/spillway/spillway/e2e/bench/internal/procstat"
 )
 
-// raiseFileLimit lifts the soft RLIMIT_NOFILE to the hard limit and returns
-// the new soft limit.
-func raiseFileLimit() (uint64, error) {
+// raiseFileLimit lifts the soft RLIMIT_NOFILE to want, raising the hard
+// limit too where it is lower and the process may (root: CAP_SYS_RESOURCE),
+// else to the hard limit, and returns the new soft limit. The servers the
+// driver starts inherit it.
+func raiseFileLimit(want uint64) (uint64, error) {
 	var l syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l); err != nil {
 		return 0, err
+	}
+	if l.Cur >= want {
+		return l.Cur, nil
+	}
+	if l.Max < want {
+		up := syscall.Rlimit{Cur: want, Max: want}
+		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &up); err == nil {
+			return want, nil
+		}
 	}
 	if l.Cur < l.Max {
 		l.Cur = l.Max

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -46,6 +47,11 @@ type server struct {
 	// cleanup releases the driver's side (connections); run by stop.
 	cleanup []func()
 }
+
+// readyLimit bounds a server's start, data set loaded: a million
+// endpoints take spillway's static load and the baseline's snapshot
+// building tens of seconds on a busy machine.
+const readyLimit = 3 * time.Minute
 
 // freeAddr returns a loopback TCP address nothing listens on right now.
 func freeAddr() (string, error) {
@@ -150,11 +156,14 @@ func (s *server) waitReady(ctx context.Context, limit time.Duration, ready func(
 }
 
 // startSpillway runs the spillway binary with registrations in memory and
-// leases of an hour, and registers every endpoint through the registry API.
-// With withPprof, it serves /debug/pprof/ (its --pprof) on its HTTP
+// leases of an hour, and registers every endpoint through the registry API,
+// or, given a static file (writeStaticFile), loads the data set from it
+// (--static-file: a million endpoints load in seconds, where a million
+// Register calls take minutes); the changes register and deregister either
+// way. With withPprof, it serves /debug/pprof/ (its --pprof) on its HTTP
 // address, a free loopback address. extra are more flags of spillway's
 // (--weights-interval, --service-config-dir).
-func startSpillway(ctx context.Context, bin, dir string, services []benchdata.Service, withPprof bool, extra ...string) (_ *server, err error) {
+func startSpillway(ctx context.Context, bin, dir string, services []benchdata.Service, staticFile string, withPprof bool, extra ...string) (_ *server, err error) {
 	grpcAddr, err := freeAddr()
 	if err != nil {
 		return nil, err
@@ -169,13 +178,16 @@ func startSpillway(ctx context.Context, bin, dir string, services []benchdata.Se
 		httpAddr = pprofAddr
 		extra = append(extra, "--pprof")
 	}
+	if staticFile != "" {
+		extra = append(extra, "--static-file", staticFile)
+	}
+	// spillway's --grpc-max-streams-per-identity stays at its default:
+	// the fleet dials every connection from its own loopback address
+	// (sourceAddr), one anonymous identity each, as hosts would.
 	s, err := startProcess("spillway", bin, append([]string{
 		"--data-dir", "", "--lease-ttl", "1h",
 		"--grpc-addr", grpcAddr, "--http-addr", httpAddr, "--dns-addr", "127.0.0.1:0",
 		"--log-level", "warn",
-		// Every bench stream comes from 127.0.0.1 without credentials: one
-		// identity, where a fleet is many. The baseline has no such cap.
-		"--grpc-max-streams-per-identity", "0",
 	}, extra...), nil, filepath.Join(dir, "spillway.log"))
 	if err != nil {
 		return nil, err
@@ -193,7 +205,7 @@ func startSpillway(ctx context.Context, bin, dir string, services []benchdata.Se
 	s.cleanup = append(s.cleanup, func() { cc.Close() })
 	s.admin = adminv1.NewAdminClient(cc)
 	reg := registryv1.NewRegistryClient(cc)
-	if err := s.waitReady(ctx, 30*time.Second, func(ctx context.Context) error {
+	if err := s.waitReady(ctx, readyLimit, func(ctx context.Context) error {
 		_, err := reg.ListServices(ctx, &registryv1.ListServicesRequest{})
 		return err
 	}); err != nil {
@@ -229,7 +241,12 @@ func startSpillway(ctx context.Context, bin, dir string, services []benchdata.Se
 	jobs := make(chan job)
 	errs := make(chan error, 8)
 	var wg sync.WaitGroup
-	for range 8 {
+	workers := 8
+	if staticFile != "" {
+		workers = 0 // the static file holds the data set
+		close(jobs)
+	}
+	for range workers {
 		wg.Go(func() {
 			var first error
 			for j := range jobs {
@@ -242,12 +259,14 @@ func startSpillway(ctx context.Context, bin, dir string, services []benchdata.Se
 			errs <- first
 		})
 	}
-	for _, svc := range services {
-		for _, e := range svc.Endpoints {
-			jobs <- job{svc.Name, e}
+	if staticFile == "" {
+		for _, svc := range services {
+			for _, e := range svc.Endpoints {
+				jobs <- job{svc.Name, e}
+			}
 		}
+		close(jobs)
 	}
-	close(jobs)
 	wg.Wait()
 	close(errs)
 	for e := range errs {
@@ -295,9 +314,36 @@ func startSpillway(ctx context.Context, bin, dir string, services []benchdata.Se
 	return s, nil
 }
 
+// writeStaticFile writes services as a spillway --static-file into dir
+// and returns its path: every endpoint with its id, address, port and
+// zone, in benchdata.Region.
+func writeStaticFile(dir string, services []benchdata.Service) (string, error) {
+	path := filepath.Join(dir, "static.yaml")
+	f, err := os.Create(path)
+	if err != nil {
+		return "", err
+	}
+	w := bufio.NewWriterSize(f, 1<<20)
+	fmt.Fprintln(w, "services:")
+	for _, s := range services {
+		fmt.Fprintf(w, "  - name: %s\n    endpoints:\n", s.Name)
+		for _, e := range s.Endpoints {
+			fmt.Fprintf(w, "      - {id: %s, address: %s, ports: [\"%s=%d\"], zone: %s, region: %s}\n",
+				e.ID, e.Address, benchdata.PortName, benchdata.Port, e.Zone, benchdata.Region)
+		}
+	}
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return "", fmt.Errorf("write %s: %w", path, err)
+	}
+	return path, f.Close()
+}
+
 // startBaseline runs the baseline binary (e2e/bench/xdsbench/baseline),
-// which builds the same data set itself.
-func startBaseline(ctx context.Context, bin, dir string, services, endpoints, zones int, withPprof bool) (_ *server, err error) {
+// which builds the same data set itself (from --data, or from the three
+// numbers), with a SnapshotCache (target "baseline") or LinearCaches
+// (linearTarget).
+func startBaseline(ctx context.Context, cfg *config, target, dir string, services []benchdata.Service, withPprof bool) (_ *server, err error) {
 	grpcAddr, err := freeAddr()
 	if err != nil {
 		return nil, err
@@ -306,14 +352,19 @@ func startBaseline(ctx context.Context, bin, dir string, services, endpoints, zo
 	if err != nil {
 		return nil, err
 	}
-	args := []string{
-		"--grpc-addr", grpcAddr, "--http-addr", httpAddr,
-		"--services", fmt.Sprint(services), "--endpoints", fmt.Sprint(endpoints), "--zones", fmt.Sprint(zones),
+	args := []string{"--grpc-addr", grpcAddr, "--http-addr", httpAddr}
+	if cfg.dataFile != "" {
+		args = append(args, "--data", cfg.dataFile)
+	} else {
+		args = append(args, "--services", fmt.Sprint(cfg.services), "--endpoints", fmt.Sprint(cfg.endpoints), "--zones", fmt.Sprint(cfg.zones))
+	}
+	if target == linearTarget {
+		args = append(args, "--cache", "linear")
 	}
 	if withPprof {
 		args = append(args, "--pprof")
 	}
-	s, err := startProcess("baseline", bin, args, nil, filepath.Join(dir, "baseline.log"))
+	s, err := startProcess(target, cfg.baselineBin, args, nil, filepath.Join(dir, target+".log"))
 	if err != nil {
 		return nil, err
 	}
@@ -342,14 +393,13 @@ func startBaseline(ctx context.Context, bin, dir string, services, endpoints, zo
 		}
 		return nil
 	}
-	if err := s.waitReady(ctx, 30*time.Second, func(ctx context.Context) error {
+	if err := s.waitReady(ctx, readyLimit, func(ctx context.Context) error {
 		return call(ctx, http.MethodGet, "/readyz")
 	}); err != nil {
 		return s, err
 	}
-	names := benchdata.Services(services, endpoints, zones)
 	s.change = func(ctx context.Context, c benchdata.Change) error {
-		q := url.Values{"service": {names[c.Service].Name}, "address": {c.Endpoint.Address.String()}}
+		q := url.Values{"service": {services[c.Service].Name}, "address": {c.Endpoint.Address.String()}}
 		if c.Add {
 			q.Set("op", "add")
 			q.Set("id", c.Endpoint.ID)

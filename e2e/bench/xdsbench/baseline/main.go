@@ -36,6 +36,17 @@
 // EDS watches. Only the changed service's assignments are rebuilt; the
 // other resources are reused.
 //
+// With --cache linear it serves the same resources from go-control-plane
+// LinearCaches instead, as its users do when resources change one at a
+// time: one per resource type (NewLinearCache(typeURL,
+// WithInitialResources(...))) and, since an assignment depends on the
+// client's zone, one EDS cache per zone, under a MuxCache that picks the
+// cache by type and, for EDS, node.locality.zone. A change then calls
+// UpdateResource on each zone's EDS cache, which answers only the watches
+// of that resource, where the SnapshotCache answers every EDS watch of
+// the zone. With --data FILE the data set is read from an
+// internal/benchdata data file instead of built from the three numbers.
+//
 // The driver makes changes over HTTP on loopback:
 //
 //	POST /change?op=add&service=svc-005&id=add-0&address=10.200.0.1&zone=zone-a
@@ -97,20 +108,55 @@ func main() {
 	services := flag.Int("services", 100, "number of services")
 	endpoints := flag.Int("endpoints", 9, "endpoints per service")
 	zones := flag.Int("zones", 3, "number of zones")
+	dataFile := flag.String("data", "", "read the data set from this data file (package benchdata) instead of --services, --endpoints and --zones")
+	cacheKind := flag.String("cache", "snapshot", "snapshot: a SnapshotCache with a snapshot per zone; linear: a LinearCache per resource type (EDS: per zone) under a MuxCache")
 	withPprof := flag.Bool("pprof", false, "serve /debug/pprof/ on the HTTP address")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	if err := run(*grpcAddr, *httpAddr, *services, *endpoints, *zones, *withPprof, log); err != nil {
+	var data dataSet
+	switch {
+	case *dataFile != "":
+		svcs, zs, err := benchdata.ReadFile(*dataFile)
+		if err != nil {
+			log.Error("baseline failed", "err", fmt.Errorf("--data: %w", err))
+			os.Exit(2)
+		}
+		data = dataSet{services: svcs, zones: zs}
+	default:
+		if err := benchdata.Validate(*services, *endpoints, *zones); err != nil {
+			log.Error("baseline failed", "err", err)
+			os.Exit(2)
+		}
+		data = dataSet{services: benchdata.Services(*services, *endpoints, *zones), zones: benchdata.Zones(*zones)}
+	}
+	if *cacheKind != "snapshot" && *cacheKind != "linear" {
+		log.Error("baseline failed", "err", fmt.Errorf("--cache: %q, want snapshot or linear", *cacheKind))
+		os.Exit(2)
+	}
+	if err := run(*grpcAddr, *httpAddr, data, *cacheKind, *withPprof, log); err != nil {
 		log.Error("baseline failed", "err", err)
 		os.Exit(1)
 	}
 }
 
-func run(grpcAddr, httpAddr string, services, endpoints, zones int, withPprof bool, log *slog.Logger) error {
+// dataSet is the services the baseline serves, and the zones of their
+// endpoints and clients.
+type dataSet struct {
+	services []benchdata.Service
+	zones    []string
+}
+
+func run(grpcAddr, httpAddr string, data dataSet, cacheKind string, withPprof bool, log *slog.Logger) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	m, err := newModel(ctx, services, endpoints, zones)
+	var m *model
+	var err error
+	if cacheKind == "linear" {
+		m, err = newLinearModel(data)
+	} else {
+		m, err = newModel(ctx, data)
+	}
 	if err != nil {
 		return err
 	}
@@ -137,7 +183,7 @@ func run(grpcAddr, httpAddr string, services, endpoints, zones int, withPprof bo
 	go func() { errc <- grpcSrv.Serve(grpcLis) }()
 	go func() { errc <- httpSrv.Serve(httpLis) }()
 	log.Info("baseline serving", "grpc", grpcLis.Addr().String(), "http", httpLis.Addr().String(),
-		"services", services, "endpoints", endpoints, "zones", zones)
+		"cache", cacheKind, "services", len(data.services), "zones", len(data.zones))
 	select {
 	case <-ctx.Done():
 		err = nil
@@ -184,8 +230,18 @@ var _ cache.NodeHash = zoneHash{}
 
 // model is the endpoint list and the snapshots built from it.
 type model struct {
-	// Read-only after newModel.
-	cache cache.SnapshotCache
+	// Read-only after newModel or newLinearModel.
+	cache cache.Cache
+	// publishFn publishes the assignments of service i (the caller holds
+	// mu): publish for the SnapshotCache, publishLinear for the
+	// LinearCaches.
+	publishFn func(ctx context.Context, i int) error
+	// snapshots is the SnapshotCache (cache), or nil.
+	snapshots cache.SnapshotCache
+	// linearEDS[zone] is the zone's EDS LinearCache, or nil.
+	linearEDS map[string]*cache.LinearCache
+	// index maps a service name to its index in services.
+	index map[string]int
 	zones []string
 	// static holds the Listener, RouteConfiguration and Cluster resources
 	// at staticVersion: they never change, and every snapshot shares them.
@@ -204,15 +260,24 @@ type model struct {
 const staticVersion = "1"
 
 // newModel builds the data set and sets the first snapshot of every zone.
-func newModel(ctx context.Context, services, endpoints, zones int) (*model, error) {
-	if err := benchdata.Validate(services, endpoints, zones); err != nil {
-		return nil, err
-	}
+func newModel(ctx context.Context, data dataSet) (*model, error) {
+	snaps := cache.NewSnapshotCache(false, zoneHash{}, nil)
 	m := &model{
-		cache:    cache.NewSnapshotCache(false, zoneHash{}, nil),
-		zones:    benchdata.Zones(zones),
-		services: benchdata.Services(services, endpoints, zones),
-		cla:      map[string][]types.Resource{},
+		cache:     snaps,
+		snapshots: snaps,
+		zones:     data.zones,
+		services:  data.services,
+		index:     indexOf(data.services),
+		cla:       map[string][]types.Resource{},
+	}
+	m.publishFn = func(ctx context.Context, i int) error {
+		for _, z := range m.zones {
+			// A new slice: the previous snapshots keep theirs.
+			cla := slices.Clone(m.cla[z])
+			cla[i] = m.assignment(m.services[i], z)
+			m.cla[z] = cla
+		}
+		return m.publish(ctx)
 	}
 	var ls, rs, cs []types.Resource
 	for _, s := range m.services {
@@ -236,6 +301,82 @@ func newModel(ctx context.Context, services, endpoints, zones int) (*model, erro
 	return m, nil
 }
 
+// indexOf maps each service's name to its index.
+func indexOf(services []benchdata.Service) map[string]int {
+	out := make(map[string]int, len(services))
+	for i, s := range services {
+		out[s.Name] = i
+	}
+	return out
+}
+
+// newLinearModel serves the data set from LinearCaches, as
+// go-control-plane's users do when each resource is updated on its own:
+// one LinearCache per resource type (NewLinearCache(typeURL,
+// WithInitialResources(...))), and, since a ClusterLoadAssignment
+// depends on the client's zone, one EDS LinearCache per zone; a MuxCache
+// picks the cache of a request by its type and, for EDS, its node's zone.
+// A change calls UpdateResource on every zone's EDS cache, which answers
+// only the watches of that resource.
+func newLinearModel(data dataSet) (*model, error) {
+	m := &model{
+		zones:     data.zones,
+		services:  data.services,
+		index:     indexOf(data.services),
+		linearEDS: map[string]*cache.LinearCache{},
+	}
+	ls := map[string]types.Resource{}
+	rs := map[string]types.Resource{}
+	cs := map[string]types.Resource{}
+	for _, s := range m.services {
+		ls[s.Name], rs[s.Name], cs[s.Name] = listener(s.Name), route(s.Name), cluster(s.Name)
+	}
+	mux := &cache.MuxCache{
+		Classify: func(r *cache.Request) string {
+			if r.GetTypeUrl() == resource.EndpointType {
+				return r.GetTypeUrl() + "/" + r.GetNode().GetLocality().GetZone()
+			}
+			return r.GetTypeUrl()
+		},
+		ClassifyDelta: func(r *cache.DeltaRequest) string {
+			if r.GetTypeUrl() == resource.EndpointType {
+				return r.GetTypeUrl() + "/" + r.GetNode().GetLocality().GetZone()
+			}
+			return r.GetTypeUrl()
+		},
+		Caches: map[string]cache.Cache{
+			resource.ListenerType: cache.NewLinearCache(resource.ListenerType, cache.WithInitialResources(ls)),
+			resource.RouteType:    cache.NewLinearCache(resource.RouteType, cache.WithInitialResources(rs)),
+			resource.ClusterType:  cache.NewLinearCache(resource.ClusterType, cache.WithInitialResources(cs)),
+		},
+	}
+	for _, z := range m.zones {
+		eds := map[string]types.Resource{}
+		for _, s := range m.services {
+			eds[s.Name] = m.assignment(s, z)
+		}
+		c := cache.NewLinearCache(resource.EndpointType, cache.WithInitialResources(eds))
+		m.linearEDS[z] = c
+		mux.Caches[resource.EndpointType+"/"+z] = c
+	}
+	m.cache = mux
+	m.publishFn = m.publishLinear
+	return m, nil
+}
+
+// publishLinear updates service i's assignment in every zone's EDS cache.
+// The caller holds mu.
+func (m *model) publishLinear(_ context.Context, i int) error {
+	m.edsVersion++
+	s := m.services[i]
+	for _, z := range m.zones {
+		if err := m.linearEDS[z].UpdateResource(s.Name, m.assignment(s, z)); err != nil {
+			return fmt.Errorf("update %s in zone %s: %w", s.Name, z, err)
+		}
+	}
+	return nil
+}
+
 // serveChange applies one change and publishes it.
 func (m *model) serveChange(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
@@ -257,8 +398,8 @@ func (m *model) change(ctx context.Context, op, service, id, address, zone strin
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	i := slices.IndexFunc(m.services, func(s benchdata.Service) bool { return s.Name == service })
-	if i < 0 {
+	i, ok := m.index[service]
+	if !ok {
 		return "", fmt.Errorf("service: %q unknown", service)
 	}
 	eps := slices.Clone(m.services[i].Endpoints)
@@ -278,13 +419,7 @@ func (m *model) change(ctx context.Context, op, service, id, address, zone strin
 		return "", fmt.Errorf("op: %q, want add or remove", op)
 	}
 	m.services[i].Endpoints = eps
-	for _, z := range m.zones {
-		// A new slice: the previous snapshots keep theirs.
-		cla := slices.Clone(m.cla[z])
-		cla[i] = m.assignment(m.services[i], z)
-		m.cla[z] = cla
-	}
-	if err := m.publish(ctx); err != nil {
+	if err := m.publishFn(ctx, i); err != nil {
 		return "", err
 	}
 	return strconv.Itoa(m.edsVersion), nil
@@ -307,7 +442,7 @@ func (m *model) publish(ctx context.Context) error {
 			snap.Resources[cache.GetResponseType(typ)] = res
 		}
 		snap.Resources[types.Endpoint] = cache.NewResources(v, m.cla[zone])
-		if err := m.cache.SetSnapshot(ctx, zone, snap); err != nil {
+		if err := m.snapshots.SetSnapshot(ctx, zone, snap); err != nil {
 			return fmt.Errorf("set snapshot %s: %w", zone, err)
 		}
 	}

@@ -33,7 +33,7 @@ var allTypes = []string{resource.ListenerType, resource.RouteType, resource.Clus
 func TestEndpointChangeSendsOnlyEDS(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	m, err := newModel(ctx, 4, 3, 3)
+	m, err := newModel(ctx, testData())
 	if err != nil {
 		t.Fatalf("newModel: %v", err)
 	}
@@ -120,7 +120,7 @@ func TestEndpointChangeSendsOnlyEDS(t *testing.T) {
 		t.Fatalf("after change 2: %s response at version %s, want only EDS at %s", resp.GetTypeUrl(), resp.GetVersionInfo(), v2)
 	}
 
-	snap, err := m.cache.GetSnapshot("zone-a")
+	snap, err := m.snapshots.GetSnapshot("zone-a")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,6 +131,93 @@ func TestEndpointChangeSendsOnlyEDS(t *testing.T) {
 	}
 	if got := snap.GetVersion(resource.EndpointType); got == initial[resource.EndpointType] {
 		t.Errorf("EDS version after two endpoint changes = %s, want a new one", got)
+	}
+}
+
+// testData is 4 services of 3 endpoints over 3 zones.
+func testData() dataSet {
+	return dataSet{services: benchdata.Services(4, 3, 3), zones: benchdata.Zones(3)}
+}
+
+// TestLinearAnswersOnlyChangedResource opens a raw SotW ADS stream to the
+// LinearCache baseline, subscribes to the four types of one service and
+// ACKs everything; then it changes another service and then its own. The
+// first response after the initial four must be the EDS of its own
+// service's change: the LinearCache answers only the watches of the
+// resource that changed (a SnapshotCache would send one for each change).
+func TestLinearAnswersOnlyChangedResource(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	m, err := newLinearModel(testData())
+	if err != nil {
+		t.Fatalf("newLinearModel: %v", err)
+	}
+	srvCtx, stopSrv := context.WithCancel(ctx)
+	srv := newGRPCServer(srvCtx, m.cache)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan struct{})
+	go func() { defer close(served); srv.Serve(lis) }()
+	defer func() { stopSrv(); srv.Stop(); <-served }()
+	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	ads, err := v3discoverygrpc.NewAggregatedDiscoveryServiceClient(cc).StreamAggregatedResources(ctx)
+	if err != nil {
+		t.Fatalf("open stream: %v", err)
+	}
+	const name = "svc-001"
+	node := &v3corepb.Node{Id: "test-0", Locality: &v3corepb.Locality{Region: benchdata.Region, Zone: "zone-b"}}
+	for i, typ := range allTypes {
+		req := &v3discoverypb.DiscoveryRequest{TypeUrl: typ, ResourceNames: []string{name}}
+		if i == 0 {
+			req.Node = node
+		}
+		if err := ads.Send(req); err != nil {
+			t.Fatalf("subscribe %s: %v", typ, err)
+		}
+	}
+	recv := func() *v3discoverypb.DiscoveryResponse {
+		t.Helper()
+		resp, err := ads.Recv()
+		if err != nil {
+			t.Fatalf("recv: %v", err)
+		}
+		if err := ads.Send(&v3discoverypb.DiscoveryRequest{
+			TypeUrl: resp.GetTypeUrl(), VersionInfo: resp.GetVersionInfo(),
+			ResponseNonce: resp.GetNonce(), ResourceNames: []string{name},
+		}); err != nil {
+			t.Fatalf("ack: %v", err)
+		}
+		return resp
+	}
+	seen := map[string]bool{}
+	for len(seen) < len(allTypes) {
+		resp := recv()
+		if seen[resp.GetTypeUrl()] {
+			t.Fatalf("initial sync: second %s response before all four types arrived", resp.GetTypeUrl())
+		}
+		if n := len(resp.GetResources()); n != 1 {
+			t.Fatalf("initial %s: %d resources, want 1", resp.GetTypeUrl(), n)
+		}
+		seen[resp.GetTypeUrl()] = true
+	}
+	if _, err := m.change(ctx, "remove", "svc-002", "", "10.1.2.1", ""); err != nil {
+		t.Fatalf("change of svc-002: %v", err)
+	}
+	if _, err := m.change(ctx, "add", name, "add-0", "10.200.0.1", "zone-a"); err != nil {
+		t.Fatalf("change of %s: %v", name, err)
+	}
+	resp := recv()
+	if resp.GetTypeUrl() != resource.EndpointType {
+		t.Fatalf("after the changes: %s response, want EDS", resp.GetTypeUrl())
+	}
+	if !hasAddress(t, resp, "10.200.0.1") {
+		t.Errorf("first response after the changes does not hold %s's added 10.200.0.1: the stream was sent svc-002's change", name)
 	}
 }
 

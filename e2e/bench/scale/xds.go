@@ -1,0 +1,227 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// The xds part: r.Streams xDS streams on one spillway replica holding the
+// whole region, against go-control-plane in the same run, twice: with a
+// SnapshotCache (a snapshot per zone, a version per resource type: an
+// endpoint change answers every EDS watch of every zone) and with
+// LinearCaches (one per resource type, EDS one per zone under a MuxCache:
+// a change answers only the watches of the changed resource).
+//
+// It runs e2e/bench/xdsbench (one round per target) on a data file of the
+// region (r.Walk: every service, its sizes, 3 zones), which both baselines
+// read and spillway loads as its --static-file. The streams are spread
+// over the services in proportion to their endpoints (a service with more
+// endpoints serves more traffic, so it has more clients: at 100 % the
+// largest service, 10,000 endpoints, has 500 streams, and a service of
+// about 12 endpoints has 0 or 1), one stream per connection, each
+// connection from its own 127.100.x.y source address (spillway's
+// --grpc-max-streams-per-identity stays at its default 10,000 per peer
+// address: each connection is one client). Each change is drawn as the
+// service of a random stream, so in proportion to endpoints as churn is:
+// xdsChanges changes in pairs, an endpoint added to the service and then
+// removed again.
+func init() {
+	register(part{
+		name: "xds",
+		doc:  "xDS streams: RSS per stream, CPU per stream update and push p99 against go-control-plane's SnapshotCache and LinearCache",
+		run:  runXDS,
+	})
+}
+
+const (
+	xdsChanges = 20 // per target and size: 10 add/remove pairs
+	// xdsWant is the issue's ratio spillway/go-control-plane for RSS per
+	// stream and server CPU per stream update.
+	xdsWant = 0.5
+	// xdsPushWant is the issue's push latency p99, in ms.
+	xdsPushWant = 1000
+)
+
+// xdsTargets are xdsbench's targets, in the order it runs them.
+var xdsTargets = []struct{ target, label string }{
+	{"spillway", "spillway"},
+	{"baseline", "go-control-plane SnapshotCache"},
+	{"linear", "go-control-plane LinearCache"},
+}
+
+// xdsResult is the part of xdsbench's --json output this part reads.
+type xdsResult struct {
+	Target              string  `json:"target"`
+	Error               string  `json:"error"`
+	RSSPerStreamKiB     float64 `json:"rss_per_stream_kib"`
+	RSSAfterGCKiB       float64 `json:"rss_after_gc_per_stream_kib"`
+	GrossCPUPerUpdateUS float64 `json:"gross_cpu_us_per_stream_update"`
+	Updates             int     `json:"stream_updates"`
+	EDSResponses        int64   `json:"eds_responses"`
+	P99MS               float64 `json:"fanout_p99_ms"`
+	Missed              int     `json:"missed"`
+	SetupSeconds        float64 `json:"setup_s"`
+	OtherCores          float64 `json:"other_processes_cores"`
+}
+
+func runXDS(ctx context.Context, e *env, r region) ([]figure, error) {
+	spillway, err := e.Spillway(ctx)
+	if err != nil {
+		return nil, err
+	}
+	bench := filepath.Join(e.TmpDir, "xdsbench")
+	baseline := filepath.Join(e.TmpDir, "xdsbench-baseline")
+	if _, err := os.Stat(bench); err != nil {
+		if err := goBuild(ctx, bench, "./e2e/bench/xdsbench"); err != nil {
+			return nil, err
+		}
+		if err := goBuild(ctx, baseline, "./e2e/bench/xdsbench/baseline"); err != nil {
+			return nil, err
+		}
+	}
+	dir, err := os.MkdirTemp(e.TmpDir, "xds-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	data := filepath.Join(dir, "region.tsv")
+	if err := writeRegionData(data, r); err != nil {
+		return nil, err
+	}
+	out := filepath.Join(dir, "xds.json")
+	logPath := filepath.Join(dir, "xdsbench.log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close()
+	args := []string{
+		"--data", data, "--target", "all", "--rounds", "1",
+		"--streams", fmt.Sprint(r.Streams), "--streams-per-conn", "1",
+		"--changes", fmt.Sprint(xdsChanges),
+		"--settle", "1s", "--scavenge", "2s", "--max-idle", "3s", "--gap", "100ms",
+		"--spillway-bin", spillway, "--baseline-bin", baseline, "--json", out,
+	}
+	e.Logf("xds at %s: xdsbench %s (progress in %s)", r.Label(), strings.Join(args, " "), logPath)
+	start := time.Now()
+	cmd := exec.CommandContext(ctx, bench, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if e.Verbose {
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	}
+	runErr := cmd.Run()
+	e.Logf("xds at %s: xdsbench took %v", r.Label(), time.Since(start).Round(time.Second))
+	b, err := os.ReadFile(out)
+	if err != nil {
+		return nil, fmt.Errorf("xdsbench: %v, and no results: %w; last lines of its log:\n%s", runErr, err, tailFile(logPath, 20))
+	}
+	var results []xdsResult
+	if err := json.Unmarshal(b, &results); err != nil {
+		return nil, fmt.Errorf("xdsbench results %s: %w", out, err)
+	}
+	got := map[string]xdsResult{}
+	for _, res := range results {
+		if res.Error != "" {
+			return nil, fmt.Errorf("xdsbench %s: %s", res.Target, res.Error)
+		}
+		got[res.Target] = res
+	}
+	for _, t := range xdsTargets {
+		if _, ok := got[t.target]; !ok {
+			return nil, fmt.Errorf("xdsbench: no result for %s (%v); last lines of its log:\n%s", t.target, runErr, tailFile(logPath, 20))
+		}
+	}
+	return xdsFigures(r, got), nil
+}
+
+// xdsFigures turns xdsbench's results into the part's figures.
+func xdsFigures(r region, got map[string]xdsResult) []figure {
+	s, snap, lin := got["spillway"], got["baseline"], got["linear"]
+	ratio := func(name string, num, den float64) figure {
+		if den <= 0 {
+			return figure{Name: name, Note: "the denominator is 0"}
+		}
+		return atMost(name, num/den, "x", xdsWant)
+	}
+	var figs []figure
+	figs = append(figs, figure{Name: "xDS streams (one per connection)", Value: float64(r.Streams)})
+	// RSS per stream is read after one GC in each server, before the
+	// streams and with them: spillway's reading before the streams
+	// otherwise holds the garbage of parsing its static file, which the
+	// next GC frees, and the plain difference can come out negative.
+	for _, t := range xdsTargets {
+		figs = append(figs, figure{Name: "RSS per stream (after one GC), " + t.label, Value: got[t.target].RSSAfterGCKiB, Unit: "KiB",
+			Note: fmt.Sprintf("without the GC: %.1f KiB", got[t.target].RSSPerStreamKiB)})
+	}
+	figs = append(figs,
+		ratio("RSS per stream, spillway / SnapshotCache", s.RSSAfterGCKiB, snap.RSSAfterGCKiB),
+		ratio("RSS per stream, spillway / LinearCache", s.RSSAfterGCKiB, lin.RSSAfterGCKiB))
+	for _, t := range xdsTargets {
+		g := got[t.target]
+		figs = append(figs, figure{Name: "server CPU per stream update (gross), " + t.label, Value: g.GrossCPUPerUpdateUS, Unit: "µs",
+			Note: fmt.Sprintf("%d stream updates, %d EDS responses sent, other processes %.2f cores", g.Updates, g.EDSResponses, g.OtherCores)})
+	}
+	figs = append(figs,
+		ratio("CPU per stream update, spillway / SnapshotCache", s.GrossCPUPerUpdateUS, snap.GrossCPUPerUpdateUS),
+		ratio("CPU per stream update, spillway / LinearCache", s.GrossCPUPerUpdateUS, lin.GrossCPUPerUpdateUS))
+	for _, t := range xdsTargets {
+		g := got[t.target]
+		f := atMost("push p99 to the last stream of the changed service, "+t.label, g.P99MS, "ms", xdsPushWant)
+		if g.Missed > 0 {
+			f = f.judge(false)
+			f.Note = fmt.Sprintf("%d stream updates missed", g.Missed)
+		}
+		figs = append(figs, f)
+	}
+	for _, t := range xdsTargets {
+		figs = append(figs, figure{Name: "time to open all streams (initial EDS), " + t.label, Value: got[t.target].SetupSeconds, Unit: "s"})
+	}
+	return figs
+}
+
+// writeRegionData writes the region as an xdsbench data file (package
+// e2e/bench/xdsbench/internal/benchdata): SERVICE ID ADDRESS ZONE, tab
+// separated, one endpoint a line. The ids are r.Walk's with dots as
+// dashes: a registry id is a DNS label.
+func writeRegionData(path string, r region) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	var b strings.Builder
+	var werr error
+	r.Walk(func(ep Endpoint) bool {
+		fmt.Fprintf(&b, "%s\t%s\t%s\t%s\n", ep.Service, strings.ReplaceAll(ep.ID, ".", "-"), ep.Addr, ep.Zone)
+		if b.Len() >= 1<<20 {
+			_, werr = f.WriteString(b.String())
+			b.Reset()
+		}
+		return werr == nil
+	})
+	if werr == nil {
+		_, werr = f.WriteString(b.String())
+	}
+	if err := f.Close(); werr == nil {
+		werr = err
+	}
+	if werr != nil {
+		return fmt.Errorf("write region data %s: %w", path, werr)
+	}
+	return nil
+}
+
+// tailFile is the last n lines of the file at path.
+func tailFile(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
