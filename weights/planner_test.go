@@ -276,3 +276,44 @@ func TestPlannerIdleKeepsPlan(t *testing.T) {
 		t.Error("new plan equals the old one after a demand change")
 	}
 }
+
+// TestByService: a cycle reads each service's flows as one run of the
+// loads sorted by service, whatever order the source gave them in, and
+// keeps the order within a service.
+func TestByService(t *testing.T) {
+	fl := func(svc, cz string) load.Load { return flowTo(svc, cz, "a", 1, t0) }
+	for _, tc := range []struct {
+		name     string
+		loads    []load.Load
+		services []string
+		want     map[string][]string // service -> client zones, in order
+	}{
+		{name: "sorted", loads: []load.Load{fl("api", "a"), fl("api", "b"), fl("web", "a")}, services: []string{"api", "web"},
+			want: map[string][]string{"api": {"a", "b"}, "web": {"a"}}},
+		{name: "unsorted", loads: []load.Load{fl("web", "b"), fl("api", "a"), fl("web", "a"), fl("api", "c")}, services: []string{"api", "web"},
+			want: map[string][]string{"api": {"a", "c"}, "web": {"b", "a"}}},
+		{name: "services_without_flows", loads: []load.Load{fl("b", "x"), fl("d", "y")}, services: []string{"a", "b", "c", "d", "e"},
+			want: map[string][]string{"b": {"x"}, "d": {"y"}}},
+		{name: "flows_of_unknown_services_skipped", loads: []load.Load{fl("a", "x"), fl("b", "y"), fl("c", "z")}, services: []string{"b"},
+			want: map[string][]string{"b": {"y"}}},
+		{name: "none", services: []string{"a"}, want: map[string][]string{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rest := byService(tc.loads)
+			got := map[string][]string{}
+			for _, svc := range tc.services {
+				var flows []load.Load
+				flows, rest = rest.next(svc)
+				for _, f := range flows {
+					if f.Service != svc {
+						t.Fatalf("flow of %q given for %q", f.Service, svc)
+					}
+					got[svc] = append(got[svc], f.ClientZone)
+				}
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("flows by service (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
