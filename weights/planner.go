@@ -117,9 +117,9 @@ type Planner struct {
 // svcState is one service's calculation state.
 type svcState struct {
 	za *zoneaware.State
-	// spare is a result no plan holds, for the next cycle to compute
-	// into; nil when the last cycle's result was published.
-	spare *zoneaware.Result
+	// spare is a plan and result no one holds, for the next cycle to
+	// compute into; nil when the last cycle's result was published.
+	spare *planResult
 	// pid is the PID state; nil when the strategy has no PID. pending is
 	// an imported PID snapshot restored at the next cycle.
 	pid     *pid.State
@@ -250,15 +250,17 @@ func (p *Planner) cycle(now time.Time) []string {
 			p.states[name] = ss
 		}
 		in := p.input(&p.in, svc, flows, clients[name], now)
-		res := ss.spare
-		if res == nil {
-			res = &zoneaware.Result{}
+		prev := old[name]
+		pr := ss.spare
+		if pr == nil {
+			pr = newPlanResult(prev)
 		}
 		ss.spare = nil
+		res := &pr.res
 		p.calculator(name).Compute(ss.za, in, res)
-		plan := &Plan{Result: res, Source: SourceLocal}
+		plan := &pr.plan
+		*plan = Plan{Result: res, Source: SourceLocal}
 		p.endpointWeights(plan, ss, svc, now)
-		prev := old[name]
 		if p.cfg.Strategies != nil {
 			p.subsets(plan, prev, ss, svc, p.cfg.Strategies.Strategy(name).Subset, slots[name])
 		}
@@ -276,7 +278,7 @@ func (p *Planner) cycle(now time.Time) []string {
 			// An idle service then costs no allocation per cycle. Subsets
 			// are the same when subsets found nothing they read changed
 			// (it kept prev's).
-			ss.spare, plan = res, prev
+			ss.spare, plan = pr, prev
 		default:
 			plan.Gen = prev.Gen
 		}
@@ -307,6 +309,25 @@ func (p *Planner) cycle(now time.Time) []string {
 		m.fallbacks.WithLabelValues(f.Key()).Set(float64(fallbacks[f.Key()]))
 	}
 	return changed
+}
+
+// planResult is a plan and its result in one allocation: a service
+// whose plan changes gets a new one each cycle (a published plan is
+// never modified).
+type planResult struct {
+	plan Plan
+	res  zoneaware.Result
+}
+
+// newPlanResult returns a planResult whose result is reserved for the
+// shape of prev's (nil for none: the result grows as Compute fills it).
+// A changed plan then costs 5 allocations, not one per route slice.
+func newPlanResult(prev *Plan) *planResult {
+	pr := &planResult{}
+	if prev != nil && prev.Result != nil {
+		pr.res.Reserve(prev.Result.Shape())
+	}
+	return pr
 }
 
 // serviceLoads are flows sorted by service.

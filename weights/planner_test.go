@@ -317,3 +317,31 @@ func TestByService(t *testing.T) {
 		})
 	}
 }
+
+// TestPlannerPlansImmutable: the plans a cycle replaces (their results
+// computed into reserved memory, or a spare) stay as they were handed
+// out, over cycles where demand moves and where it does not.
+func TestPlannerPlansImmutable(t *testing.T) {
+	rb := newRegionBench(t, 30)
+	type held struct {
+		plan *Plan
+		res  *zoneaware.Result
+	}
+	var kept []held
+	changed := 0
+	for c := range 8 {
+		for _, pl := range *rb.p.plans.Load() {
+			kept = append(kept, held{pl, pl.Result.Clone()})
+		}
+		rb.prepare([]int{0, 7, 30}[c%3])
+		changed += len(rb.p.cycle(rb.now))
+		for _, h := range kept {
+			if !h.plan.Result.Equal(h.res) {
+				t.Fatalf("cycle %d modified a plan handed out before it", c)
+			}
+		}
+	}
+	if changed == 0 {
+		t.Fatal("no plan changed: the test moved no demand")
+	}
+}
