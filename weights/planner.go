@@ -27,6 +27,14 @@ type LoadSource interface {
 	Loads(service string, now time.Time) []load.Load
 }
 
+// LoadAppender is a LoadSource that appends every service's flows,
+// sorted, to the caller's slice: the planner then reads them each cycle
+// into the same buffer. *exchange.Merged (the owner's merged load)
+// implements it.
+type LoadAppender interface {
+	AppendLoads(dst []load.Load, now time.Time) []load.Load
+}
+
 // ClientSource counts the connected xDS streams of each service per
 // client zone: service -> zone -> streams. *xds.Server implements it.
 type ClientSource interface {
@@ -112,6 +120,8 @@ type Planner struct {
 	gen    uint64
 	in     zoneaware.Input
 	pidIn  pid.Input
+	// loadBuf is the flows of the last cycle, from a LoadAppender.
+	loadBuf []load.Load
 }
 
 // svcState is one service's calculation state.
@@ -224,7 +234,14 @@ func (p *Planner) cycle(now time.Time) []string {
 	defer p.mu.Unlock()
 	m := p.metrics
 	snap := p.cfg.Registry.Snapshot()
-	loads := byService(p.cfg.Loads.Loads("", now))
+	var all []load.Load
+	if la, ok := p.cfg.Loads.(LoadAppender); ok {
+		p.loadBuf = la.AppendLoads(p.loadBuf[:0], now)
+		all = p.loadBuf
+	} else {
+		all = p.cfg.Loads.Loads("", now)
+	}
+	loads := byService(all)
 	clients := p.cfg.Clients.ClientCounts()
 	var slots map[string]map[subset.Group]int
 	if ss, ok := p.cfg.Clients.(SlotSource); ok {

@@ -345,3 +345,50 @@ func TestPlannerPlansImmutable(t *testing.T) {
 		t.Fatal("no plan changed: the test moved no demand")
 	}
 }
+
+// appendLoads is fakeLoads as a LoadAppender; it counts its calls.
+type appendLoads struct {
+	fakeLoads
+	calls *int
+}
+
+func (a appendLoads) AppendLoads(dst []load.Load, now time.Time) []load.Load {
+	*a.calls++
+	return append(dst, a.Loads("", now)...)
+}
+
+// TestPlannerLoadAppender: a source that appends into the planner's
+// buffer is read through AppendLoads and gives the plans Loads gives,
+// cycle after cycle (the buffer reused).
+func TestPlannerLoadAppender(t *testing.T) {
+	store := testStore(t, t0.Add(-time.Hour))
+	flows := fakeLoads{flowTo("api", "a", "a", 100, t0), flowTo("api", "b", "b", 30, t0), flowTo("web", "a", "b", 50, t0), flowTo("web", "b", "b", 80, t0)}
+	calls := 0
+	mk := func(src LoadSource) *Planner {
+		p, err := NewPlanner(Config{Registry: store, Loads: src, Clients: fakeClients{}, Zones: fakeZones{}, ZoneAware: zoneaware.Config{ReportInterval: 10 * time.Second}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	plain, appending := mk(flows), mk(appendLoads{flows, &calls})
+	now := t0
+	for c := range 4 {
+		now = now.Add(10 * time.Second)
+		for i := range flows {
+			flows[i].Updated = now.Add(-time.Second)
+			flows[i].Issued *= 1.5 // demand moves: plans change
+		}
+		plain.Cycle(now)
+		appending.Cycle(now)
+		for _, svc := range []string{"api", "web"} {
+			a, b := plain.Plan(svc), appending.Plan(svc)
+			if a == nil || b == nil || !a.Result.Equal(b.Result) {
+				t.Fatalf("cycle %d: %s: plan through AppendLoads differs from Loads':\n got %+v\nwant %+v", c, svc, b.Result, a.Result)
+			}
+		}
+	}
+	if calls != 4 {
+		t.Errorf("AppendLoads calls = %d, want 4", calls)
+	}
+}

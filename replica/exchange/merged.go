@@ -71,6 +71,11 @@ type Merged struct {
 	senders   map[string]*senderState
 	lastPrune time.Time
 	dropped   int // services dropped past a sender's byte budget
+	// Scratch of AppendLoads, kept between calls.
+	seen  map[string]struct{}
+	names []string
+	ids   []string
+	index map[flowKey]int
 }
 
 type senderState struct {
@@ -278,52 +283,122 @@ func (m *Merged) pruneLocked(now time.Time) {
 // zone and zone. Locality carries only the zone; Reporters is the sum
 // over senders; Totals are zero (they are per replica).
 func (m *Merged) Loads(service string, now time.Time) []load.Load {
-	type key struct{ svc, cz, z string }
-	agg := map[key]*load.Load{}
+	if service == "" {
+		return m.AppendLoads(nil, now)
+	}
 	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.appendService(nil, service, now)
+}
+
+// AppendLoads appends Loads("", now) to dst and returns it: the owner's
+// planner reads every service's flows each cycle into the same buffer
+// (weights.LoadAppender), so the flows cost no allocation per service.
+func (m *Merged) AppendLoads(dst []load.Load, now time.Time) []load.Load {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.seen == nil {
+		m.seen = map[string]struct{}{}
+	}
+	clear(m.seen)
+	names := m.names[:0]
 	for _, st := range m.senders {
-		add := func(e *entry) {
-			if !e.fresh(now) {
-				return
+		for svc, e := range st.services {
+			if len(e.sum.Flows) == 0 || !e.fresh(now) {
+				continue
 			}
-			for _, f := range e.sum.Flows {
-				k := key{e.sum.Service, f.ClientZone, f.Zone}
-				l := agg[k]
-				if l == nil {
-					l = &load.Load{}
-					l.Service, l.ClientZone, l.Locality.Zone = k.svc, k.cz, k.z
-					agg[k] = l
-				}
-				l.Issued += f.Issued
-				l.Succeeded += f.Succeeded
-				l.Errored += f.Errored
-				l.InProgress += f.InProgress
-				l.Reporters += f.Reporters
-				if f.Updated.After(l.Updated) {
-					l.Updated = f.Updated
-				}
+			if _, ok := m.seen[svc]; !ok {
+				m.seen[svc] = struct{}{}
+				names = append(names, svc)
 			}
 		}
-		if service != "" {
-			if e := st.services[service]; e != nil {
-				add(e)
-			}
+	}
+	slices.Sort(names)
+	for _, svc := range names {
+		dst = m.appendService(dst, svc, now)
+	}
+	clear(names) // the scratch keeps no service names alive
+	m.names = names[:0]
+	return dst
+}
+
+// appendService appends service's flows summed over the fresh senders,
+// in sender id order (the sums are the same on every call), sorted by
+// client zone and zone. Called with m.mu held.
+func (m *Merged) appendService(dst []load.Load, service string, now time.Time) []load.Load {
+	ids := m.ids[:0]
+	for id := range m.senders {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	start := len(dst)
+	index := m.index // rows of the service by flow, once it has many
+	clear(index)
+	for _, id := range ids {
+		e := m.senders[id].services[service]
+		if e == nil || !e.fresh(now) {
 			continue
 		}
-		for _, e := range st.services {
-			add(e)
+		for i := range e.sum.Flows {
+			f := &e.sum.Flows[i]
+			k := flowKey{f.ClientZone, f.Zone}
+			row := -1
+			if n := len(dst) - start; n <= linearRows {
+				for j := start; j < len(dst); j++ {
+					if dst[j].ClientZone == k.cz && dst[j].Locality.Zone == k.z {
+						row = j
+						break
+					}
+				}
+			} else {
+				if len(index) == 0 {
+					if index == nil {
+						index = map[flowKey]int{}
+						m.index = index
+					}
+					for j := start; j < len(dst); j++ {
+						index[flowKey{dst[j].ClientZone, dst[j].Locality.Zone}] = j
+					}
+				}
+				if j, ok := index[k]; ok {
+					row = j
+				}
+			}
+			if row < 0 {
+				row = len(dst)
+				dst = append(dst, load.Load{})
+				l := &dst[row]
+				l.Service, l.ClientZone, l.Locality.Zone = service, k.cz, k.z
+				if len(index) > 0 {
+					index[k] = row
+				}
+			}
+			l := &dst[row]
+			l.Issued += f.Issued
+			l.Succeeded += f.Succeeded
+			l.Errored += f.Errored
+			l.InProgress += f.InProgress
+			l.Reporters += f.Reporters
+			if f.Updated.After(l.Updated) {
+				l.Updated = f.Updated
+			}
 		}
 	}
-	m.mu.Unlock()
-	out := make([]load.Load, 0, len(agg))
-	for _, l := range agg {
-		out = append(out, *l)
-	}
-	slices.SortFunc(out, func(a, b load.Load) int {
-		return cmpStrings(a.Service, b.Service, a.ClientZone, b.ClientZone, a.Locality.Zone, b.Locality.Zone)
+	clear(index)
+	clear(ids)
+	m.ids = ids[:0]
+	slices.SortFunc(dst[start:], func(a, b load.Load) int {
+		return cmpStrings(a.ClientZone, b.ClientZone, a.Locality.Zone, b.Locality.Zone)
 	})
-	return out
+	return dst
 }
+
+// flowKey is a flow of one service: client zone to zone.
+type flowKey struct{ cz, z string }
+
+// linearRows is how many rows of a service appendService searches one
+// by one before it indexes them.
+const linearRows = 32
 
 func cmpStrings(pairs ...string) int {
 	for i := 0; i+1 < len(pairs); i += 2 {

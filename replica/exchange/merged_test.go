@@ -2,6 +2,8 @@ package exchange
 
 import (
 	"errors"
+	"fmt"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -267,4 +269,51 @@ func TestMergedAcked(t *testing.T) {
 			t.Errorf("Acked(r1, 3, 2) = true after r1's latest summary stopped listing it")
 		}
 	})
+}
+
+// TestMergedAppendLoads: every service's flows summed over the senders,
+// sorted, for services of a few flows and of more than linearRows (the
+// indexed path); AppendLoads keeps what dst held and gives what Loads
+// gives; a sender's flows in another order sum the same.
+func TestMergedAppendLoads(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name   string
+		czones int // client zones of service "big", 2 zones each
+	}{
+		{name: "few_rows", czones: 3},
+		{name: "at_linear_limit", czones: linearRows / 2},
+		{name: "indexed", czones: 40},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := NewMerged(MergedConfig{})
+			var flows []load.Flow
+			var want []load.Load
+			for c := range tc.czones {
+				for _, z := range []string{"za", "zb"} {
+					cz := fmt.Sprintf("c%02d", c)
+					flows = append(flows, flow(cz, z, float64(c+1), 1, now.Add(-time.Second)))
+					want = append(want, mkLoad("big", cz, z, 2*float64(c+1), 2, now.Add(-time.Second)))
+				}
+			}
+			reversed := slices.Clone(flows)
+			slices.Reverse(reversed)
+			small := load.ServiceSummary{Service: "a-small", Flows: []load.Flow{flow("c00", "za", 7, 1, now.Add(-time.Second))}}
+			must(t, m.Add(summary("r1", now, 10*time.Second, load.ServiceSummary{Service: "big", Flows: flows}, small), now))
+			must(t, m.Add(summary("r2", now, 10*time.Second, load.ServiceSummary{Service: "big", Flows: reversed}), now))
+			want = append([]load.Load{mkLoad("a-small", "c00", "za", 7, 1, now.Add(-time.Second))}, want...)
+
+			if diff := cmp.Diff(want, m.Loads("", now)); diff != "" {
+				t.Errorf("Loads (-want +got):\n%s", diff)
+			}
+			prefix := []load.Load{mkLoad("kept", "x", "y", 1, 1, now)}
+			got := m.AppendLoads(slices.Clone(prefix), now)
+			if diff := cmp.Diff(append(prefix, want...), got); diff != "" {
+				t.Errorf("AppendLoads onto a slice (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(want[1:], m.Loads("big", now)); diff != "" {
+				t.Errorf(`Loads("big") (-want +got):\n%s`, diff)
+			}
+		})
+	}
 }
