@@ -73,9 +73,13 @@
 // hold, and keeps waiting; a dead member leaves the live members within
 // the member TTL, which ends the wait. The heartbeats start at once, so
 // replicas keep the previous owner's plans during the wait. A replica that does not own a shard never
-// runs the owner planner for it. The first failed store write of a cycle
-// ends that cycle's writes (one request timeout per cycle); they are
-// retried next cycle.
+// runs the owner planner for it. The heartbeats are written one at a
+// time, then the plans and states 16 services at a time (each service's
+// plan before its state, the state only once the plan was taken). The
+// first failed store write of a cycle ends that cycle's writes: none
+// starts after it, those in flight finish (one request timeout per
+// cycle); they are retried next cycle. A service whose plan is the one
+// last published (the planner kept it) is not compared again.
 //
 // Subscriber: List weights/ (heartbeats first), then Watch from the listed
 // revision; a failed watch is followed by a new List. Records are
