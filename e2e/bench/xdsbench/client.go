@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -20,6 +21,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/spillway/spillway/e2e/bench/xdsbench/internal/benchdata"
@@ -48,6 +50,7 @@ type fleet struct {
 	responses [len(typeURLs)]atomic.Int64 // responses received, by type
 	lastResp  atomic.Int64                // UnixNano of the latest response
 	synced    atomic.Int64                // streams that have their initial EDS
+	reopened  atomic.Int64                // streams opened again before their initial EDS
 	syncedCh  chan struct{}               // closed when synced reaches k
 	// badInitial counts initial EDS responses whose endpoint count is not
 	// the service's.
@@ -84,17 +87,50 @@ func newPendingChange(c benchdata.Change, want int) *pendingChange {
 	return &pendingChange{seq: c.Seq, address: c.Endpoint.Address.String(), add: c.Add, want: want, done: make(chan struct{})}
 }
 
-// reflects reports whether cla shows the change.
-func (p *pendingChange) reflects(cla *v3endpointpb.ClusterLoadAssignment) bool {
-	found := false
-	for _, l := range cla.GetEndpoints() {
-		for _, e := range l.GetLbEndpoints() {
-			if e.GetEndpoint().GetAddress().GetSocketAddress().GetAddress() == p.address {
-				found = true
+// reflects reports whether the encoded ClusterLoadAssignment cla shows
+// the change. It looks for the address as SocketAddress.address writes
+// it (field 2, length-delimited: 0x12, its length, its bytes) instead of
+// decoding the assignment: at the region's size an assignment holds up to
+// 10,000 endpoints and is pushed to hundreds of streams, and decoding each
+// made the driver, which shares the cores with the server, the bottleneck
+// of the fan-out it measures. No other field of an assignment holds an
+// endpoint's address as a whole string.
+func (p *pendingChange) reflects(cla []byte) bool {
+	needle := append([]byte{0x12, byte(len(p.address))}, p.address...)
+	return bytes.Contains(cla, needle) == p.add
+}
+
+// claNamed returns the encoded ClusterLoadAssignment named name in resp,
+// or nil, reading only each assignment's cluster_name (field 1).
+func claNamed(resp *v3discoverypb.DiscoveryResponse, name string) ([]byte, error) {
+	for _, a := range resp.GetResources() {
+		if a.GetTypeUrl() != resource.EndpointType {
+			continue
+		}
+		b := a.GetValue()
+		for len(b) > 0 {
+			num, typ, n := protowire.ConsumeTag(b)
+			if n < 0 {
+				return nil, fmt.Errorf("EDS %s: %w", name, protowire.ParseError(n))
 			}
+			if num == 1 && typ == protowire.BytesType {
+				v, m := protowire.ConsumeBytes(b[n:])
+				if m < 0 {
+					return nil, fmt.Errorf("EDS %s: %w", name, protowire.ParseError(m))
+				}
+				if string(v) == name {
+					return a.GetValue(), nil
+				}
+				break
+			}
+			m := protowire.ConsumeFieldValue(num, typ, b[n:])
+			if m < 0 {
+				return nil, fmt.Errorf("EDS %s: %w", name, protowire.ParseError(m))
+			}
+			b = b[n+m:]
 		}
 	}
-	return found == p.add
+	return nil, nil
 }
 
 func (p *pendingChange) record(d time.Duration) {
@@ -120,7 +156,12 @@ type stream struct {
 	name   string
 	ads    v3discoverygrpc.AggregatedDiscoveryService_StreamAggregatedResourcesClient
 	synced bool
-	seen   int // 1 + seq of the latest change this stream saw, 0 for none
+	// client and node open the stream again (reopen); reopens counts
+	// the times it was.
+	client  v3discoverygrpc.AggregatedDiscoveryServiceClient
+	node    *v3corepb.Node
+	reopens int
+	seen    int // 1 + seq of the latest change this stream saw, 0 for none
 }
 
 // openFleet dials addr with ceil(k/perConn) connections and opens k streams,
@@ -181,14 +222,10 @@ func openFleet(ctx context.Context, addr string, k, perConn int, services []benc
 }
 
 func (f *fleet) openStream(ctx context.Context, client v3discoverygrpc.AggregatedDiscoveryServiceClient, i int, zones []string) error {
-	ads, err := client.StreamAggregatedResources(ctx)
-	if err != nil {
-		return fmt.Errorf("stream %d: open: %w", i, err)
-	}
-	st := &stream{i: i, svc: f.serviceOf(i), ads: ads}
+	st := &stream{i: i, svc: f.serviceOf(i), client: client}
 	st.name = f.services[st.svc].Name
 	// The node of grpc-go's xDS client, as a bootstrap file would set it.
-	node := &v3corepb.Node{
+	st.node = &v3corepb.Node{
 		Id:                   fmt.Sprintf("xdsbench-%d", i),
 		Cluster:              "xdsbench",
 		Locality:             &v3corepb.Locality{Region: benchdata.Region, Zone: zones[i%len(zones)]},
@@ -196,17 +233,60 @@ func (f *fleet) openStream(ctx context.Context, client v3discoverygrpc.Aggregate
 		UserAgentVersionType: &v3corepb.Node_UserAgentVersion{UserAgentVersion: "1.85.0"},
 		ClientFeatures:       []string{"envoy.lb.does_not_support_overprovisioning", "xds.config.resource-in-sotw"},
 	}
-	for j, typeURL := range typeURLs {
-		req := &v3discoverypb.DiscoveryRequest{TypeUrl: typeURL, ResourceNames: []string{st.name}}
-		if j == 0 {
-			req.Node = node
-		}
-		if err := ads.Send(req); err != nil {
-			return fmt.Errorf("stream %d: subscribe: %w", i, f.streamErr(ads, err))
-		}
+	if err := f.subscribe(ctx, st); err != nil {
+		return err
 	}
 	f.wg.Go(func() { f.receive(ctx, st) })
 	return nil
+}
+
+// subscribe opens st's ADS stream and sends its four subscriptions.
+func (f *fleet) subscribe(ctx context.Context, st *stream) error {
+	// WaitForReady: a connection the server sheds while it sets up a
+	// storm of them (spillway's admission: --grpc-admit-in-setup and
+	// --grpc-admit-setup-timeout) is dialled again with grpc-go's backoff,
+	// as an xDS client does, instead of failing the stream.
+	ads, err := st.client.StreamAggregatedResources(ctx, grpc.WaitForReady(true))
+	if err != nil {
+		return fmt.Errorf("stream %d: open: %w", st.i, err)
+	}
+	st.ads = ads
+	for j, typeURL := range typeURLs {
+		req := &v3discoverypb.DiscoveryRequest{TypeUrl: typeURL, ResourceNames: []string{st.name}}
+		if j == 0 {
+			req.Node = st.node
+		}
+		if err := ads.Send(req); err != nil {
+			return fmt.Errorf("stream %d: subscribe: %w", st.i, f.streamErr(ads, err))
+		}
+	}
+	return nil
+}
+
+// maxReopens bounds how often a stream that failed before its initial
+// EDS is opened again.
+const maxReopens = 5
+
+// reopen opens st again after it failed with err before its initial EDS,
+// as an xDS client re-creates its ADS stream: a connection storm can
+// overflow a server's accept queue (net.core.somaxconn), and the kernel
+// then resets connections the client took for open. It waits a second
+// per earlier attempt first. It reports whether st is open again; false
+// once ctx ends, st had its initial EDS, or maxReopens attempts failed.
+func (f *fleet) reopen(ctx context.Context, st *stream, err error) bool {
+	for !st.synced && ctx.Err() == nil && st.reopens < maxReopens {
+		st.reopens++
+		f.reopened.Add(1)
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(time.Duration(st.reopens) * time.Second):
+		}
+		if err = f.subscribe(ctx, st); err == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // streamErr turns the io.EOF of a failed Send into the stream's status.
@@ -230,6 +310,9 @@ func (f *fleet) receive(ctx context.Context, st *stream) {
 	for {
 		resp, err := st.ads.Recv()
 		now := time.Now()
+		if err != nil && f.reopen(ctx, st, err) {
+			continue
+		}
 		if err != nil {
 			if ctx.Err() == nil {
 				f.fail(fmt.Errorf("stream %d (%s): %w", st.i, st.name, err))
@@ -261,6 +344,9 @@ func (f *fleet) receive(ctx context.Context, st *stream) {
 			ResourceNames: []string{st.name},
 		}
 		if err := st.ads.Send(ack); err != nil {
+			if f.reopen(ctx, st, err) {
+				continue
+			}
 			if ctx.Err() == nil {
 				f.fail(fmt.Errorf("stream %d (%s): ack: %w", st.i, st.name, f.streamErr(st.ads, err)))
 			}
@@ -295,7 +381,7 @@ func (f *fleet) onEDS(st *stream, resp *v3discoverypb.DiscoveryResponse, now tim
 	if p == nil || st.seen == p.seq+1 {
 		return nil
 	}
-	cla, err := findCLA(resp, st.name)
+	cla, err := claNamed(resp, st.name)
 	if err != nil {
 		return err
 	}

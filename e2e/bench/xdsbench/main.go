@@ -856,8 +856,8 @@ func (m *meter) sync(ctx context.Context, fl *fleet, start time.Time, r *result)
 	if !fl.waitQuiet(ctx, m.cfg.quiet, m.cfg.changeTimeout) {
 		return errors.Join(errors.New("streams did not go quiet after the initial sync"), fl.err, ctx.Err())
 	}
-	m.say("%d streams on %d connections synced in %v (%d initial EDS with a wrong endpoint count)",
-		m.k, len(fl.conns), r.setup.Round(time.Millisecond), r.badInitial)
+	m.say("%d streams on %d connections synced in %v (%d initial EDS with a wrong endpoint count; streams opened again after failing before it: %d)",
+		m.k, len(fl.conns), r.setup.Round(time.Millisecond), r.badInitial, fl.reopened.Load())
 	return nil
 }
 
