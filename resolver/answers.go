@@ -50,6 +50,21 @@ type srvKey struct {
 	proto registry.Protocol
 }
 
+type srvAnswer struct {
+	key srvKey
+	a   *answer
+}
+
+// srvFor returns the SRV answer of port and proto, nil when there is none.
+func (a *svcAnswers) srvFor(port string, proto registry.Protocol) *answer {
+	for i := range a.srv {
+		if a.srv[i].key.port == port && a.srv[i].key.proto == proto {
+			return a.srv[i].a
+		}
+	}
+	return nil
+}
+
 // svcAnswers holds every positive answer of one service version. It is
 // built once, when first needed after the service changed, and then only
 // read.
@@ -57,7 +72,10 @@ type svcAnswers struct {
 	svc  *registry.Service
 	a    *answer // A of <svc>.<domain>
 	aaaa *answer
-	srv  map[srvKey]*answer // SRV of _<port>._<proto>.<svc>.<domain>
+	// srv holds the SRV answers of _<port>._<proto>.<svc>.<domain>, one
+	// per port (at most registry.MaxPorts, usually one): a slice
+	// searched in order costs less than a map, in memory and in time.
+	srv []srvAnswer
 	// split is the zone-aware split the SRV weights follow; nil for the
 	// endpoint weights. A variant with a split holds no A or AAAA.
 	split []ZoneWeight
@@ -95,45 +113,26 @@ type regionalKey struct {
 	prio string // prioKey
 }
 
-// cache maps service names to their answers. Readers take no lock: the map
-// is immutable and replaced (copy-on-write) when a name is added, which
-// happens once per service; each slot is swapped when its service changes.
+// cache maps service names to their answers. Readers take no lock: a
+// sync.Map (a concurrent hash trie) finds a name's slot in a few loads,
+// and adding a name, once per service, touches only its own branch, so
+// the first query of each of n services costs O(1), not a copy of the n
+// names before it; each slot is swapped when its service changes.
 type cache struct {
-	names atomic.Pointer[map[string]*slot]
-	zones int // variants per slot, read-only after New
-
-	// mu serialises adding names.
-	mu sync.Mutex
+	names sync.Map // service name -> *slot
+	zones int      // variants per slot, read-only after New
 }
 
 func (c *cache) slot(name string) *slot {
-	if m := c.names.Load(); m != nil {
-		if s := (*m)[name]; s != nil {
-			return s
-		}
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	old := c.names.Load()
-	if old != nil {
-		if s := (*old)[name]; s != nil {
-			return s
-		}
-	}
-	n := make(map[string]*slot, 1)
-	if old != nil {
-		n = make(map[string]*slot, len(*old)+1)
-		for k, v := range *old {
-			n[k] = v
-		}
+	if v, ok := c.names.Load(name); ok {
+		return v.(*slot)
 	}
 	s := &slot{}
 	if c.zones > 0 {
 		s.zoned = make([]atomic.Pointer[svcAnswers], c.zones)
 	}
-	n[name] = s
-	c.names.Store(&n)
-	return s
+	v, _ := c.names.LoadOrStore(name, s)
+	return v.(*slot)
 }
 
 // answers returns the answers for svc, building them if svc is newer than
@@ -292,7 +291,7 @@ func (s *Server) srvAnswers(rp *reply, svc *registry.Service) *svcAnswers {
 // build makes the positive answers of svc: all of them with the endpoint
 // weights when split is nil, else the SRV answers with split's.
 func (s *Server) build(svc *registry.Service, split []ZoneWeight, epGen uint64, prio map[string]int) *svcAnswers {
-	out := &svcAnswers{svc: svc, srv: map[srvKey]*answer{}, split: split, epGen: epGen, prio: prio}
+	out := &svcAnswers{svc: svc, split: split, epGen: epGen, prio: prio}
 	var v4, v6 []*registry.Endpoint
 	ports := map[srvKey][]*registry.Endpoint{}
 	for _, e := range svc.Serving() {
@@ -319,9 +318,10 @@ func (s *Server) build(svc *registry.Service, split []ZoneWeight, epGen uint64, 
 	if len(v6) > 0 && split == nil {
 		out.aaaa = s.buildAddrs(v6, wireLen(host))
 	}
+	out.srv = make([]srvAnswer, 0, len(ports))
 	for k, eps := range ports {
 		qname := "_" + k.port + "._" + string(k.proto) + "." + host
-		out.srv[k] = s.buildSRV(eps, split, prio, k.port, svc.Name, wireLen(qname), epGen)
+		out.srv = append(out.srv, srvAnswer{k, s.buildSRV(eps, split, prio, k.port, svc.Name, wireLen(qname), epGen)})
 	}
 	return out
 }
@@ -333,7 +333,8 @@ func room(qlen int) int { return maxTCPSize - headerLen - qlen - 4 - optMaxLen }
 
 func (s *Server) buildAddrs(eps []*registry.Endpoint, qlen int) *answer {
 	mk := func(eps []*registry.Endpoint) section {
-		var b []byte
+		// Sized exactly: a cache holds one per service.
+		b := make([]byte, 0, len(eps)*addrLen(eps[0].Address))
 		for _, e := range eps {
 			b = appendAddr(b, ptrQName, s.ttl.a, e.Address)
 		}
@@ -433,10 +434,11 @@ func srvWeightsWith(eps []*registry.Endpoint, split []ZoneWeight, weight func(*r
 func (s *Server) buildSRV(eps []*registry.Endpoint, split []ZoneWeight, prio map[string]int, port, service string, qlen int, epGen uint64) *answer {
 	suffix := "." + service + "." + s.domain
 	weight := s.endpointWeight(service, epGen)
+	var scratch []byte // reused between subsets; what is kept is copied to size
 	mk := func(eps []*registry.Endpoint) section {
 		base := headerLen + qlen + 4
 		weights := srvWeightsWith(eps, split, weight)
-		var b []byte
+		b := scratch[:0]
 		targets := make([]int, len(eps))
 		for i, e := range eps {
 			p, _ := e.Port(port)
@@ -458,7 +460,9 @@ func (s *Server) buildSRV(eps []*registry.Endpoint, split []ZoneWeight, prio map
 			b = appendName(b, e.ID+suffix)
 			b = appendAddrRest(b, s.ttl.a, e.Address)
 		}
-		return section{an: uint16(len(eps)), ar: uint16(len(eps)), anLen: anLen, body: b}
+		scratch = b
+		// The cache keeps the body: without append's spare capacity.
+		return section{an: uint16(len(eps)), ar: uint16(len(eps)), anLen: anLen, body: slices.Clone(b)}
 	}
 	// Worst case per endpoint: SRV + address record with its owner written
 	// out.

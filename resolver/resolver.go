@@ -367,7 +367,7 @@ func (s *Server) srv(rp *reply, snap *registry.Snapshot, rel string, qtype uint1
 		s.rfc8482(rp)
 		return
 	}
-	a := s.srvAnswers(rp, svc).srv[srvKey{port, proto}]
+	a := s.srvAnswers(rp, svc).srvFor(port, proto)
 	if a == nil {
 		// A known service without healthy endpoints on that port: the
 		// name exists, the records do not (yet).

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -312,6 +313,38 @@ func TestConfigValidate(t *testing.T) {
 			_, err := New(tt.cfg)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("New = %v, want an error naming %s", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestCacheSlotOnePerName: goroutines asking for the slots of the same
+// names at once all get one slot per name.
+func TestCacheSlotOnePerName(t *testing.T) {
+	for _, zones := range []int{0, 3} {
+		t.Run(fmt.Sprintf("zones=%d", zones), func(t *testing.T) {
+			c := &cache{zones: zones}
+			const names, workers = 200, 8
+			got := make([][]*slot, workers)
+			var wg sync.WaitGroup
+			for w := range workers {
+				wg.Go(func() {
+					for i := range names {
+						got[w] = append(got[w], c.slot(fmt.Sprintf("svc-%d", (i+w*7)%names)))
+					}
+				})
+			}
+			wg.Wait()
+			for w := range workers {
+				for i, sl := range got[w] {
+					want := c.slot(fmt.Sprintf("svc-%d", (i+w*7)%names))
+					if sl != want {
+						t.Fatalf("worker %d, name %d: slot %p, want %p", w, i, sl, want)
+					}
+					if len(sl.zoned) != zones {
+						t.Fatalf("slot has %d zone variants, want %d", len(sl.zoned), zones)
+					}
+				}
 			}
 		})
 	}
