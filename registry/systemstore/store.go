@@ -49,14 +49,26 @@ func (s *Store) Put(ctx context.Context, r Record) error {
 	return err
 }
 
+// EncodeRecord returns the KV key and value Store writes for r: the key
+// "registrations/<service>/<endpoint id>" and the record as JSON. Tools
+// that fill a store in bulk (store copy, benchmarks) use it so that what
+// they write is what a replica reads.
+func EncodeRecord(r Record) (key string, value []byte, err error) {
+	v, err := json.Marshal(r)
+	if err != nil {
+		return "", nil, fmt.Errorf("encode record %s: %w", r.Key(), err)
+	}
+	return RegistrationsPrefix + r.Key(), v, nil
+}
+
 // PutRev is Put that returns the revision of the write, so that a replica
 // can order its own write against the watch events of other replicas.
 func (s *Store) PutRev(ctx context.Context, r Record) (int64, error) {
-	v, err := json.Marshal(r)
+	key, v, err := EncodeRecord(r)
 	if err != nil {
-		return 0, fmt.Errorf("put %s: %w", r.Key(), err)
+		return 0, fmt.Errorf("put: %w", err)
 	}
-	rev, err := s.kv.Put(ctx, RegistrationsPrefix+r.Key(), v)
+	rev, err := s.kv.Put(ctx, key, v)
 	if err != nil {
 		return 0, unavailable("put registration", err)
 	}
@@ -75,11 +87,10 @@ func (s *Store) PutRevIf(ctx context.Context, r Record, ifRev int64) (rev int64,
 		rev, err := s.PutRev(ctx, r)
 		return rev, err == nil, nil, 0, err
 	}
-	v, err := json.Marshal(r)
+	key, v, err := EncodeRecord(r)
 	if err != nil {
-		return 0, false, nil, 0, fmt.Errorf("put %s: %w", r.Key(), err)
+		return 0, false, nil, 0, fmt.Errorf("put: %w", err)
 	}
-	key := RegistrationsPrefix + r.Key()
 	got, ok, err := cp.PutIf(ctx, key, v, ifRev)
 	if err != nil {
 		return 0, false, nil, 0, unavailable("put registration", err)

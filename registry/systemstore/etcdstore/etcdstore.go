@@ -13,6 +13,7 @@
 package etcdstore
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -38,7 +39,6 @@ const (
 	DefaultPrefix         = "/spillway/"
 	DefaultDialTimeout    = 5 * time.Second
 	DefaultRequestTimeout = 5 * time.Second
-	listPage              = 1000
 )
 
 // Config says how to reach etcd.
@@ -76,6 +76,10 @@ type KV struct {
 	cancel  context.CancelFunc
 
 	closed atomic.Bool
+
+	// listPage and listSplit replace listPage and listSplitAbove when
+	// set (tests).
+	listPage, listSplit int64
 }
 
 var _ systemstore.KV = (*KV)(nil)
@@ -244,38 +248,111 @@ func (s *KV) Get(ctx context.Context, key string) ([]byte, int64, error) {
 // whole List: 100,000 registrations are 100 pages (about 44 MB), which took
 // 4.3 to more than 5 s on a busy 2-core machine, so one bound over all of
 // them failed a replica's start and every resync after a store hiccup.
+//
+// A range request costs etcd (3.4, and 3.5 before its count fix) a walk
+// of every key from the page's first key to the range end, whatever its
+// limit: paging through N keys walks N²/2000 of them, which at 1,000,000
+// registrations outlasted the request timeout. So a range that holds more
+// than splitAbove keys (the Count of its first page) is not paged but
+// split at the next key byte, into one range per key character (and the
+// gaps between them, in case a key outside systemstore.ValidateKey is
+// there), recursively; every page then walks at most splitAbove keys.
 func (s *KV) List(ctx context.Context, prefix string) ([]systemstore.KeyValue, int64, error) {
 	if err := systemstore.ValidatePrefix(prefix); err != nil {
 		return nil, 0, fmt.Errorf("list: %w", err)
 	}
-	start, end := s.prefix+prefix, clientv3.GetPrefixRangeEnd(s.prefix+prefix)
-	var out []systemstore.KeyValue
-	var rev int64
-	for {
-		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(listPage), clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend)}
-		if rev != 0 {
-			opts = append(opts, clientv3.WithRev(rev))
+	l := lister{s: s, ctx: ctx, prefix: prefix}
+	start := s.prefix + prefix
+	if err := l.list(start, clientv3.GetPrefixRangeEnd(start), 0); err != nil {
+		return nil, 0, s.fail("list", prefix, err)
+	}
+	return l.out, l.rev, nil
+}
+
+// Limits of List: keys per page, and the keys in a range above which it
+// is split rather than paged.
+const (
+	listPage       = 1000
+	listSplitAbove = 20 * listPage
+	// listMaxDepth bounds the splitting (keys are at most 512 bytes).
+	listMaxDepth = systemstore.MaxKeyLen
+)
+
+// keyBytes are the bytes systemstore.ValidateKey allows, in order.
+var keyBytes = func() []byte {
+	var out []byte
+	for c := 0; c < 256; c++ {
+		if err := systemstore.ValidatePrefix("k" + string(rune(c))); err == nil && c < 0x80 {
+			out = append(out, byte(c))
 		}
-		pctx, cancel, err := s.op(ctx)
+	}
+	return out
+}()
+
+// lister is one List: its revision (set by the first page) and what it
+// has read.
+type lister struct {
+	s      *KV
+	ctx    context.Context
+	prefix string
+	rev    int64
+	out    []systemstore.KeyValue
+}
+
+// list appends every key in [from, end), in order.
+func (l *lister) list(from, end string, depth int) error {
+	page, split := cmp.Or(l.s.listPage, listPage), cmp.Or(l.s.listSplit, listSplitAbove)
+	start := from
+	for first := true; ; first = false {
+		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(page), clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend)}
+		if l.rev != 0 {
+			opts = append(opts, clientv3.WithRev(l.rev))
+		}
+		pctx, cancel, err := l.s.op(l.ctx)
 		if err != nil {
-			return nil, 0, s.fail("list", prefix, err)
+			return err
 		}
-		resp, err := s.cli.Get(pctx, start, opts...)
+		resp, err := l.s.cli.Get(pctx, start, opts...)
 		cancel()
 		if err != nil {
-			return nil, 0, s.fail("list", prefix, err)
+			return err
 		}
-		if rev == 0 {
-			rev = resp.Header.Revision
+		if l.rev == 0 {
+			l.rev = resp.Header.Revision
+		}
+		if first && resp.More && resp.Count > split && depth < listMaxDepth {
+			return l.splitRange(from, end, depth)
 		}
 		for _, kv := range resp.Kvs {
-			out = append(out, systemstore.KeyValue{Key: strings.TrimPrefix(string(kv.Key), s.prefix), Value: kv.Value, Rev: kv.ModRevision})
+			l.out = append(l.out, systemstore.KeyValue{Key: strings.TrimPrefix(string(kv.Key), l.s.prefix), Value: kv.Value, Rev: kv.ModRevision})
 		}
 		if !resp.More || len(resp.Kvs) == 0 {
-			return out, rev, nil
+			return nil
 		}
 		start = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
 	}
+}
+
+// splitRange lists [from, end) as smaller ranges, in order. A prefix range
+// (end is from's PrefixEnd) is cut before each key byte after from; any
+// other range [P+c, end) is P+c's prefix range and then the rest.
+func (l *lister) splitRange(from, end string, depth int) error {
+	if end != clientv3.GetPrefixRangeEnd(from) {
+		mid := clientv3.GetPrefixRangeEnd(from)
+		if err := l.list(from, mid, depth+1); err != nil {
+			return err
+		}
+		return l.list(mid, end, depth+1)
+	}
+	lo := from
+	for _, c := range keyBytes {
+		hi := from + string(c)
+		if err := l.list(lo, hi, depth+1); err != nil {
+			return err
+		}
+		lo = hi
+	}
+	return l.list(lo, end, depth+1)
 }
 
 // Watch implements systemstore.KV.
