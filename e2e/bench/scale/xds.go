@@ -65,10 +65,13 @@ type xdsResult struct {
 	GrossCPUPerUpdateUS float64 `json:"gross_cpu_us_per_stream_update"`
 	Updates             int     `json:"stream_updates"`
 	EDSResponses        int64   `json:"eds_responses"`
+	EDSBytes            int64   `json:"eds_bytes"`
+	ServerCPUSeconds    float64 `json:"server_cpu_s"`
 	P99MS               float64 `json:"fanout_p99_ms"`
 	Missed              int     `json:"missed"`
 	SetupSeconds        float64 `json:"setup_s"`
 	OtherCores          float64 `json:"other_processes_cores"`
+	IdleCPUMSPerS       float64 `json:"idle_server_cpu_ms_per_s"`
 }
 
 func runXDS(ctx context.Context, e *env, r region) ([]figure, error) {
@@ -95,13 +98,19 @@ func runXDS(ctx context.Context, e *env, r region) ([]figure, error) {
 	if err := writeRegionData(data, r); err != nil {
 		return nil, err
 	}
-	// The SnapshotCache runs with fewer streams where K would not fit:
-	// see snapshotStreams.
-	kSnap := snapshotStreams(r)
+	// The go-control-plane servers run with fewer streams where K would
+	// not fit: see snapshotStreams and linearStreams.
+	kSnap, kLin := snapshotStreams(r), min(r.Streams, linearMaxStreams)
 	runs := []struct {
 		targets string
 		k       int
 	}{{"spillway,linear", r.Streams}, {"baseline", kSnap}}
+	if kLin < r.Streams {
+		runs = []struct {
+			targets string
+			k       int
+		}{{"spillway", r.Streams}, {"linear", kLin}, {"baseline", kSnap}}
+	}
 	got := map[string]xdsResult{}
 	for i, run := range runs {
 		res, err := runXDSBench(ctx, e, r, dir, fmt.Sprint(i), bench, spillway, baseline, data, run.targets, run.k)
@@ -110,7 +119,7 @@ func runXDS(ctx context.Context, e *env, r region) ([]figure, error) {
 		}
 		maps.Copy(got, res)
 	}
-	return xdsFigures(r, kSnap, got), nil
+	return xdsFigures(r, kSnap, kLin, got), nil
 }
 
 // snapshotBudget bounds the SnapshotCache baseline's streams × services.
@@ -123,6 +132,11 @@ func runXDS(ctx context.Context, e *env, r region) ([]figure, error) {
 // 12M stream-services is about 3 GB, what this shared machine gives one
 // process.
 const snapshotBudget = 12_000_000
+
+// linearMaxStreams bounds the LinearCache baseline's streams: about 120
+// KiB each (measured at 1,000 and 5,000 streams), 25,000 are 3 GB beside
+// the region's assignments.
+const linearMaxStreams = 25_000
 
 // snapshotStreams is the number of streams the SnapshotCache baseline
 // runs with at r: r.Streams while streams × services stays within
@@ -181,7 +195,7 @@ func runXDSBench(ctx context.Context, e *env, r region, dir, tag, bench, spillwa
 }
 
 // xdsFigures turns xdsbench's results into the part's figures.
-func xdsFigures(r region, kSnap int, got map[string]xdsResult) []figure {
+func xdsFigures(r region, kSnap, kLin int, got map[string]xdsResult) []figure {
 	s, snap, lin := got["spillway"], got["baseline"], got["linear"]
 	ratio := func(name string, num, den float64) figure {
 		if den <= 0 {
@@ -196,6 +210,11 @@ func xdsFigures(r region, kSnap int, got map[string]xdsResult) []figure {
 		snapK.Note = fmt.Sprintf("fewer than %d: its memory per stream grows with the services (about 0.26 KiB per service), so %d streams over %d services would not fit this machine", r.Streams, r.Streams, r.Services)
 	}
 	figs = append(figs, snapK)
+	linK := figure{Name: "xDS streams, go-control-plane LinearCache", Value: float64(kLin)}
+	if kLin < r.Streams {
+		linK.Note = fmt.Sprintf("fewer than %d: about 120 KiB per stream, %d streams (and the driver's side of them) would pass the 5 GB a process may take on this shared machine; its memory per stream does not grow with K", r.Streams, r.Streams)
+	}
+	figs = append(figs, linK)
 	// RSS per stream is read after one GC in each server, before the
 	// streams and with them: spillway's reading before the streams
 	// otherwise holds the garbage of parsing its static file, which the
@@ -215,6 +234,20 @@ func xdsFigures(r region, kSnap int, got map[string]xdsResult) []figure {
 	figs = append(figs,
 		ratio("CPU per stream update, spillway / SnapshotCache", s.GrossCPUPerUpdateUS, snap.GrossCPUPerUpdateUS),
 		ratio("CPU per stream update, spillway / LinearCache", s.GrossCPUPerUpdateUS, lin.GrossCPUPerUpdateUS))
+	// What the CPU bought: the assignments' bytes each stream update
+	// carried (over every EDS response of the change window, the
+	// SnapshotCache's to unchanged services too), and the server's CPU
+	// per MB of them.
+	for _, t := range xdsTargets {
+		g := got[t.target]
+		figs = append(figs, figure{Name: "EDS bytes sent per stream update, " + t.label, Value: float64(g.EDSBytes) / float64(max(1, g.Updates)) / 1024, Unit: "KiB",
+			Note: fmt.Sprintf("server CPU %.0f ms per MB of assignments sent", g.ServerCPUSeconds*1e3/max(float64(g.EDSBytes)/1e6, 1e-9))})
+	}
+	// Gross CPU holds the server's background work over the change
+	// window: its idle CPU, read right after, shows how much.
+	for _, t := range xdsTargets {
+		figs = append(figs, figure{Name: "idle server CPU, " + t.label, Value: got[t.target].IdleCPUMSPerS, Unit: "ms/s"})
+	}
 	for _, t := range xdsTargets {
 		g := got[t.target]
 		f := atMost("push p99 to the last stream of the changed service, "+t.label, g.P99MS, "ms", xdsPushWant)

@@ -51,6 +51,7 @@ type fleet struct {
 	lastResp  atomic.Int64                // UnixNano of the latest response
 	synced    atomic.Int64                // streams that have their initial EDS
 	reopened  atomic.Int64                // streams opened again before their initial EDS
+	edsBytes  atomic.Int64                // bytes of the assignments in EDS responses received
 	syncedCh  chan struct{}               // closed when synced reaches k
 	// badInitial counts initial EDS responses whose endpoint count is not
 	// the service's.
@@ -331,6 +332,13 @@ func (f *fleet) receive(ctx context.Context, st *stream) {
 			return
 		}
 		f.responses[idx].Add(1)
+		if idx == edsIndex {
+			n := 0
+			for _, a := range resp.GetResources() {
+				n += len(a.GetValue())
+			}
+			f.edsBytes.Add(int64(n))
+		}
 		if idx == edsIndex {
 			if err := f.onEDS(st, resp, now); err != nil {
 				f.fail(err)

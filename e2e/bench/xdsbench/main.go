@@ -230,6 +230,7 @@ type result struct {
 	cpu, idleCPU float64         // seconds over the change window and the idle window
 	window       time.Duration
 	responses    [len(typeURLs)]int64 // responses received during the change window
+	edsBytes     int64                // bytes of the assignments those EDS responses held
 	idleResp     int64                // responses received during the idle window
 	clientCPU    float64              // the driver's own CPU seconds over the change window
 	others       float64              // CPU seconds of every other process over the change window
@@ -915,6 +916,7 @@ func (m *meter) changes(ctx context.Context, fl *fleet, plan []benchdata.Change,
 	}
 	procs0 := processTicks()
 	resp0 := fl.totalResponses()
+	bytes0 := fl.edsBytes.Load()
 	t0 := time.Now()
 	for _, c := range plan {
 		change := m.change
@@ -936,11 +938,12 @@ func (m *meter) changes(ctx context.Context, fl *fleet, plan []benchdata.Change,
 	}
 	r.others = otherCPUSeconds(procs0, processTicks(), m.srv.pid(), os.Getpid())
 	resp1 := fl.totalResponses()
+	r.edsBytes = fl.edsBytes.Load() - bytes0
 	for j := range r.responses {
 		r.responses[j] = resp1[j] - resp0[j]
 	}
-	m.say("%d changes in %v: server CPU %.2f s, driver CPU %.2f s, other processes %.2f cores; %d fan-out samples, %d missed",
-		len(plan), r.window.Round(time.Millisecond), r.cpu, r.clientCPU, r.otherCPU(), len(r.lat), r.missed)
+	m.say("%d changes in %v: server CPU %.2f s, driver CPU %.2f s, other processes %.2f cores; %d fan-out samples, %d missed; %d EDS responses holding %.1f MB of assignments",
+		len(plan), r.window.Round(time.Millisecond), r.cpu, r.clientCPU, r.otherCPU(), len(r.lat), r.missed, r.responses[edsIndex], float64(r.edsBytes)/1e6)
 	return nil
 }
 
@@ -1305,6 +1308,7 @@ type jsonResult struct {
 	Updates               int     `json:"stream_updates"`
 	Changes               int     `json:"changes"`
 	EDSResponses          int64   `json:"eds_responses"`
+	EDSBytes              int64   `json:"eds_bytes"`
 	P50MS                 float64 `json:"fanout_p50_ms"`
 	P99MS                 float64 `json:"fanout_p99_ms"`
 	MaxMS                 float64 `json:"fanout_max_ms"`
@@ -1327,7 +1331,7 @@ func writeJSON(path string, rs []*result) error {
 		j.RSSPerStreamKiB, j.RSSSteadyPerStreamKiB, j.PeakPerStreamKiB = r.rssPerStream(), r.rssSteadyPerStream(), r.peakPerStream()
 		j.RSSBeforeKiB, j.RSSAfterKiB = r.rssBeforeKiB, r.rssAfterKiB
 		j.GrossCPUPerUpdateUS, j.NetCPUPerUpdateUS, j.CPUPerEDSUS = r.grossPerUpdate(), r.netPerUpdate(), r.perEDS()
-		j.ServerCPUSeconds, j.Updates, j.Changes, j.EDSResponses = r.cpu, r.updates, len(r.calls), r.responses[edsIndex]
+		j.ServerCPUSeconds, j.Updates, j.Changes, j.EDSResponses, j.EDSBytes = r.cpu, r.updates, len(r.calls), r.responses[edsIndex], r.edsBytes
 		j.P50MS, j.P99MS, j.MaxMS, j.Missed = msf(r.p(0.5)), msf(r.p(0.99)), msf(r.p(1)), r.missed
 		j.SetupSeconds, j.OtherCores, j.IdleCPUMSPerS = r.setup.Seconds(), r.otherCPU(), r.idleRate()
 		out = append(out, j)
