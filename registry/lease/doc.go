@@ -37,7 +37,8 @@
 //
 // With several replicas on one shared store (package replica), every
 // replica's manager holds every lease: Adopt and Drop apply the store's
-// watch events in revision order, Seen applies other replicas' last-seen
+// watch events in revision order, AdoptBatch a full List of the store
+// (one registry change per few thousand records), Seen applies other replicas' last-seen
 // stamps (deadlines only move forward), LocalStamps is what this replica
 // publishes. Only the replica whose Config.Decider allows it expires
 // leases, with every TTL extended by Config.ExpiryGrace (how late another

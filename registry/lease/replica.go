@@ -72,6 +72,122 @@ func (m *Manager) Adopt(rec systemstore.Record, rev int64, seen time.Time) error
 	return nil
 }
 
+// Adoption is one stored registration and the revision it was stored at,
+// for AdoptBatch.
+type Adoption struct {
+	Rec systemstore.Record
+	Rev int64
+}
+
+// adoptChunk is how many endpoints one store Apply of AdoptBatch takes:
+// big enough that a million registrations are a few hundred Applies
+// (one Apply copies each service and shard it touches), small enough
+// that a chunk the store refuses is retried one by one quickly.
+const adoptChunk = 4096
+
+// AdoptBatch is Adopt for many registrations (a full List of the store)
+// with their lease set and registry changes made in batches: one store
+// Apply per adoptChunk endpoints instead of one each, which at a million
+// registrations is the difference between a minute and seconds. Each
+// lease new here gets one TTL from now. It holds every key lock while it
+// runs, so registrations on this replica wait for it. A record that
+// Adopt would refuse is skipped and its error returned, one per skipped
+// record; a chunk the store refuses (an endpoint another source holds) is
+// applied one endpoint at a time, so only the refused ones are skipped.
+func (m *Manager) AdoptBatch(batch []Adoption) []error {
+	for i := range m.keyLocks {
+		m.keyLocks[i].Lock()
+	}
+	defer func() {
+		for i := range m.keyLocks {
+			m.keyLocks[i].Unlock()
+		}
+	}()
+	type adopted struct {
+		l, old *lease // l nil: old is kept, at a new revision
+		key    string
+		rev    int64
+		op     registry.Op
+	}
+	var errs []error
+	now := time.Now()
+	todo := make([]adopted, 0, len(batch))
+	m.mu.RLock()
+	for i := range batch {
+		rec, rev := &batch[i].Rec, batch[i].Rev
+		e := rec.Endpoint.Clone()
+		e.Source = registry.SourceVM
+		e.Normalize()
+		if err := registry.ValidateService("service", rec.Service); err != nil {
+			errs = append(errs, fmt.Errorf("adopt %s: %w", rec.Key(), err))
+			continue
+		}
+		if err := e.Validate("endpoint"); err != nil {
+			errs = append(errs, fmt.Errorf("adopt %s: %w", rec.Key(), err))
+			continue
+		}
+		if rec.LeaseID == "" || rec.TTL <= 0 {
+			errs = append(errs, fmt.Errorf("adopt %s: lease_id %q, ttl %v: %w", rec.Key(), rec.LeaseID, rec.TTL, registry.ErrInvalid))
+			continue
+		}
+		key := systemstore.Key(rec.Service, e.ID)
+		old := m.byKey[key]
+		if old != nil && old.rev >= rev {
+			continue
+		}
+		a := adopted{old: old, key: key, rev: rev, op: registry.Upsert(rec.Service, e)}
+		if old == nil || old.id != rec.LeaseID {
+			l := &lease{id: rec.LeaseID, key: key, service: rec.Service, epID: e.ID, ttl: rec.TTL, owner: rec.Owner, rev: rev}
+			l.deadline.Store(now.Add(rec.TTL).UnixNano())
+			l.lastSeen.Store(e.LastSeen.UnixNano())
+			a.l = l
+		}
+		todo = append(todo, a)
+	}
+	m.mu.RUnlock()
+
+	ops := make([]registry.Op, 0, adoptChunk)
+	for len(todo) > 0 {
+		chunk := todo[:min(adoptChunk, len(todo))]
+		todo = todo[len(chunk):]
+		ops = ops[:0]
+		for _, a := range chunk {
+			ops = append(ops, a.op)
+		}
+		ok := make([]bool, len(chunk))
+		if _, err := m.cfg.Store.Apply(ops...); err == nil {
+			for i := range ok {
+				ok[i] = true
+			}
+		} else {
+			for i := range chunk {
+				if _, err := m.cfg.Store.Apply(chunk[i].op); err != nil {
+					errs = append(errs, fmt.Errorf("adopt %s: %w", chunk[i].key, err))
+					continue
+				}
+				ok[i] = true
+			}
+		}
+		m.mu.Lock()
+		for i, a := range chunk {
+			if !ok[i] {
+				continue
+			}
+			if a.l == nil {
+				a.old.rev = a.rev // our own registration, or a record rewritten
+				continue
+			}
+			if a.old != nil {
+				delete(m.leases, a.old.id)
+			}
+			m.leases[a.l.id] = a.l
+			m.byKey[a.l.key] = a.l
+		}
+		m.mu.Unlock()
+	}
+	return errs
+}
+
 // Drop removes the lease of key and its endpoint after the store deleted
 // the key at revision rev (a deregistration or an expiry on any replica),
 // unless this manager holds a newer registration of it. It writes nothing

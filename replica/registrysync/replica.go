@@ -42,6 +42,7 @@ const (
 // Leases is the lease manager a Replica feeds; *lease.Manager.
 type Leases interface {
 	Adopt(rec systemstore.Record, rev int64, seen time.Time) error
+	AdoptBatch(batch []lease.Adoption) []error
 	Drop(key string, rev int64) error
 	Keys() map[string]int64
 	Seen(id string, t time.Time)
@@ -454,10 +455,22 @@ func (r *Replica) syncRegistrations(ctx context.Context) (int64, error) {
 		return 0, fmt.Errorf("sync registrations from %s: %w", r.cfg.Name, err)
 	}
 	held := r.leases.Keys()
-	for _, kv := range kvs {
-		key := strings.TrimPrefix(kv.Key, systemstore.RegistrationsPrefix)
+	batch := make([]lease.Adoption, 0, len(kvs))
+	for i := range kvs {
+		key := strings.TrimPrefix(kvs[i].Key, systemstore.RegistrationsPrefix)
 		delete(held, key)
-		r.adopt(key, kv.Value, kv.Rev)
+		rec, err := systemstore.DecodeRecord(kvs[i].Value)
+		kvs[i].Value = nil // decoded: let it go before the next one
+		if err != nil {
+			r.log.Error("skipped undecodable registration", "key", key, "err", err)
+			continue
+		}
+		batch = append(batch, lease.Adoption{Rec: rec, Rev: kvs[i].Rev})
+	}
+	// One registry change per few thousand registrations, not one each:
+	// a million adopted one by one took a minute (docs/benchmarks.md).
+	for _, err := range r.leases.AdoptBatch(batch) {
+		r.log.Error("skipped registration", "err", err)
 	}
 	for key := range held {
 		if err := r.leases.Drop(key, rev); err != nil {
