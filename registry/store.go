@@ -121,6 +121,7 @@ type Store struct {
 	// mu serialises writers: Apply and subscriber notification.
 	mu     sync.Mutex
 	writes atomic.Uint64 // writes that changed something, for metrics and tests
+	intern interner      // shared port lists and locality names; guarded by mu
 
 	// subsMu guards the subscriber sets. Taken after mu, never before.
 	subsMu  sync.Mutex
@@ -254,7 +255,7 @@ func (s *Store) Apply(ops ...Op) (uint64, error) {
 
 	old := s.cur.Load()
 	next := old.version + 1
-	b := builder{old: old, next: next, dns: &s.names}
+	b := builder{old: old, next: next, dns: &s.names, intern: &s.intern}
 	for i := range ops {
 		if err := b.apply(&ops[i]); err != nil {
 			return old.version, err
@@ -274,19 +275,21 @@ func (s *Store) Apply(ops ...Op) (uint64, error) {
 // builder makes the next snapshot copy-on-write: it copies only the shards
 // and services a batch touches.
 type builder struct {
-	dns       *dnsNames
-	old       *Snapshot
-	next      uint64
-	sh        *shards
-	copied    [numShards]bool
-	work      map[string]*Service // services copied in this batch, mutable until build
-	changed   []string
-	services  int
-	endpoints int
-	names     bool // a service was added or forgotten
-	flags     map[string]string
-	started   bool
-	conflicts []conflictEvent // new address conflicts, from build
+	dns        *dnsNames
+	intern     *interner
+	old        *Snapshot
+	next       uint64
+	sh         *shards
+	copied     [numShards]bool
+	work       map[string]*Service // services copied in this batch, mutable until build
+	changed    []string
+	changedSet map[string]struct{} // the names in changed
+	services   int
+	endpoints  int
+	names      bool // a service was added or forgotten
+	flags      map[string]string
+	started    bool
+	conflicts  []conflictEvent // new address conflicts, from build
 }
 
 func (b *builder) start() {
@@ -351,10 +354,18 @@ func (b *builder) writable(name string, create bool) (*Service, bool) {
 	return w, true
 }
 
+// markChanged adds name to the batch's changed names once, in the order
+// first changed: a set beside the list, so that a batch of n services
+// (a static file, a lease restore) costs O(n), not O(n²).
 func (b *builder) markChanged(name string) {
-	if !slices.Contains(b.changed, name) {
-		b.changed = append(b.changed, name)
+	if _, ok := b.changedSet[name]; ok {
+		return
 	}
+	if b.changedSet == nil {
+		b.changedSet = map[string]struct{}{}
+	}
+	b.changedSet[name] = struct{}{}
+	b.changed = append(b.changed, name)
 }
 
 func (b *builder) apply(op *Op) error {
@@ -397,6 +408,7 @@ func (b *builder) apply(op *Op) error {
 				return err
 			}
 		}
+		b.intern.endpoint(e)
 		w, _ := b.writable(op.service, true)
 		i, found := slices.BinarySearchFunc(w.Endpoints, e.ID, func(x *Endpoint, id string) int { return cmp.Compare(x.ID, id) })
 		if found {

@@ -71,3 +71,69 @@ func BenchmarkWrite(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkWriteManyServices is one registration (a new endpoint, then
+// its removal: two writes) into a 20-endpoint service with as many other
+// services in the store as a region holds per replica (issue 31: 50,000),
+// the write a churn of registrations makes. A write copies the shard map
+// its service is in (services/256 entries) and the service's endpoints.
+func BenchmarkWriteManyServices(b *testing.B) {
+	for _, services := range []int{1000, 50000} {
+		b.Run(fmt.Sprintf("services=%d", services), func(b *testing.B) {
+			s := NewStore()
+			ops := make([]Op, 0, services*20)
+			for i := range services {
+				for j := range 20 {
+					e := validEndpoint()
+					e.ID = fmt.Sprintf("e%02d", j)
+					e.Address = netip.AddrFrom4([4]byte{10, byte(i >> 8), byte(i), byte(j)})
+					ops = append(ops, Upsert(fmt.Sprintf("svc-%05d", i), e))
+				}
+			}
+			if _, err := s.Apply(ops...); err != nil {
+				b.Fatal(err)
+			}
+			e := validEndpoint()
+			e.ID = "churn"
+			e.Address = netip.MustParseAddr("11.0.0.1")
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				svc := fmt.Sprintf("svc-%05d", i%services)
+				i++
+				if _, err := s.Apply(Upsert(svc, e)); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := s.Apply(Remove(svc, "churn", e.Source)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkApplyBatch is one batch that adds n services of 20 endpoints
+// each, as a static file's load or a lease restore at startup does
+// (issue 31's region: 50,000 services, 1,000,000 endpoints).
+func BenchmarkApplyBatch(b *testing.B) {
+	for _, services := range []int{1000, 10000, 50000} {
+		b.Run(fmt.Sprintf("services=%d", services), func(b *testing.B) {
+			ops := make([]Op, 0, services*20)
+			for i := range services {
+				for j := range 20 {
+					e := validEndpoint()
+					e.ID = fmt.Sprintf("e%02d", j)
+					e.Address = netip.AddrFrom4([4]byte{10, byte(i >> 8), byte(i), byte(j)})
+					ops = append(ops, Upsert(fmt.Sprintf("svc-%05d", i), e))
+				}
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := NewStore().Apply(ops...); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*services*20), "ns/endpoint")
+		})
+	}
+}
