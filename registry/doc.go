@@ -31,5 +31,7 @@
 // take no lock and never block writers; writers are serialised and publish a
 // new Snapshot with one atomic pointer swap, copying only the shard and the
 // service they change. Endpoints reachable from a Snapshot are shared and
-// must not be modified.
+// must not be modified; endpoints with the same port list or locality
+// names share one copy of them (intern.go), so a caller that wants to
+// change one works on Endpoint.Clone, which copies the port list.
 package registry
