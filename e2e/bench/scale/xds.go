@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -62,6 +63,7 @@ type xdsResult struct {
 	Error               string  `json:"error"`
 	RSSPerStreamKiB     float64 `json:"rss_per_stream_kib"`
 	RSSAfterGCKiB       float64 `json:"rss_after_gc_per_stream_kib"`
+	InuseKiB            float64 `json:"inuse_after_gc_per_stream_kib"`
 	GrossCPUPerUpdateUS float64 `json:"gross_cpu_us_per_stream_update"`
 	Updates             int     `json:"stream_updates"`
 	EDSResponses        int64   `json:"eds_responses"`
@@ -145,6 +147,17 @@ func snapshotStreams(r region) int {
 	return max(100, min(r.Streams, snapshotBudget/r.Services))
 }
 
+// maxConns is the most connections a run opens: this machine's
+// RLIMIT_NOFILE is 20,000, hard (no CAP_SYS_RESOURCE to raise it), and
+// the server, which inherits it from xdsbench, needs a descriptor per
+// connection too.
+const maxConns = 18_000
+
+// streamsPerConn is the fewest streams per connection that keep k
+// streams within maxConns connections: 1 (as grpc-go and Envoy clients
+// do) up to 18,000 streams, 2 at 25,000, 3 at 50,000.
+func streamsPerConn(k int) int { return (k + maxConns - 1) / maxConns }
+
 // runXDSBench runs xdsbench once: targets (comma-separated) at k streams,
 // one round, on the region's data file; it returns each target's result.
 func runXDSBench(ctx context.Context, e *env, r region, dir, tag, bench, spillway, baseline, data, targets string, k int) (map[string]xdsResult, error) {
@@ -157,15 +170,21 @@ func runXDSBench(ctx context.Context, e *env, r region, dir, tag, bench, spillwa
 	defer logf.Close()
 	args := []string{
 		"--data", data, "--target", targets, "--rounds", "1",
-		"--streams", fmt.Sprint(k), "--streams-per-conn", "1",
+		"--streams", fmt.Sprint(k), "--streams-per-conn", fmt.Sprint(streamsPerConn(k)),
 		"--changes", fmt.Sprint(xdsChanges),
-		"--settle", "1s", "--scavenge", "2s", "--max-idle", "3s", "--gap", "100ms",
+		// --scavenge 8s: spillway parses its static file before the
+		// first reading, and the background scavenger needs seconds to
+		// return that garbage's pages; with 2 s the reading before the
+		// streams held pages the streams then reused.
+		"--settle", "1s", "--scavenge", "8s", "--max-idle", "3s", "--gap", "100ms",
 		"--spillway-bin", spillway, "--baseline-bin", baseline, "--json", out,
 	}
 	e.Logf("xds at %s: xdsbench %s (progress in %s)", r.Label(), strings.Join(args, " "), logPath)
 	start := time.Now()
 	cmd := exec.CommandContext(ctx, bench, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	// xdsbench, and the servers with it, die with this process.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if e.Verbose {
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	}
@@ -204,7 +223,10 @@ func xdsFigures(r region, kSnap, kLin int, got map[string]xdsResult) []figure {
 		return atMost(name, num/den, "x", xdsWant)
 	}
 	var figs []figure
-	figs = append(figs, figure{Name: "xDS streams (one per connection)", Value: float64(r.Streams)})
+	figs = append(figs,
+		figure{Name: "xDS streams", Value: float64(r.Streams)},
+		figure{Name: "xDS streams per connection", Value: float64(streamsPerConn(r.Streams)),
+			Note: "more than 1 only where the streams would need more connections than this machine's RLIMIT_NOFILE (20,000, hard) lets the server hold"})
 	snapK := figure{Name: "xDS streams, go-control-plane SnapshotCache", Value: float64(kSnap)}
 	if kSnap < r.Streams {
 		snapK.Note = fmt.Sprintf("fewer than %d: its memory per stream grows with the services (about 0.26 KiB per service), so %d streams over %d services would not fit this machine", r.Streams, r.Streams, r.Services)
@@ -215,17 +237,22 @@ func xdsFigures(r region, kSnap, kLin int, got map[string]xdsResult) []figure {
 		linK.Note = fmt.Sprintf("fewer than %d: about 120 KiB per stream, %d streams (and the driver's side of them) would pass the 5 GB a process may take on this shared machine; its memory per stream does not grow with K", r.Streams, r.Streams)
 	}
 	figs = append(figs, linK)
-	// RSS per stream is read after one GC in each server, before the
-	// streams and with them: spillway's reading before the streams
-	// otherwise holds the garbage of parsing its static file, which the
-	// next GC frees, and the plain difference can come out negative.
+	// Memory per stream is the Go runtime's heap and stacks in use
+	// (HeapInuse + StackInuse) right after one GC in each server, with the
+	// streams minus before them. VmRSS differences do not work here: a Go
+	// server keeps the pages of freed garbage up to its heap goal (spillway
+	// holds what parsing its static file left, a gigabyte at 100 %), and
+	// the streams' memory then fits in pages already resident, so RSS per
+	// stream came out near 0 or negative. Both servers are Go programs;
+	// the kernel's socket buffers are in neither figure.
 	for _, t := range xdsTargets {
-		figs = append(figs, figure{Name: "RSS per stream (after one GC), " + t.label, Value: got[t.target].RSSAfterGCKiB, Unit: "KiB",
-			Note: fmt.Sprintf("without the GC: %.1f KiB", got[t.target].RSSPerStreamKiB)})
+		g := got[t.target]
+		figs = append(figs, figure{Name: "memory per stream (heap + stacks in use after one GC), " + t.label, Value: g.InuseKiB, Unit: "KiB",
+			Note: fmt.Sprintf("VmRSS per stream: %.1f KiB, after one GC %.1f KiB", g.RSSPerStreamKiB, g.RSSAfterGCKiB)})
 	}
 	figs = append(figs,
-		ratio("RSS per stream, spillway / SnapshotCache", s.RSSAfterGCKiB, snap.RSSAfterGCKiB),
-		ratio("RSS per stream, spillway / LinearCache", s.RSSAfterGCKiB, lin.RSSAfterGCKiB))
+		ratio("memory per stream, spillway / SnapshotCache", s.InuseKiB, snap.InuseKiB),
+		ratio("memory per stream, spillway / LinearCache", s.InuseKiB, lin.InuseKiB))
 	for _, t := range xdsTargets {
 		g := got[t.target]
 		figs = append(figs, figure{Name: "server CPU per stream update (gross), " + t.label, Value: g.GrossCPUPerUpdateUS, Unit: "µs",

@@ -219,10 +219,13 @@ type result struct {
 	// (GET /debug/pprof/heap?gc=1) and --scavenge, and the runtime's
 	// stack bytes in use (MemStats.StackInuse) before and after that GC.
 	rssBeforeGCKiB, rssAfterGCKiB int64
-	stackBefore, stackAfter       int64         // before any forced GC
-	stackBeforeGC, stackAfterGC   int64         // right after the forced GC
-	setup                         time.Duration // stream open to all initial EDS
-	badInitial                    int64         // initial EDS with a wrong endpoint count
+	stackBefore, stackAfter       int64 // before any forced GC
+	stackBeforeGC, stackAfterGC   int64 // right after the forced GC
+	// The runtime's heap and stacks in use right after the forced GC
+	// (HeapInuse + StackInuse), in bytes.
+	inuseBefore, inuseAfter int64
+	setup                   time.Duration // stream open to all initial EDS
+	badInitial              int64         // initial EDS with a wrong endpoint count
 
 	lat          []time.Duration // every affected stream's fan-out latency
 	missed       int             // affected streams that never saw their change
@@ -297,6 +300,12 @@ func (r *result) peakPerStream() float64 {
 // the server and the scavenger's wait (--steady).
 func (r *result) rssSteadyPerStream() float64 {
 	return float64(r.rssAfterGCKiB-r.rssBeforeGCKiB) / float64(r.k)
+}
+
+// inusePerStream is the server's heap and stacks in use after one GC,
+// with the streams minus before them, per stream, in KiB (--steady).
+func (r *result) inusePerStream() float64 {
+	return float64(r.inuseAfter-r.inuseBefore) / 1024 / float64(r.k)
 }
 
 // stackPerStream is the server's stack bytes in use per stream, in KiB,
@@ -813,14 +822,21 @@ func (m *meter) settled(ctx context.Context, first time.Duration) (int64, error)
 // reads the stacks again and, after the scavenger's wait, VmRSS: what
 // a server that has run its periodic GC (at least every 2 minutes)
 // holds. No FreeOSMemory, no GOGC or GOMEMLIMIT change.
-func (m *meter) steady(ctx context.Context, rss, stack, stackGC *int64) error {
+//
+// It also returns the heap and stacks in use right after that GC
+// (inuse): unlike VmRSS, they do not hold the pages the runtime keeps
+// after freeing garbage (up to its heap goal), which the streams then
+// reuse, so their difference is what the streams hold.
+func (m *meter) steady(ctx context.Context, rss, stack, stackGC, inuse *int64) error {
 	var err error
-	if *stack, err = m.srv.stackInuse(ctx, false); err != nil {
+	if *stack, _, err = m.srv.stackInuse(ctx, false); err != nil {
 		return err
 	}
-	if *stackGC, err = m.srv.stackInuse(ctx, true); err != nil {
+	var heap int64
+	if *stackGC, heap, err = m.srv.stackInuse(ctx, true); err != nil {
 		return err
 	}
+	*inuse = *stackGC + heap
 	*rss, err = m.settled(ctx, m.cfg.scavenge)
 	return err
 }
@@ -834,7 +850,7 @@ func (m *meter) memoryBefore(ctx context.Context, r *result) error {
 	}
 	m.say("RSS before streams: %d KiB", r.rssBeforeKiB)
 	if m.cfg.steady {
-		if err := m.steady(ctx, &r.rssBeforeGCKiB, &r.stackBefore, &r.stackBeforeGC); err != nil {
+		if err := m.steady(ctx, &r.rssBeforeGCKiB, &r.stackBefore, &r.stackBeforeGC, &r.inuseBefore); err != nil {
 			return err
 		}
 		m.say("after one GC and %v: RSS %d KiB, stacks %d KiB (%d before the GC)", m.cfg.scavenge, r.rssBeforeGCKiB, r.stackBeforeGC>>10, r.stackBefore>>10)
@@ -874,11 +890,11 @@ func (m *meter) memoryWith(ctx context.Context, r *result) error {
 	}
 	m.say("RSS with streams: %d KiB (%.1f KiB per stream); peak %d KiB (%.1f KiB per stream)", r.rssAfterKiB, r.rssPerStream(), r.peakKiB, r.peakPerStream())
 	if m.cfg.steady {
-		if err := m.steady(ctx, &r.rssAfterGCKiB, &r.stackAfter, &r.stackAfterGC); err != nil {
+		if err := m.steady(ctx, &r.rssAfterGCKiB, &r.stackAfter, &r.stackAfterGC, &r.inuseAfter); err != nil {
 			return err
 		}
-		m.say("after one GC and %v: RSS %d KiB (%.1f KiB per stream); stacks %.2f KiB per stream before the GC, %.2f after",
-			m.cfg.scavenge, r.rssAfterGCKiB, r.rssSteadyPerStream(), r.stackPerStream(false), r.stackPerStream(true))
+		m.say("after one GC and %v: RSS %d KiB (%.1f KiB per stream); stacks %.2f KiB per stream before the GC, %.2f after; heap and stacks in use after it %.1f KiB per stream",
+			m.cfg.scavenge, r.rssAfterGCKiB, r.rssSteadyPerStream(), r.stackPerStream(false), r.stackPerStream(true), r.inusePerStream())
 	}
 	return nil
 }
@@ -1298,6 +1314,7 @@ type jsonResult struct {
 
 	RSSPerStreamKiB       float64 `json:"rss_per_stream_kib"`
 	RSSSteadyPerStreamKiB float64 `json:"rss_after_gc_per_stream_kib"`
+	InusePerStreamKiB     float64 `json:"inuse_after_gc_per_stream_kib"`
 	PeakPerStreamKiB      float64 `json:"peak_rss_per_stream_kib"`
 	RSSBeforeKiB          int64   `json:"rss_before_kib"`
 	RSSAfterKiB           int64   `json:"rss_after_kib"`
@@ -1329,6 +1346,7 @@ func writeJSON(path string, rs []*result) error {
 			continue
 		}
 		j.RSSPerStreamKiB, j.RSSSteadyPerStreamKiB, j.PeakPerStreamKiB = r.rssPerStream(), r.rssSteadyPerStream(), r.peakPerStream()
+		j.InusePerStreamKiB = r.inusePerStream()
 		j.RSSBeforeKiB, j.RSSAfterKiB = r.rssBeforeKiB, r.rssAfterKiB
 		j.GrossCPUPerUpdateUS, j.NetCPUPerUpdateUS, j.CPUPerEDSUS = r.grossPerUpdate(), r.netPerUpdate(), r.perEDS()
 		j.ServerCPUSeconds, j.Updates, j.Changes, j.EDSResponses, j.EDSBytes = r.cpu, r.updates, len(r.calls), r.responses[edsIndex], r.edsBytes

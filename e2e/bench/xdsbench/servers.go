@@ -412,20 +412,39 @@ func startBaseline(ctx context.Context, cfg *config, target, dir string, service
 	return s, nil
 }
 
-// stackInuse returns the server's runtime.MemStats.StackInuse, read from
-// the text heap profile (/debug/pprof/heap?debug=1, its "# Stack = inuse
-// / sys" line). With gc, the request has the server run one runtime.GC
-// first (?gc=1), during which the runtime shrinks stacks under 1/4 used.
-func (s *server) stackInuse(ctx context.Context, gc bool) (int64, error) {
+// stackInuse returns the server's runtime.MemStats.StackInuse and
+// HeapInuse, read from the text heap profile (/debug/pprof/heap?debug=1,
+// its "# Stack = inuse / sys" and "# HeapInuse = n" lines). With gc, the
+// request has the server run one runtime.GC first (?gc=1), during which
+// the runtime shrinks stacks under 1/4 used.
+func (s *server) stackInuse(ctx context.Context, gc bool) (stack, heap int64, err error) {
 	path := "heap?debug=1"
 	if gc {
 		path += "&gc=1"
 	}
 	b, err := s.getPprof(ctx, path)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	return parseStackInuse(b)
+	if stack, err = parseStackInuse(b); err != nil {
+		return 0, 0, err
+	}
+	heap, err = parseHeapInuse(b)
+	return stack, heap, err
+}
+
+// parseHeapInuse finds "# HeapInuse = <n>" in a text heap profile.
+func parseHeapInuse(b []byte) (int64, error) {
+	for l := range strings.SplitSeq(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "# HeapInuse = "); ok {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("heap profile: HeapInuse line %q: %w", l, err)
+			}
+			return n, nil
+		}
+	}
+	return 0, errors.New("heap profile: no \"# HeapInuse = \" line")
 }
 
 // parseStackInuse finds "# Stack = <inuse> / <sys>" in a text heap profile.
