@@ -48,10 +48,11 @@ import (
 // other way, a server cookie in every query, is the cookie setup there).
 
 const (
-	dnsSeconds  = 20 // dnsperf -l
-	dnsQueries  = 20000
-	churnWindow = 5 // seconds of churned registrations kept live
-	bufSize     = 1232
+	dnsSeconds     = 20 // dnsperf -l
+	dnsCalmSeconds = 10 // dnsperf -l of the run without churn
+	dnsQueries     = 20000
+	churnWindow    = 5 // seconds of churned registrations kept live
+	bufSize        = 1232
 )
 
 func init() {
@@ -135,6 +136,13 @@ func runDNSWith(ctx context.Context, e *env, r region, bin string) ([]figure, er
 	if _, err := runDNSPerf(ctx, dnsAddr, queries, 2); err != nil {
 		return nil, err
 	}
+	// Control: the same load without churn, so the run shows what the
+	// churn costs apart from what the size and the machine do.
+	calm, err := runDNSPerf(ctx, dnsAddr, queries, dnsCalmSeconds)
+	if err != nil {
+		return nil, err
+	}
+	load := benchproc.LoadAvg()
 	cctx, cstop := context.WithCancel(ctx)
 	churned := make(chan churnResult, 1)
 	go func() { churned <- churn(cctx, reg, r, dnsSeconds+2) }()
@@ -155,6 +163,8 @@ func runDNSWith(ctx context.Context, e *env, r region, bin string) ([]figure, er
 		note(atLeast("dnsperf QPS under churn", perf.qps, "/s", 50000),
 			fmt.Sprintf("dnsperf -m udp -c 4 -T 2 -q 100 -l %d, no -Q, EDNS0 %d, 70 %% SRV / 25 %% A / 5 %% NXDOMAIN over every service; 127.0.0.0/8 RRL-exempt; dnsperf shares the 2 cores", dnsSeconds, bufSize)),
 		{Name: "dnsperf queries lost", Value: perf.lostPct, Unit: "%"},
+		note(figure{Name: "dnsperf QPS without churn", Value: calm.qps, Unit: "/s"},
+			fmt.Sprintf("the same dnsperf for %d s just before, no churn (%.2f %% lost); load average then %s", dnsCalmSeconds, calm.lostPct, load)),
 		note(atLeast("churn achieved", ch.regRate, "registrations/s", float64(r.Churn)*0.95),
 			fmt.Sprintf("registry gRPC Register, %d live churned endpoints, each new one past them deregistering the oldest (%.0f deregistrations/s)", r.Churn*churnWindow, ch.deregRate)),
 		{Name: "churn Register p99", Value: ch.p99.Seconds() * 1000, Unit: "ms"},
