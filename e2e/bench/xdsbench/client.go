@@ -50,7 +50,7 @@ type fleet struct {
 	responses [len(typeURLs)]atomic.Int64 // responses received, by type
 	lastResp  atomic.Int64                // UnixNano of the latest response
 	synced    atomic.Int64                // streams that have their initial EDS
-	reopened  atomic.Int64                // streams opened again before their initial EDS
+	reopened  atomic.Int64                // times a failed stream was opened again
 	edsBytes  atomic.Int64                // bytes of the assignments in EDS responses received
 	syncedCh  chan struct{}               // closed when synced reaches k
 	// badInitial counts initial EDS responses whose endpoint count is not
@@ -264,18 +264,19 @@ func (f *fleet) subscribe(ctx context.Context, st *stream) error {
 	return nil
 }
 
-// maxReopens bounds how often a stream that failed before its initial
-// EDS is opened again.
+// maxReopens bounds how often a failed stream is opened again.
 const maxReopens = 5
 
-// reopen opens st again after it failed with err before its initial EDS,
-// as an xDS client re-creates its ADS stream: a connection storm can
-// overflow a server's accept queue (net.core.somaxconn), and the kernel
-// then resets connections the client took for open. It waits a second
-// per earlier attempt first. It reports whether st is open again; false
-// once ctx ends, st had its initial EDS, or maxReopens attempts failed.
+// reopen opens st again after it failed with err, as an xDS client
+// re-creates its ADS stream: a connection storm can overflow a server's
+// accept queue (net.core.somaxconn), and the kernel then resets
+// connections the client took for open; a busy server's keepalive can end
+// a connection whose client answered its ping late. It waits a second per
+// earlier attempt first. It reports whether st is open again; false once
+// ctx ends or maxReopens attempts failed. A change made while the stream
+// was down reaches it with its new initial EDS, or counts as missed.
 func (f *fleet) reopen(ctx context.Context, st *stream, err error) bool {
-	for !st.synced && ctx.Err() == nil && st.reopens < maxReopens {
+	for ctx.Err() == nil && st.reopens < maxReopens {
 		st.reopens++
 		f.reopened.Add(1)
 		select {

@@ -873,7 +873,7 @@ func (m *meter) sync(ctx context.Context, fl *fleet, start time.Time, r *result)
 	if !fl.waitQuiet(ctx, m.cfg.quiet, m.cfg.changeTimeout) {
 		return errors.Join(errors.New("streams did not go quiet after the initial sync"), fl.err, ctx.Err())
 	}
-	m.say("%d streams on %d connections synced in %v (%d initial EDS with a wrong endpoint count; streams opened again after failing before it: %d)",
+	m.say("%d streams on %d connections synced in %v (%d initial EDS with a wrong endpoint count; failed streams opened again: %d)",
 		m.k, len(fl.conns), r.setup.Round(time.Millisecond), r.badInitial, fl.reopened.Load())
 	return nil
 }
@@ -958,8 +958,8 @@ func (m *meter) changes(ctx context.Context, fl *fleet, plan []benchdata.Change,
 	for j := range r.responses {
 		r.responses[j] = resp1[j] - resp0[j]
 	}
-	m.say("%d changes in %v: server CPU %.2f s, driver CPU %.2f s, other processes %.2f cores; %d fan-out samples, %d missed; %d EDS responses holding %.1f MB of assignments",
-		len(plan), r.window.Round(time.Millisecond), r.cpu, r.clientCPU, r.otherCPU(), len(r.lat), r.missed, r.responses[edsIndex], float64(r.edsBytes)/1e6)
+	m.say("%d changes in %v: server CPU %.2f s, driver CPU %.2f s, other processes %.2f cores; %d fan-out samples, %d missed; %d EDS responses holding %.1f MB of assignments; failed streams opened again so far: %d",
+		len(plan), r.window.Round(time.Millisecond), r.cpu, r.clientCPU, r.otherCPU(), len(r.lat), r.missed, r.responses[edsIndex], float64(r.edsBytes)/1e6, fl.reopened.Load())
 	return nil
 }
 
