@@ -25,7 +25,12 @@
 //     servers serve /debug/pprof/) before the streams and again with them,
 //     then VmRSS is read as above after --scavenge (the background
 //     scavenger's time), and the runtime's stack bytes in use per stream
-//     (the heap profile's "# Stack" line) before and after that GC. At
+//     (the heap profile's "# Stack" line) before and after that GC, and
+//     the heap and stacks in use right after it ("# HeapInuse" plus
+//     "# Stack"): a Go server keeps freed garbage's pages up to its heap
+//     goal and streams reuse them, so where the server held much garbage
+//     before the streams (spillway after parsing a large --static-file)
+//     only this difference says what the streams hold. At
 //     K=1,000 (one run): spillway 44.9 -> 44.0 KiB, baseline 90.2 -> 81.9;
 //     stacks 18.3 and 28.4 KiB per stream, unchanged by the GC.
 //   - Peak RSS per stream: VmHWM, read with the streams open, minus VmRSS
@@ -118,8 +123,11 @@
 // then removed). Every connection dials from its own 127.100.x.y source
 // address, so spillway's --grpc-max-streams-per-identity (10,000 per
 // anonymous peer address by default) sees a client per connection, as
-// with real hosts, and stays on. --json FILE writes every round's figures
-// for other programs (e2e/bench/scale's xds part).
+// with real hosts, and stays on. A stream that fails (a reset in a
+// connection storm, a keepalive a starved client answered late) is opened
+// again, up to 5 times, as an xDS client would; the runs print how often.
+// --json FILE writes every round's figures for other programs
+// (e2e/bench/scale's xds part).
 //
 // Usage, from the repository root:
 //
