@@ -137,6 +137,25 @@ func (w *weightsWorld) clients() map[string]map[string]int {
 	return out
 }
 
+// timedLoads times a LoadSource's reads and counts what they allocate,
+// so the planner's own cost is told from its source's.
+type timedLoads struct {
+	weights.LoadSource
+	spent time.Duration
+	bytes uint64
+}
+
+func (t *timedLoads) Loads(service string, now time.Time) []load.Load {
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	start := time.Now()
+	out := t.LoadSource.Loads(service, now)
+	t.spent += time.Since(start)
+	runtime.ReadMemStats(&m1)
+	t.bytes += m1.TotalAlloc - m0.TotalAlloc
+	return out
+}
+
 type staticClients map[string]map[string]int
 
 func (c staticClients) ClientCounts() map[string]map[string]int { return c }
@@ -151,6 +170,9 @@ type cycleCost struct {
 	bytes    uint64
 	allocs   uint64
 	replaced int // services whose plan the cycle replaced
+	// The load source's part of took and bytes (single replica).
+	srcTook  time.Duration
+	srcBytes uint64
 }
 
 // measureCycle runs fn (one cycle) from a collected heap and reads its
@@ -193,13 +215,16 @@ func cycleFigures(name string, r region, owned int, idle, moving []cycleCost) []
 	// 50,000 services, so one target holds at every size.
 	scale := float64(fullServices) / float64(r.Services)
 	idleBytes := med(idle, func(c cycleCost) float64 { return float64(c.bytes) })
+	// Per changed service: the cycle's own bytes (its load source's
+	// read apart) over an idle cycle's, per plan replaced.
+	idleOwn := med(idle, func(c cycleCost) float64 { return float64(c.bytes - c.srcBytes) })
 	perChanged := med(moving, func(c cycleCost) float64 {
 		if c.replaced == 0 {
 			return 0
 		}
-		return max(0, float64(c.bytes)-idleBytes) / float64(c.replaced)
+		return max(0, float64(c.bytes-c.srcBytes)-idleOwn) / float64(c.replaced)
 	})
-	return []figure{
+	figs := []figure{
 		{Name: name + " cycle, median", Value: med(moving, func(c cycleCost) float64 { return float64(c.took.Microseconds()) / 1000 }), Unit: "ms"},
 		atMost(name+" cycle scaled to 50,000 services", scale*med(moving, func(c cycleCost) float64 { return float64(c.took.Microseconds()) / 1000 }), "ms", float64(weightsCycleTarget.Milliseconds())),
 		{Name: name + " cycle, nothing changed, median", Value: med(idle, func(c cycleCost) float64 { return float64(c.took.Microseconds()) / 1000 }), Unit: "ms"},
@@ -209,6 +234,13 @@ func cycleFigures(name string, r region, owned int, idle, moving []cycleCost) []
 		{Name: name + " allocated per service, nothing changed", Value: idleBytes / float64(owned), Unit: "B"},
 		{Name: name + " allocations per cycle, nothing changed", Value: med(idle, func(c cycleCost) float64 { return float64(c.allocs) }), Unit: ""},
 	}
+	if moving[0].srcTook > 0 {
+		figs = append(figs,
+			figure{Name: name + " of which load.Table.Loads, median", Value: med(moving, func(c cycleCost) float64 { return float64(c.srcTook.Microseconds()) / 1000 }), Unit: "ms"},
+			figure{Name: name + " of which load.Table.Loads allocated per service", Value: med(moving, func(c cycleCost) float64 { return float64(c.srcBytes) }) / float64(owned), Unit: "B"},
+		)
+	}
+	return figs
 }
 
 func runWeights(ctx context.Context, e *env, r region) ([]figure, error) {
@@ -228,7 +260,7 @@ func runWeights(ctx context.Context, e *env, r region) ([]figure, error) {
 	}
 	figs := append(single, owner...)
 	figs = append(figs, figure{Name: "part's run time", Value: time.Since(start).Seconds(), Unit: "s",
-		Note: fmt.Sprintf("%d%% of the services' demand moves each measured cycle; targets scaled with the services (1 s at 100%%); allocated per changed service = (cycle's bytes − a cycle's with nothing changed) / plans replaced", int(weightsChangeShare*100))})
+		Note: fmt.Sprintf("%d%% of the services' demand moves each measured cycle; targets scaled with the services (1 s at 100%%); allocated per changed service = (cycle's bytes − its load source's − an idle cycle's) / plans replaced", int(weightsChangeShare*100))})
 	return figs, nil
 }
 
@@ -258,8 +290,9 @@ func weightsSingle(ctx context.Context, e *env, w *weightsWorld) ([]figure, erro
 			}
 		}
 	}
+	src := &timedLoads{LoadSource: table}
 	p, err := weights.NewPlanner(weights.Config{
-		Registry: w.store, Loads: table, Clients: staticClients(w.clients()), Zones: everyZone{},
+		Registry: w.store, Loads: src, Clients: staticClients(w.clients()), Zones: everyZone{},
 		ZoneAware:  zoneaware.Config{ReportInterval: heartbeatEvery},
 		Strategies: weights.StrategyFunc(func(string) weights.Strategy { return weights.Strategy{ZoneAware: true} }),
 	})
@@ -267,11 +300,18 @@ func weightsSingle(ctx context.Context, e *env, w *weightsWorld) ([]figure, erro
 		return nil, fmt.Errorf("weights: planner: %w", err)
 	}
 	change := int(float64(len(w.services)) * weightsChangeShare)
-	for range 3 { // settle: every plan published, states sized
-		w.advance(0)
+	var recording time.Duration
+	timedRecord := func() {
+		start := time.Now()
 		record()
+		recording = time.Since(start)
+	}
+	for range 2 { // settle: every plan published, states sized
+		w.advance(0)
+		timedRecord()
 		p.Cycle(w.now)
 	}
+	e.Logf("weights: planner settled; recording one cycle's LRS reports (%d) took %v", 3*len(w.services), recording.Round(time.Millisecond))
 	var idle, moving []cycleCost
 	begin := time.Now()
 	for i := range weightsIdleCycles {
@@ -279,8 +319,11 @@ func weightsSingle(ctx context.Context, e *env, w *weightsWorld) ([]figure, erro
 			break // slow cycles: fewer of them
 		}
 		w.advance(0)
-		record()
-		idle = append(idle, measureCycle(w.services, p.Plan, func() { p.Cycle(w.now) }))
+		timedRecord()
+		src.spent, src.bytes = 0, 0
+		c := measureCycle(w.services, p.Plan, func() { p.Cycle(w.now) })
+		c.srcTook, c.srcBytes = src.spent, src.bytes
+		idle = append(idle, c)
 	}
 	for i := range weightsCycles {
 		if ctx.Err() != nil {
@@ -290,9 +333,11 @@ func weightsSingle(ctx context.Context, e *env, w *weightsWorld) ([]figure, erro
 			break
 		}
 		w.advance(change)
-		record()
+		timedRecord()
+		src.spent, src.bytes = 0, 0
 		c := measureCycle(w.services, p.Plan, func() { p.Cycle(w.now) })
-		e.Logf("weights: planner cycle %v, %d plans replaced, %d MB", c.took.Round(time.Millisecond), c.replaced, c.bytes>>20)
+		c.srcTook, c.srcBytes = src.spent, src.bytes
+		e.Logf("weights: planner cycle %v, %d plans replaced, %d MB (recording the reports took %v)", c.took.Round(time.Millisecond), c.replaced, c.bytes>>20, recording.Round(time.Millisecond))
 		moving = append(moving, c)
 	}
 	return cycleFigures("planner", w.r, len(w.services), idle, moving), nil
