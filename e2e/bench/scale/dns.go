@@ -6,7 +6,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -63,6 +65,31 @@ func init() {
 	})
 }
 
+// dnsProfileEnv, when set, makes the run start spillway with --pprof and
+// save a 15 s CPU profile taken during the churned dnsperf run to
+// $SCALE_DNS_PROFILE.<size>.<binary>.
+const dnsProfileEnv = "SCALE_DNS_PROFILE"
+
+func saveDNSProfile(ctx context.Context, url, path string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("get %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("get %s: %s", url, resp.Status)
+	}
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return fmt.Errorf("get %s: %w", url, err)
+	}
+	return os.WriteFile(path, b, 0o644)
+}
+
 // dnsBaselineEnv names a spillway binary (an earlier build) to run the
 // same way before the current one, at each size, for a before/after in
 // one run; its figures are named with " (baseline)".
@@ -110,9 +137,13 @@ func runDNSWith(ctx context.Context, e *env, r region, bin string) ([]figure, er
 	}
 	dnsAddr, grpcAddr, httpAddr := addrs[0], addrs[1], addrs[2]
 	t0 := time.Now()
-	p, err := benchproc.Start(dir, "spillway", bin,
-		"--dns-addr", dnsAddr, "--grpc-addr", grpcAddr, "--http-addr", httpAddr,
-		"--static-file", static, "--data-dir", "", "--dns-rrl-exempt", "127.0.0.0/8")
+	args := []string{"--dns-addr", dnsAddr, "--grpc-addr", grpcAddr, "--http-addr", httpAddr,
+		"--static-file", static, "--data-dir", "", "--dns-rrl-exempt", "127.0.0.0/8"}
+	profile := os.Getenv(dnsProfileEnv)
+	if profile != "" {
+		args = append(args, "--pprof")
+	}
+	p, err := benchproc.Start(dir, "spillway", bin, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -147,7 +178,18 @@ func runDNSWith(ctx context.Context, e *env, r region, bin string) ([]figure, er
 	churned := make(chan churnResult, 1)
 	go func() { churned <- churn(cctx, reg, r, dnsSeconds+2) }()
 	time.Sleep(time.Second) // the churn runs before dnsperf starts and after it ends
+	profiled := make(chan error, 1)
+	if profile != "" {
+		go func() {
+			profiled <- saveDNSProfile(ctx, "http://"+httpAddr+"/debug/pprof/profile?seconds=15", fmt.Sprintf("%s.%g.%s", profile, r.Fraction, filepath.Base(bin)))
+		}()
+	} else {
+		profiled <- nil
+	}
 	perf, perr := runDNSPerf(ctx, dnsAddr, queries, dnsSeconds)
+	if err := <-profiled; err != nil {
+		e.Logf("dns: profile: %v", err)
+	}
 	cstop()
 	ch := <-churned
 	if perr != nil {
