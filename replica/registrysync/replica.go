@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
-	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -121,7 +121,7 @@ type Replica struct {
 	resync  chan struct{} // closed when the store comes back: watches list again
 
 	// Flusher only.
-	written map[int]map[string]int64 // shard → lease id → stamp last written
+	written map[int][]stamp // shard → stamps last written, by lease id
 	chunks  map[int]int              // shard → values it was last written in (0: none)
 
 	// leases is the lease manager this replica feeds; set by Init, before
@@ -179,7 +179,7 @@ func New(cfg Config) (*Replica, error) {
 		upNotify: make(chan struct{}, 1),
 		resync:   make(chan struct{}),
 		newest:   map[string]int64{},
-		written:  map[int]map[string]int64{},
+		written:  map[int][]stamp{},
 		chunks:   map[int]int{},
 	}
 	r.metrics = newMetrics(r)
@@ -628,24 +628,27 @@ func (r *Replica) flushLoop(ctx context.Context) {
 // older than their lease's TTL plus Grace are left out (the lease is not
 // heartbeated here any more). Run calls it every Flush; it is exported for
 // tests and benchmarks and must not run concurrently with itself.
+//
+// Each shard's stamps are a slice sorted by lease id, compared with the
+// last written one and encoded straight from it: at a million leases a
+// flush built and compared a million-entry map and sorted its keys twice
+// (for the chunks, then in json.Marshal) every interval.
 func (r *Replica) Flush(ctx context.Context) error {
 	now := r.now().UnixNano()
-	next := map[int]map[string]int64{}
+	next := make([][]stamp, r.cfg.Shards)
 	r.leases.LocalStamps(func(s lease.Stamp) {
 		ns := s.Seen.UnixNano()
 		if now-ns > int64(s.TTL+r.grace) {
 			return
 		}
 		sh := r.shard(s.LeaseID)
-		if next[sh] == nil {
-			next[sh] = map[string]int64{}
-		}
-		next[sh][s.LeaseID] = ns
+		next[sh] = append(next[sh], stamp{id: s.LeaseID, ns: ns})
 	})
 	var errs []error
 	for sh := 0; sh < r.cfg.Shards; sh++ {
-		cur, old := next[sh], r.written[sh]
-		if maps.Equal(cur, old) {
+		cur := next[sh]
+		slices.SortFunc(cur, func(a, b stamp) int { return strings.Compare(a.id, b.id) })
+		if slices.Equal(cur, r.written[sh]) {
 			continue
 		}
 		err := r.writeShard(ctx, sh, cur)
@@ -662,6 +665,12 @@ func (r *Replica) Flush(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// stamp is one lease's last heartbeat here, as Flush writes it.
+type stamp struct {
+	id string
+	ns int64 // unix nanoseconds
+}
+
 // stampKey is the key of shard sh's chunk c: "<shard>" for the first,
 // "<shard>-<c>" for the others. Readers take every value under
 // "lastseen/<replica>/" whatever its key (a770d6c did too), so chunks
@@ -673,17 +682,14 @@ func (r *Replica) stampKey(sh, c int) string {
 	return fmt.Sprintf("%s%03d-%d", r.ownPrefix(), sh, c)
 }
 
-// writeShard stores shard sh's stamps in as few values of at most
-// ValueBytes as they fit (lease ids in order, so the same stamps give
-// the same chunks), then deletes the chunks of the last write past the
-// new count. A shard with no stamps deletes them all.
-func (r *Replica) writeShard(ctx context.Context, sh int, cur map[string]int64) error {
-	var values [][]byte
-	if len(cur) > 0 {
-		var err error
-		if values, err = chunkStamps(cur, r.cfg.ValueBytes); err != nil {
-			return err
-		}
+// writeShard stores shard sh's stamps (sorted by lease id) in as few
+// values of at most ValueBytes as they fit, so the same stamps give the
+// same chunks, then deletes the chunks of the last write past the new
+// count. A shard with no stamps deletes them all.
+func (r *Replica) writeShard(ctx context.Context, sh int, cur []stamp) error {
+	values, err := chunkStamps(cur, r.cfg.ValueBytes)
+	if err != nil {
+		return err
 	}
 	for c, b := range values {
 		if _, err := r.cfg.KV.Put(ctx, r.stampKey(sh, c), b); err != nil {
@@ -701,35 +707,59 @@ func (r *Replica) writeShard(ctx context.Context, sh int, cur map[string]int64) 
 	return nil
 }
 
-// stampOverhead bounds the JSON of one stamp besides its lease id:
-// quotes, colon, comma and an int64.
-const stampOverhead = 24
-
-// chunkStamps encodes stamps into values of at most limit bytes each.
-func chunkStamps(all map[string]int64, limit int) ([][]byte, error) {
-	ids := slices.Sorted(maps.Keys(all))
+// chunkStamps encodes stamps, sorted by lease id, into values of at most
+// limit bytes each, in the JSON of type stamps ({"stamps":{"<lease
+// id>":<unix ns>,...}}) that every release reads.
+func chunkStamps(all []stamp, limit int) ([][]byte, error) {
+	const head, tail = `{"stamps":{`, `}}`
 	var out [][]byte
-	for len(ids) > 0 {
-		size, n := len(`{"stamps":{}}`), 0
-		for n < len(ids) && size+len(ids[n])+stampOverhead <= limit {
-			size += len(ids[n]) + stampOverhead
-			n++
+	var entry []byte
+	for len(all) > 0 {
+		b := append(make([]byte, 0, min(limit, len(head)+len(tail)+len(all)*40)), head...)
+		n := 0
+		for ; n < len(all); n++ {
+			entry = appendStamp(entry[:0], all[n], n > 0)
+			if len(b)+len(entry)+len(tail) > limit {
+				break
+			}
+			b = append(b, entry...)
 		}
 		if n == 0 {
-			return nil, fmt.Errorf("last-seen stamps: lease id %.40q does not fit a value of %d bytes: %w", ids[0], limit, systemstore.ErrInvalid)
+			return nil, fmt.Errorf("last-seen stamps: lease id %.40q does not fit a value of %d bytes: %w", all[0].id, limit, systemstore.ErrInvalid)
 		}
-		part := make(map[string]int64, n)
-		for _, id := range ids[:n] {
-			part[id] = all[id]
-		}
-		b, err := json.Marshal(stamps{Stamps: part})
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, b)
-		ids = ids[n:]
+		out = append(out, append(b, tail...))
+		all = all[n:]
 	}
 	return out, nil
+}
+
+// appendStamp appends `"<id>":<ns>` to b, after a comma unless first.
+func appendStamp(b []byte, s stamp, comma bool) []byte {
+	if comma {
+		b = append(b, ',')
+	}
+	if plainID(s.id) {
+		b = append(b, '"')
+		b = append(b, s.id...)
+		b = append(b, '"')
+	} else {
+		q, _ := json.Marshal(s.id) // a string always encodes
+		b = append(b, q...)
+	}
+	b = append(b, ':')
+	return strconv.AppendInt(b, s.ns, 10)
+}
+
+// plainID reports whether id is JSON as it is between quotes (lease ids
+// are hex; a record from elsewhere may hold anything).
+func plainID(id string) bool {
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return false
+		}
+	}
+	return true
 }
 
 func (r *Replica) probeLoop(ctx context.Context) {

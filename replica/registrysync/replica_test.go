@@ -507,7 +507,7 @@ func TestStampsChunkedUnderTheLimit(t *testing.T) {
 		t.Errorf("values after the shrink = %d, want fewer than %d", fewer, keys)
 	}
 	// A lease id that cannot fit any value is refused, naming it.
-	if _, err := chunkStamps(map[string]int64{strings.Repeat("x", limit): 1}, limit); !errors.Is(err, systemstore.ErrInvalid) {
+	if _, err := chunkStamps([]stamp{{id: strings.Repeat("x", limit), ns: 1}}, limit); !errors.Is(err, systemstore.ErrInvalid) {
 		t.Errorf("chunkStamps of an id longer than a value = %v, want ErrInvalid", err)
 	}
 }
