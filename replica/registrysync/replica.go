@@ -122,7 +122,7 @@ type Replica struct {
 
 	// Flusher only.
 	written map[int][]stamp // shard → stamps last written, by lease id
-	chunks  map[int]int              // shard → values it was last written in (0: none)
+	chunks  map[int]int     // shard → values it was last written in (0: none)
 
 	// leases is the lease manager this replica feeds; set by Init, before
 	// Run.
