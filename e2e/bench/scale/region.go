@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/netip"
 	"time"
+
+	"github.com/spillway/spillway/registry"
 )
 
 // The target region of issue 31, at 100 %: a replica's share of a mesh of
@@ -104,7 +106,8 @@ func (r region) Sizes() []int {
 }
 
 // Endpoint is endpoint j of the region (numbered across all services):
-// its address (10.0.0.0/8, never dialled), port and zone.
+// its address (10.0.0.0/8, never dialled), port and zone, and the id
+// Register gives an endpoint registered without one ("10-0-0-1-8080").
 type Endpoint struct {
 	Service string
 	ID      string
@@ -123,7 +126,7 @@ func (r region) Walk(fn func(Endpoint) bool) {
 			a := netip.AddrFrom4([4]byte{10, byte(n >> 16), byte(n >> 8), byte(n)})
 			ep := Endpoint{
 				Service: svc,
-				ID:      fmt.Sprintf("%s-%d", a, 8080),
+				ID:      registry.DefaultEndpointID(a, 8080),
 				Addr:    a,
 				Port:    8080,
 				Zone:    ZoneName(j % r.Zones),
