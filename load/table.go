@@ -61,22 +61,49 @@ type totals struct {
 // holds no slot in the server's zone set (xds.Config.MaxZones; Node.Label)
 // and has none of the service's endpoints is recorded as "other"
 // ("invalid" when it is not a DNS label); a stream's samples go when the
-// stream ends (Forget), stale samples on the next Prune (and every 1024
-// records), and a flow's totals when it has not been reported for the idle
+// stream ends (Forget), stale samples on the next read or Prune, and also
+// whenever the samples held reach twice those left by the previous such
+// sweep (at least 1,024 more): sweeping then costs O(1) per sample
+// recorded, and the samples held stay within twice the fresh ones plus
+// 1,024; a flow's totals go when it has not been reported for the idle
 // period (NewTable; xds uses 5 min), or three of its intervals if longer.
 // It is safe for concurrent use.
 type Table struct {
 	// Read-only after NewTable.
 	idle time.Duration
 
-	// mu guards the maps and records.
-	mu      sync.Mutex
-	latest  map[uint64]map[Key]sample // by LRS stream
-	totals  map[Key]totals
+	// mu guards the fields below.
+	mu sync.Mutex
+	// svcs holds each service's samples and totals.
+	svcs map[string]*serviceLoads
+	// streams are the services each LRS stream has samples of.
+	streams map[uint64]map[string]struct{}
 	locs    map[string]*serviceLocalities // by service
-	records int                           // since the last prune
-	streams atomic.Uint64
+	// samples counts the samples held; a sweep of the stale ones runs
+	// when it passes sweepAt.
+	samples, sweepAt int
+	// Scratch of AppendLoads, kept between calls.
+	names []string
+	index map[flowKey]int
+
+	nextStream atomic.Uint64
 }
+
+// serviceLoads are one service's samples, by LRS stream and flow, and its
+// flows' totals.
+type serviceLoads struct {
+	latest map[uint64]map[flowKey]sample
+	totals map[flowKey]totals
+}
+
+// flowKey is a Key within one service.
+type flowKey struct {
+	clientZone, clientService string
+	locality                  registry.Locality
+}
+
+// minSweep is the fewest samples recorded between two sweeps.
+const minSweep = 1024
 
 // serviceLocalities are the localities and zones of one service version's
 // endpoints: the only upstream localities a report may name.
@@ -90,10 +117,11 @@ type serviceLocalities struct {
 // not been reported for idle (or three of its intervals if longer).
 func NewTable(idle time.Duration) *Table {
 	return &Table{
-		idle:   idle,
-		latest: map[uint64]map[Key]sample{},
-		totals: map[Key]totals{},
-		locs:   map[string]*serviceLocalities{},
+		idle:    idle,
+		svcs:    map[string]*serviceLoads{},
+		streams: map[uint64]map[string]struct{}{},
+		locs:    map[string]*serviceLocalities{},
+		sweepAt: minSweep,
 	}
 }
 
@@ -178,23 +206,27 @@ func (t *Table) Record(stream uint64, node Node, cs *v3endpointpb.ClusterStats, 
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	// Reporters come and go (every reconnect is a new stream): drop their
-	// stale samples now and then, so the table does not grow without bound
-	// when nobody reads it.
-	if t.records++; t.records >= 1024 {
-		t.records = 0
+	// Reporters come and go (every reconnect is a new stream): sweep the
+	// stale samples when they may have doubled, so the table does not
+	// grow without bound when nobody reads it.
+	if t.samples >= t.sweepAt {
 		t.pruneLocked(now, nil)
 	}
 	sl := t.localities(svc)
 	clientZone := node.loadZone(sl.zones)
+	sv := t.svcs[svc.Name]
+	if sv == nil {
+		sv = &serviceLoads{latest: map[uint64]map[flowKey]sample{}, totals: map[flowKey]totals{}}
+		t.svcs[svc.Name] = sv
+	}
 	// A report states the stream's whole load to the service: a locality
 	// it leaves out (grpc-go skips those with nothing to report) carries
 	// nothing now, so the stream's earlier sample of it goes.
-	if m := t.latest[stream]; m != nil {
-		for k := range m {
-			if k.Service == svc.Name && k.ClientZone == clientZone && k.ClientService == clientService {
-				delete(m, k)
-			}
+	m := sv.latest[stream]
+	for k := range m {
+		if k.clientZone == clientZone && k.clientService == clientService {
+			delete(m, k)
+			t.samples--
 		}
 	}
 	for _, ul := range cs.GetUpstreamLocalityStats() {
@@ -203,11 +235,19 @@ func (t *Table) Record(stream uint64, node Node, cs *v3endpointpb.ClusterStats, 
 			droppedLocalities++
 			continue
 		}
-		k := Key{ClientZone: clientZone, ClientService: clientService, Service: svc.Name, Locality: loc}
-		m := t.latest[stream]
+		k := flowKey{clientZone: clientZone, clientService: clientService, locality: loc}
 		if m == nil {
-			m = map[Key]sample{}
-			t.latest[stream] = m
+			m = map[flowKey]sample{}
+			sv.latest[stream] = m
+			ss := t.streams[stream]
+			if ss == nil {
+				ss = map[string]struct{}{}
+				t.streams[stream] = ss
+			}
+			ss[svc.Name] = struct{}{}
+		}
+		if _, ok := m[k]; !ok {
+			t.samples++
 		}
 		m[k] = sample{
 			issued:     float64(ul.GetTotalIssuedRequests()) / secs,
@@ -217,15 +257,21 @@ func (t *Table) Record(stream uint64, node Node, cs *v3endpointpb.ClusterStats, 
 			at:         now,
 			interval:   interval,
 		}
-		tot := t.totals[k]
+		tot := sv.totals[k]
 		tot.issued += ul.GetTotalIssuedRequests()
 		tot.succeeded += ul.GetTotalSuccessfulRequests()
 		tot.errored += ul.GetTotalErrorRequests()
 		tot.at, tot.interval = now, interval
-		t.totals[k] = tot
+		sv.totals[k] = tot
 		if kept != nil {
 			kept(ul)
 		}
+	}
+	if m != nil && len(m) == 0 {
+		t.dropStreamLocked(sv, svc.Name, stream)
+	}
+	if len(sv.latest) == 0 && len(sv.totals) == 0 {
+		delete(t.svcs, svc.Name)
 	}
 	if droppedLocalities > 0 {
 		return DropUnknownLocality, droppedLocalities
@@ -233,15 +279,37 @@ func (t *Table) Record(stream uint64, node Node, cs *v3endpointpb.ClusterStats, 
 	return "", 0
 }
 
+// dropStreamLocked forgets stream's (now empty) samples of service.
+func (t *Table) dropStreamLocked(sv *serviceLoads, service string, stream uint64) {
+	delete(sv.latest, stream)
+	if ss := t.streams[stream]; ss != nil {
+		delete(ss, service)
+		if len(ss) == 0 {
+			delete(t.streams, stream)
+		}
+	}
+}
+
 // NewStream returns a new LRS stream id for Record and Forget.
-func (t *Table) NewStream() uint64 { return t.streams.Add(1) }
+func (t *Table) NewStream() uint64 { return t.nextStream.Add(1) }
 
 // Forget drops the samples of an LRS stream that ended: its clients'
 // traffic now arrives, if at all, on another stream.
 func (t *Table) Forget(stream uint64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	delete(t.latest, stream)
+	for name := range t.streams[stream] {
+		sv := t.svcs[name]
+		if sv == nil {
+			continue
+		}
+		t.samples -= len(sv.latest[stream])
+		delete(sv.latest, stream)
+		if len(sv.latest) == 0 && len(sv.totals) == 0 {
+			delete(t.svcs, name)
+		}
+	}
+	delete(t.streams, stream)
 }
 
 // Prune drops stale samples, the totals of flows not reported for the idle
@@ -253,27 +321,43 @@ func (t *Table) Prune(now time.Time, snap *registry.Snapshot) {
 }
 
 func (t *Table) pruneLocked(now time.Time, snap *registry.Snapshot) {
-	for id, m := range t.latest {
-		for k, s := range m {
-			if s.stale(now) {
-				delete(m, k)
+	for name, sv := range t.svcs {
+		t.dropStaleLocked(sv, name, now)
+		if snap != nil {
+			for k, tot := range sv.totals {
+				if now.Sub(tot.at) > max(t.idle, staleAfter*tot.interval) {
+					delete(sv.totals, k)
+				}
 			}
 		}
-		if len(m) == 0 {
-			delete(t.latest, id)
+		if len(sv.latest) == 0 && len(sv.totals) == 0 {
+			delete(t.svcs, name)
 		}
 	}
+	// The next sweep once the samples may have doubled: what it looks at
+	// is paid for by as many samples recorded since this one.
+	t.sweepAt = max(2*t.samples, t.samples+minSweep)
 	if snap == nil {
 		return
-	}
-	for k, tot := range t.totals {
-		if now.Sub(tot.at) > max(t.idle, staleAfter*tot.interval) {
-			delete(t.totals, k)
-		}
 	}
 	for name := range t.locs {
 		if _, ok := snap.Service(name); !ok {
 			delete(t.locs, name)
+		}
+	}
+}
+
+// dropStaleLocked drops service's stale samples.
+func (t *Table) dropStaleLocked(sv *serviceLoads, service string, now time.Time) {
+	for id, m := range sv.latest {
+		for k, s := range m {
+			if s.stale(now) {
+				delete(m, k)
+				t.samples--
+			}
+		}
+		if len(m) == 0 {
+			t.dropStreamLocked(sv, service, id)
 		}
 	}
 }
@@ -289,36 +373,94 @@ type TableSize struct {
 func (t *Table) Size() TableSize {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	sz := TableSize{Streams: len(t.latest), Totals: len(t.totals), Services: len(t.locs)}
-	for _, m := range t.latest {
-		sz.Samples += len(m)
+	sz := TableSize{Streams: len(t.streams), Samples: t.samples, Services: len(t.locs)}
+	for _, sv := range t.svcs {
+		sz.Totals += len(sv.totals)
 	}
 	return sz
 }
 
-// Loads returns the flows to service ("" for all), sorted.
+// Loads returns the flows to service ("" for all), sorted by service,
+// client service, client zone and locality.
 func (t *Table) Loads(service string, now time.Time) []Load {
+	if service == "" {
+		// Sized for every flow with totals (every flow recorded and not
+		// idle) in one allocation.
+		t.mu.Lock()
+		n := 0
+		for _, sv := range t.svcs {
+			n += len(sv.totals)
+		}
+		t.mu.Unlock()
+		return t.AppendLoads(make([]Load, 0, n), now)
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	agg := map[Key]*Load{}
-	get := func(k Key) *Load {
-		l := agg[k]
-		if l == nil {
-			l = &Load{Key: k}
-			agg[k] = l
-		}
-		return l
+	sv := t.svcs[service]
+	if sv == nil {
+		return []Load{}
 	}
-	for id, m := range t.latest {
+	return t.appendService(make([]Load, 0, len(sv.totals)), sv, service, now)
+}
+
+// AppendLoads appends Loads("", now) to dst and returns it: the weights
+// planner reads every flow each cycle into the same buffer
+// (weights.LoadAppender), so a read allocates nothing per service once
+// the buffer and the table's scratch have grown to the table.
+func (t *Table) AppendLoads(dst []Load, now time.Time) []Load {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	names := t.names[:0]
+	for name := range t.svcs {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		dst = t.appendService(dst, t.svcs[name], name, now)
+	}
+	clear(names) // the scratch keeps no service names alive
+	t.names = names[:0]
+	return dst
+}
+
+// appendService appends service's flows, summed over its fresh samples,
+// with their totals, sorted; it drops the stale samples it meets. Called
+// with t.mu held.
+func (t *Table) appendService(dst []Load, sv *serviceLoads, service string, now time.Time) []Load {
+	start := len(dst)
+	index := t.index // rows by flow, once the service has many
+	clear(index)
+	row := func(k flowKey) *Load {
+		if len(dst)-start <= linearRows {
+			for j := start; j < len(dst); j++ {
+				if dst[j].ClientZone == k.clientZone && dst[j].ClientService == k.clientService && dst[j].Locality == k.locality {
+					return &dst[j]
+				}
+			}
+		} else {
+			if len(index) == 0 {
+				if index == nil {
+					index = map[flowKey]int{}
+					t.index = index
+				}
+				for j := start; j < len(dst); j++ {
+					index[flowKey{dst[j].ClientZone, dst[j].ClientService, dst[j].Locality}] = j
+				}
+			}
+			if j, ok := index[k]; ok {
+				return &dst[j]
+			}
+		}
+		if len(index) > 0 {
+			index[k] = len(dst)
+		}
+		dst = append(dst, Load{Key: Key{ClientZone: k.clientZone, ClientService: k.clientService, Service: service, Locality: k.locality}})
+		return &dst[len(dst)-1]
+	}
+	t.dropStaleLocked(sv, service, now)
+	for _, m := range sv.latest {
 		for k, s := range m {
-			if s.stale(now) {
-				delete(m, k)
-				continue
-			}
-			if service != "" && k.Service != service {
-				continue
-			}
-			l := get(k)
+			l := row(k)
 			l.Issued += s.issued
 			l.Succeeded += s.succeeded
 			l.Errored += s.errored
@@ -328,27 +470,37 @@ func (t *Table) Loads(service string, now time.Time) []Load {
 				l.Updated = s.at
 			}
 		}
-		if len(m) == 0 {
-			delete(t.latest, id)
-		}
 	}
-	for k, tot := range t.totals {
-		if service != "" && k.Service != service {
-			continue
-		}
-		l := get(k)
+	for k, tot := range sv.totals {
+		l := row(k)
 		l.TotalIssued, l.TotalSucceeded, l.TotalErrored = tot.issued, tot.succeeded, tot.errored
 	}
-	out := make([]Load, 0, len(agg))
-	for _, l := range agg {
-		out = append(out, *l)
-	}
-	slices.SortFunc(out, func(a, b Load) int {
-		return strings.Compare(loadSortKey(a.Key), loadSortKey(b.Key))
-	})
-	return out
+	clear(index)
+	slices.SortFunc(dst[start:], func(a, b Load) int { return compareFlows(&a.Key, &b.Key) })
+	return dst
 }
 
-func loadSortKey(k Key) string {
-	return k.Service + "\x00" + k.ClientService + "\x00" + k.ClientZone + "\x00" + k.Locality.Region + "\x00" + k.Locality.Zone + "\x00" + k.Locality.SubZone
+// linearRows is how many rows of a service appendService searches one by
+// one before it indexes them.
+const linearRows = 32
+
+// compareFlows orders keys by service, client service, client zone,
+// region, zone and subzone.
+func compareFlows(a, b *Key) int {
+	if c := strings.Compare(a.Service, b.Service); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.ClientService, b.ClientService); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.ClientZone, b.ClientZone); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.Locality.Region, b.Locality.Region); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.Locality.Zone, b.Locality.Zone); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Locality.SubZone, b.Locality.SubZone)
 }

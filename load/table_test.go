@@ -2,13 +2,17 @@ package load
 
 import (
 	"maps"
+	"math/rand/v2"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	v3corepb "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	v3endpointpb "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/spillway/spillway/registry"
@@ -148,5 +152,120 @@ func TestLoadReportReplacesOmittedLocalities(t *testing.T) {
 	tab.Record(1, node, report(nil), t1.Add(10*time.Second), snap, nil)
 	if got := issuedTo(tab, t1.Add(10*time.Second))["a"]; got != 0 {
 		t.Errorf("issued rps to a after an empty report = %v, want 0", got)
+	}
+}
+
+// Loads and AppendLoads sum each flow's fresh samples over the streams,
+// carry its totals and sort by service, client service, client zone and
+// locality, whatever order the reports came in; a reference sum over
+// every report checks them.
+func TestLoadsSumsAndSorts(t *testing.T) {
+	store := registry.NewStore()
+	zones := []string{"a", "b", "c"}
+	var ops []registry.Op
+	for _, svc := range []string{"web", "api", "db"} {
+		for _, z := range zones {
+			ops = append(ops, registry.Upsert(svc, endpointIn(svc+"-"+z, z)))
+		}
+	}
+	if _, err := store.Apply(ops...); err != nil {
+		t.Fatal(err)
+	}
+	snap := store.Snapshot()
+	t0 := time.Unix(1000, 0)
+	tab := NewTable(5 * time.Minute)
+	type ref struct {
+		issued   float64
+		total    uint64
+		reporter int
+	}
+	want := map[Key]*ref{}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range 300 {
+		svc := []string{"web", "api", "db"}[rng.IntN(3)]
+		cz := zones[rng.IntN(3)]
+		client := []string{"x", "y"}[rng.IntN(2)]
+		// Each stream reports one service from one client zone, so its
+		// latest report per flow is its only sample.
+		stream := uint64(1 + i%40)
+		cs := &v3endpointpb.ClusterStats{ClusterName: svc, LoadReportInterval: durationpb.New(10 * time.Second)}
+		for _, z := range zones {
+			cs.UpstreamLocalityStats = append(cs.UpstreamLocalityStats, &v3endpointpb.UpstreamLocalityStats{
+				Locality: &v3corepb.Locality{Region: "r1", Zone: z}, TotalIssuedRequests: uint64(10 * (i + 1)),
+			})
+		}
+		_, _ = tab.Record(stream+uint64(1000*(i/40)), Node{Zone: cz, Label: cz, Cluster: client}, cs, t0, snap, nil)
+		for _, z := range zones {
+			k := Key{ClientZone: cz, ClientService: client, Service: svc, Locality: registry.Locality{Region: "r1", Zone: z}}
+			r := want[k]
+			if r == nil {
+				r = &ref{}
+				want[k] = r
+			}
+			r.issued += float64(10*(i+1)) / 10
+			r.total += uint64(10 * (i + 1))
+			r.reporter++
+		}
+	}
+	var wantLoads []Load
+	for k, r := range want {
+		wantLoads = append(wantLoads, Load{Key: k, Issued: r.issued, TotalIssued: r.total, Reporters: r.reporter, Updated: t0})
+	}
+	slices.SortFunc(wantLoads, func(a, b Load) int {
+		key := func(k Key) string {
+			return strings.Join([]string{k.Service, k.ClientService, k.ClientZone, k.Locality.Region, k.Locality.Zone, k.Locality.SubZone}, "\x00")
+		}
+		return strings.Compare(key(a.Key), key(b.Key))
+	})
+	approx := cmpopts.EquateApprox(0, 1e-9)
+	if diff := cmp.Diff(wantLoads, tab.Loads("", t0), approx); diff != "" {
+		t.Errorf("Loads(\"\") (-want +got):\n%s", diff)
+	}
+	prefix := []Load{{Key: Key{Service: "kept"}}}
+	if diff := cmp.Diff(append(prefix, wantLoads...), tab.AppendLoads(slices.Clone(prefix), t0), approx); diff != "" {
+		t.Errorf("AppendLoads (-want +got):\n%s", diff)
+	}
+	var wantAPI []Load
+	for _, l := range wantLoads {
+		if l.Service == "api" {
+			wantAPI = append(wantAPI, l)
+		}
+	}
+	if diff := cmp.Diff(wantAPI, tab.Loads("api", t0), approx); diff != "" {
+		t.Errorf("Loads(\"api\") (-want +got):\n%s", diff)
+	}
+	if got := tab.Loads("none", t0); got == nil || len(got) != 0 {
+		t.Errorf("Loads(\"none\") = %#v, want an empty slice", got)
+	}
+}
+
+// Reporters that come and go and are never forgotten (a stream that
+// ends without Forget, or one that stops reporting a service) leave
+// stale samples; with nobody reading the table, Record's sweeps keep
+// them within twice the fresh ones plus 1,024.
+func TestRecordSweepsStaleSamples(t *testing.T) {
+	store := registry.NewStore()
+	if _, err := store.Apply(registry.Upsert("web", endpointIn("w1", "a"))); err != nil {
+		t.Fatal(err)
+	}
+	snap := store.Snapshot()
+	tab := NewTable(5 * time.Minute)
+	t0 := time.Unix(1000, 0)
+	const perSecond = 5 // fresh for 3 s: at most 4 seconds' worth fresh
+	maxSamples := 0
+	for i := range 20_000 {
+		now := t0.Add(time.Duration(i/perSecond) * time.Second)
+		cs := &v3endpointpb.ClusterStats{ClusterName: "web", LoadReportInterval: durationpb.New(time.Second),
+			UpstreamLocalityStats: []*v3endpointpb.UpstreamLocalityStats{{Locality: &v3corepb.Locality{Region: "r1", Zone: "a"}, TotalIssuedRequests: 1}}}
+		if reason, _ := tab.Record(tab.NewStream(), Node{Zone: "a", Label: "a"}, cs, now, snap, nil); reason != "" {
+			t.Fatalf("record %d: %s", i, reason)
+		}
+		maxSamples = max(maxSamples, tab.Size().Samples)
+	}
+	if limit := 2*4*perSecond + minSweep; maxSamples > limit {
+		t.Errorf("samples held reached %d, want at most %d", maxSamples, limit)
+	}
+	if maxSamples <= 4*perSecond {
+		t.Errorf("samples held reached only %d: the test needs stale samples to sweep", maxSamples)
 	}
 }

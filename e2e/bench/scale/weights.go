@@ -156,6 +156,24 @@ func (t *timedLoads) Loads(service string, now time.Time) []load.Load {
 	return out
 }
 
+// AppendLoads times the source's AppendLoads when it has one (as
+// load.Table does), so the planner reads through timedLoads as it would
+// read the source itself.
+func (t *timedLoads) AppendLoads(dst []load.Load, now time.Time) []load.Load {
+	la, ok := t.LoadSource.(weights.LoadAppender)
+	if !ok {
+		return append(dst, t.Loads("", now)...)
+	}
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	start := time.Now()
+	out := la.AppendLoads(dst, now)
+	t.spent += time.Since(start)
+	runtime.ReadMemStats(&m1)
+	t.bytes += m1.TotalAlloc - m0.TotalAlloc
+	return out
+}
+
 type staticClients map[string]map[string]int
 
 func (c staticClients) ClientCounts() map[string]map[string]int { return c }
