@@ -29,8 +29,8 @@ type LoadSource interface {
 
 // LoadAppender is a LoadSource that appends every service's flows,
 // sorted, to the caller's slice: the planner then reads them each cycle
-// into the same buffer. *exchange.Merged (the owner's merged load)
-// implements it.
+// into the same buffer. *load.Table (a replica's own load) and
+// *exchange.Merged (the owner's merged load) implement it.
 type LoadAppender interface {
 	AppendLoads(dst []load.Load, now time.Time) []load.Load
 }

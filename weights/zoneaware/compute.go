@@ -402,7 +402,7 @@ func (st *State) reportZones(out *Result) {
 	for r := range out.Routes {
 		rt := &out.Routes[r]
 		if rt.ClientZone != "" {
-			rt.Explain.Capacity = out.Zones[st.find(rt.ClientZone)]
+			rt.Explain.Capacity = RefTo(&out.Zones[st.find(rt.ClientZone)])
 		}
 	}
 }

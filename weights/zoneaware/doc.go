@@ -36,7 +36,9 @@
 // and by client zone), so their totals must agree; Updated is the time of
 // the newest report summed. A Result's memory is reused by the next
 // Compute; Clone what must be kept. Each Route has an Explain (String gives
-// one line for spillwayctl) and Result.Zones the capacity model per zone.
+// one line for spillwayctl) and Result.Zones the capacity model per zone;
+// an Explain's Capacity refers to its client zone's entry there (a
+// ZoneRef, whose JSON is the ZoneInfo's, as earlier releases wrote).
 //
 // # Model
 //

@@ -15,7 +15,7 @@ func sampleResult() *Result {
 				ClientZone: zone, Demand: 10, DemandShare: 0.5, HasDemand: true, Source: SourceLRS,
 				Fallback: FallbackNone, Reason: "r", ReasonZone: "z", DataAge: time.Second, LocalFirst: true,
 				Local: 0.6, Spill: []ZoneShare{{Zone: "b", Share: 0.4}},
-				Capacity: ZoneInfo{Zone: zone, Healthy: 3, Capacity: 1}, Held: true, Moved: 0.01,
+				Capacity: RefTo(&ZoneInfo{Zone: zone, Healthy: 3, Capacity: 1}), Held: true, Moved: 0.01,
 			},
 		}
 	}
@@ -27,9 +27,16 @@ func sampleResult() *Result {
 	}
 }
 
-// leaves calls f with every scalar field reachable from v (through
-// structs and slice elements), so a test can change each in turn.
+// leaves calls f with every scalar field reachable from v, an
+// addressable value (through structs, slice elements and the ZoneInfo a
+// ZoneRef refers to), so a test can change each in turn.
 func leaves(v reflect.Value, f func(reflect.Value)) {
+	if ref, ok := v.Addr().Interface().(*ZoneRef); ok {
+		if ref.z != nil {
+			leaves(reflect.ValueOf(ref.z).Elem(), f)
+		}
+		return
+	}
 	switch v.Kind() {
 	case reflect.Struct:
 		for i := range v.NumField() {

@@ -1,6 +1,7 @@
 package zoneaware
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -203,8 +204,9 @@ type Explain struct {
 	Local float64
 	Spill []ZoneShare
 	// Capacity is the capacity model of the client's own zone (zero
-	// Healthy when it has no healthy endpoint).
-	Capacity ZoneInfo
+	// Healthy when it has no healthy endpoint; none for the zoneless
+	// route): a reference to its entry in Result.Zones.
+	Capacity ZoneRef
 	// Held: the computed vector moved by at most Config.MoveThreshold, so
 	// the previous one is kept (Route.Changed is false). Moved is the
 	// largest share change the computed vector made against the previous
@@ -218,7 +220,56 @@ func (e *Explain) equal(o *Explain) bool {
 		e.HasDemand == o.HasDemand && e.Source == o.Source && e.Fallback == o.Fallback &&
 		e.Reason == o.Reason && e.ReasonZone == o.ReasonZone && e.DataAge == o.DataAge &&
 		e.LocalFirst == o.LocalFirst && e.Local == o.Local && slices.Equal(e.Spill, o.Spill) &&
-		e.Capacity == o.Capacity && e.Held == o.Held && e.Moved == o.Moved
+		e.Capacity.Equal(o.Capacity) && e.Held == o.Held && e.Moved == o.Moved
+}
+
+// ZoneRef refers to a ZoneInfo, in a Compute's Result the route's entry
+// in Result.Zones: a route's explanation then holds a pointer instead of
+// a copy of it (128 bytes a route, which a published plan held once more
+// per route). The zero ZoneRef refers to none. Its JSON is the ZoneInfo's
+// (a zero ZoneInfo's for none), as earlier releases wrote Explain's
+// Capacity ZoneInfo, and it decodes theirs.
+type ZoneRef struct {
+	z *ZoneInfo
+}
+
+// RefTo returns a ZoneRef to z (none if z is nil). z must not change
+// while the ZoneRef is in use.
+func RefTo(z *ZoneInfo) ZoneRef { return ZoneRef{z} }
+
+// Info returns the ZoneInfo r refers to, or a zero one.
+func (r ZoneRef) Info() ZoneInfo {
+	if r.z == nil {
+		return ZoneInfo{}
+	}
+	return *r.z
+}
+
+// Equal reports whether r and o refer to equal ZoneInfos (none equals a
+// zero one).
+func (r ZoneRef) Equal(o ZoneRef) bool {
+	if r.z == o.z {
+		return true
+	}
+	return r.Info() == o.Info()
+}
+
+// MarshalJSON writes the ZoneInfo r refers to.
+func (r ZoneRef) MarshalJSON() ([]byte, error) {
+	return json.Marshal(r.Info())
+}
+
+// UnmarshalJSON reads a ZoneInfo into a ZoneRef of its own.
+func (r *ZoneRef) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return nil
+	}
+	z := new(ZoneInfo)
+	if err := json.Unmarshal(b, z); err != nil {
+		return err
+	}
+	r.z = z
+	return nil
 }
 
 func pct(v float64) string { return fmt.Sprintf("%.1f%%", 100*v) }
@@ -268,7 +319,7 @@ func (e *Explain) String() string {
 	default:
 		fmt.Fprintf(&b, "%.4g rps (%s, %s)", e.Demand, e.Source, pct(e.DemandShare))
 	}
-	c := e.Capacity
+	c := e.Capacity.Info()
 	switch {
 	case e.ClientZone == "":
 		b.WriteString("; clients without a zone")

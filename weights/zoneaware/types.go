@@ -145,14 +145,31 @@ func (r *Result) Equal(o *Result) bool {
 // Clone returns a deep copy that shares no memory with r.
 func (r *Result) Clone() *Result {
 	c := *r
+	c.Zones = append([]ZoneInfo(nil), r.Zones...)
 	c.Routes = make([]Route, len(r.Routes))
 	for i, rt := range r.Routes {
 		rt.Weights = append([]ZoneWeight(nil), rt.Weights...)
 		rt.Explain.Spill = append([]ZoneShare(nil), rt.Explain.Spill...)
+		rt.Explain.Capacity = c.cloneRef(r, rt.Explain.Capacity)
 		c.Routes[i] = rt
 	}
-	c.Zones = append([]ZoneInfo(nil), r.Zones...)
 	return &c
+}
+
+// cloneRef returns ref, a ZoneRef of orig, for its clone c: a reference
+// to c's copy of the orig.Zones entry ref refers to, or to a copy of its
+// own.
+func (c *Result) cloneRef(orig *Result, ref ZoneRef) ZoneRef {
+	if ref.z == nil {
+		return ref
+	}
+	for i := range orig.Zones {
+		if &orig.Zones[i] == ref.z {
+			return RefTo(&c.Zones[i])
+		}
+	}
+	z := *ref.z
+	return RefTo(&z)
 }
 
 // Reserve readies r, which Compute has not written yet, to take routes
