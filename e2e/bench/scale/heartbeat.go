@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -138,14 +139,32 @@ func heartbeatOne(ctx context.Context, e *env, r region, x *etcdRegion, cli *cli
 		return nil, err
 	}
 	defer p.Stop()
-	if _, err := p.waitServing(ctx, r, startupTimeout); err != nil {
+	// What the store holds now: an earlier run's churn changed it, and
+	// deregistered the region's last services; the readiness check asks
+	// for the last service no run's churn touches.
+	leaving := min(r.Churn*int(hbWindow/time.Second), len(x.LeaseIDs)/10)
+	last := serviceOf(r, len(x.LeaseIDs)-2*leaving-1)
+	count := func(prefix string) (int, error) {
+		resp, err := cli.Get(ctx, etcdPrefix+"registrations/"+prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err != nil {
+			return 0, err
+		}
+		return int(resp.Count), nil
+	}
+	all, err1 := count("")
+	lastSize, err2 := count(last + "/")
+	if err := errors.Join(err1, err2); err != nil {
 		return nil, err
 	}
-	// The churn deregisters the region's last leases (VMs leaving), so
-	// they are not heartbeated; it registers as many new ones.
-	leaving := min(r.Churn*int(hbWindow/time.Second), len(x.LeaseIDs)/10)
-	beat := x.LeaseIDs[:len(x.LeaseIDs)-leaving]
-	old := x.LeaseIDs[len(x.LeaseIDs)-leaving:]
+	if _, err := p.waitServingCounts(ctx, all, last, lastSize, startupTimeout); err != nil {
+		return nil, err
+	}
+	// The churn deregisters some of the region's last leases (VMs
+	// leaving; each run its own block of them), so they are not
+	// heartbeated; it registers as many new ones.
+	beat := x.LeaseIDs[:len(x.LeaseIDs)-2*leaving]
+	end := len(x.LeaseIDs) - (run%2)*leaving
+	old := x.LeaseIDs[end-leaving : end]
 
 	conns := make([]pb.RegistryClient, hbStreams)
 	for i := range conns {
@@ -273,7 +292,7 @@ func heartbeatOne(ctx context.Context, e *env, r region, x *etcdRegion, cli *cli
 				job := func() {
 					rctx, cancel := context.WithTimeout(sctx, 10*time.Second)
 					defer cancel()
-					a := netip.AddrFrom4([4]byte{11, byte(i >> 16), byte(i >> 8), byte(i)})
+					a := netip.AddrFrom4([4]byte{byte(11 + run), byte(i >> 16), byte(i >> 8), byte(i)})
 					_, err := conns[i%hbStreams].Register(rctx, &pb.RegisterRequest{
 						Service:    ServiceName(i % r.Services),
 						Endpoint:   &pb.Endpoint{Address: a.String(), Ports: []*pb.Port{{Name: "http", Number: 8080}}},
@@ -356,6 +375,17 @@ func heartbeatOne(ctx context.Context, e *env, r region, x *etcdRegion, cli *cli
 		{Name: b.Label + "deregistrations/s acknowledged while churning", Value: float64(deregOK.Load()) / cs, Unit: "/s", Note: fmt.Sprintf("%d registrations and %d deregistrations failed; first error: %v", regFail.Load(), deregFail.Load(), churnErr.Load())},
 	}
 	return figs, nil
+}
+
+// serviceOf is the service of endpoint n of r (in r.Walk order).
+func serviceOf(r region, n int) string {
+	for i, size := range r.Sizes() {
+		if n < size {
+			return ServiceName(i)
+		}
+		n -= size
+	}
+	return ServiceName(r.Services - 1)
 }
 
 // saveProfile writes a 20 s CPU profile of p to path, starting 5 s in.

@@ -140,10 +140,14 @@ func (p *replicaProc) readyEndpoints() (int, error) {
 // the registry API lists all its endpoints (ListEndpoints). It returns
 // the time from exec to the first moment all three held.
 func (p *replicaProc) waitServing(ctx context.Context, r region, timeout time.Duration) (time.Duration, error) {
-	deadline := time.Now().Add(timeout)
 	sizes := r.Sizes()
-	last := ServiceName(r.Services - 1)
-	lastSize := sizes[len(sizes)-1]
+	return p.waitServingCounts(ctx, r.Endpoints, ServiceName(r.Services-1), sizes[len(sizes)-1], timeout)
+}
+
+// waitServingCounts is waitServing for a store holding endpoints
+// registrations, lastSize of them of service last.
+func (p *replicaProc) waitServingCounts(ctx context.Context, endpoints int, last string, lastSize int, timeout time.Duration) (time.Duration, error) {
+	deadline := time.Now().Add(timeout)
 	var why error
 	for time.Now().Before(deadline) {
 		select {
@@ -153,7 +157,7 @@ func (p *replicaProc) waitServing(ctx context.Context, r region, timeout time.Du
 			return 0, ctx.Err()
 		default:
 		}
-		why = p.serving(ctx, r.Endpoints, last, lastSize)
+		why = p.serving(ctx, endpoints, last, lastSize)
 		if why == nil {
 			return time.Since(p.started), nil
 		}
