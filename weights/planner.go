@@ -336,13 +336,13 @@ type planResult struct {
 	res  zoneaware.Result
 }
 
-// newPlanResult returns a planResult whose result is reserved for the
-// shape of prev's (nil for none: the result grows as Compute fills it).
+// newPlanResult returns a planResult whose result is reserved like
+// prev's (nil for none: the result grows as Compute fills it).
 // A changed plan then costs 5 allocations, not one per route slice.
 func newPlanResult(prev *Plan) *planResult {
 	pr := &planResult{}
 	if prev != nil && prev.Result != nil {
-		pr.res.Reserve(prev.Result.Shape())
+		pr.res.ReserveLike(prev.Result)
 	}
 	return pr
 }

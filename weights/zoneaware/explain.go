@@ -180,7 +180,10 @@ type ZoneShare struct {
 	Share float64
 }
 
-// Explain says how a Route's vector came about.
+// Explain says how a Route's vector came about. Its bools sit together
+// (a Route then takes 176 bytes, and a result's 4 routes fit a 768-byte
+// allocation); its JSON keeps the field order of earlier releases (see
+// MarshalJSON).
 type Explain struct {
 	ClientZone string
 	// Demand is the zone's raw demand (requests per second for SourceLRS,
@@ -191,14 +194,19 @@ type Explain struct {
 	Source              Source
 	// Fallback and Reason (and ReasonZone, the zone whose data was at
 	// fault) say why the vector is not plain fill-local from load reports.
-	Fallback   Fallback
+	Fallback Fallback
+	// LocalFirst: the vector prefers the client's zone; else it is
+	// capacity-proportional.
+	LocalFirst bool
+	// Held: the computed vector moved by at most Config.MoveThreshold, so
+	// the previous one is kept (Route.Changed is false). Moved is the
+	// largest share change the computed vector made against the previous
+	// one; 1 when there was no comparable previous vector.
+	Held       bool
 	Reason     string
 	ReasonZone string
 	// DataAge is the age of the oldest load data (zero without any).
 	DataAge time.Duration
-	// LocalFirst: the vector prefers the client's zone; else it is
-	// capacity-proportional.
-	LocalFirst bool
 	// Local is the share kept in the client's zone; Spill the shares sent
 	// to the other zones that get any, sorted by zone.
 	Local float64
@@ -207,12 +215,51 @@ type Explain struct {
 	// Healthy when it has no healthy endpoint; none for the zoneless
 	// route): a reference to its entry in Result.Zones.
 	Capacity ZoneRef
-	// Held: the computed vector moved by at most Config.MoveThreshold, so
-	// the previous one is kept (Route.Changed is false). Moved is the
-	// largest share change the computed vector made against the previous
-	// one; 1 when there was no comparable previous vector.
-	Held  bool
-	Moved float64
+	Moved    float64
+}
+
+// explainJSON is Explain's JSON: its fields in the order earlier
+// releases wrote them.
+type explainJSON struct {
+	ClientZone          string
+	Demand, DemandShare float64
+	HasDemand           bool
+	Source              Source
+	Fallback            Fallback
+	Reason              string
+	ReasonZone          string
+	DataAge             time.Duration
+	LocalFirst          bool
+	Local               float64
+	Spill               []ZoneShare
+	Capacity            ZoneRef
+	Held                bool
+	Moved               float64
+}
+
+// MarshalJSON writes e with its fields in the order earlier releases
+// wrote them, so replicas of either read the other's plans.
+func (e Explain) MarshalJSON() ([]byte, error) {
+	return json.Marshal(explainJSON{
+		ClientZone: e.ClientZone, Demand: e.Demand, DemandShare: e.DemandShare, HasDemand: e.HasDemand,
+		Source: e.Source, Fallback: e.Fallback, Reason: e.Reason, ReasonZone: e.ReasonZone, DataAge: e.DataAge,
+		LocalFirst: e.LocalFirst, Local: e.Local, Spill: e.Spill, Capacity: e.Capacity, Held: e.Held, Moved: e.Moved,
+	})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes (and earlier releases
+// wrote).
+func (e *Explain) UnmarshalJSON(b []byte) error {
+	var j explainJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*e = Explain{
+		ClientZone: j.ClientZone, Demand: j.Demand, DemandShare: j.DemandShare, HasDemand: j.HasDemand,
+		Source: j.Source, Fallback: j.Fallback, Reason: j.Reason, ReasonZone: j.ReasonZone, DataAge: j.DataAge,
+		LocalFirst: j.LocalFirst, Local: j.Local, Spill: j.Spill, Capacity: j.Capacity, Held: j.Held, Moved: j.Moved,
+	}
+	return nil
 }
 
 func (e *Explain) equal(o *Explain) bool {

@@ -1,6 +1,7 @@
 package zoneaware
 
 import (
+	"slices"
 	"testing"
 	"time"
 )
@@ -78,5 +79,62 @@ func TestShape(t *testing.T) {
 	routes, perRoute, zones := out.Shape()
 	if routes != len(out.Routes) || zones != len(out.Zones) || perRoute != 3 {
 		t.Errorf("Shape() = %d, %d, %d, want %d, 3, %d", routes, perRoute, zones, len(out.Routes), len(out.Zones))
+	}
+}
+
+// TestReserveLike: a Result reserved like the previous one computes the
+// same as a fresh one, in the reserved memory (no allocation beyond
+// ReserveLike's own) when the shape stays; a route's weights and spill
+// shares never spill into the next route's; a larger shape grows.
+func TestReserveLike(t *testing.T) {
+	for _, tc := range []struct {
+		name              string
+		zones, perZone    int
+		nextZones         int // zones of the computed service, against prev's
+		wantNoExtraAllocs bool
+	}{
+		{name: "same_shape", zones: 3, perZone: 4, nextZones: 3, wantNoExtraAllocs: true},
+		{name: "more_zones", zones: 3, perZone: 2, nextZones: 5},
+		{name: "fewer_zones", zones: 4, perZone: 2, nextZones: 2, wantNoExtraAllocs: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			calc := mustNew(t, Config{})
+			prev := &Result{}
+			var pst State
+			calc.Compute(&pst, benchServices(1, tc.zones, tc.perZone)[0], prev)
+			in := benchServices(1, tc.nextZones, tc.perZone)[0]
+			var fresh, reserved State
+			for c := range 2 {
+				now := t0.Add(time.Duration(c) * 10 * time.Second)
+				setNow([]*Input{in}, now)
+				want := &Result{}
+				calc.Compute(&fresh, in, want)
+				got := &Result{}
+				got.ReserveLike(prev)
+				calc.Compute(&reserved, in, got)
+				if !got.Equal(want) {
+					t.Fatalf("cycle %d: reserved result differs from a fresh one:\n got %+v\nwant %+v", c, got, want)
+				}
+				if len(got.Routes) > 1 {
+					w, s := slices.Clone(got.Routes[1].Weights), slices.Clone(got.Routes[1].Explain.Spill)
+					got.Routes[0].Weights = append(got.Routes[0].Weights, ZoneWeight{Zone: "zz", Weight: 9})
+					got.Routes[0].Explain.Spill = append(got.Routes[0].Explain.Spill, ZoneShare{Zone: "zz", Share: 1})
+					if !slices.Equal(got.Routes[1].Weights, w) || !slices.Equal(got.Routes[1].Explain.Spill, s) {
+						t.Fatalf("appending to route 0 wrote route 1's weights or spill")
+					}
+				}
+			}
+			if tc.wantNoExtraAllocs {
+				allocs := testing.AllocsPerRun(20, func() {
+					out := &Result{}
+					out.ReserveLike(prev)
+					calc.Compute(&reserved, in, out)
+				})
+				// ReserveLike's own: the Result, routes, weights, spill, zones.
+				if allocs > 5 {
+					t.Errorf("allocations per reserved Compute = %v, want at most 5", allocs)
+				}
+			}
+		})
 	}
 }

@@ -199,6 +199,43 @@ func (r *Result) Reserve(routes, perRoute, zones int) {
 	}
 }
 
+// ReserveLike is Reserve for a result shaped as prev (the previous
+// Compute's for the same service): each route gets room for as many
+// weights and spill shares as prev's route at its index had, and no
+// more (a zoned route spills to fewer zones than it weighs), so the
+// arrays are the size prev's were. A Compute that needs more allocates
+// for what does not fit, as without it.
+func (r *Result) ReserveLike(prev *Result) {
+	if len(prev.Zones) > 0 {
+		r.Zones = make([]ZoneInfo, 0, len(prev.Zones))
+	}
+	if len(prev.Routes) == 0 {
+		return
+	}
+	var nw, ns int
+	for i := range prev.Routes {
+		nw += len(prev.Routes[i].Weights)
+		ns += len(prev.Routes[i].Explain.Spill)
+	}
+	rs := make([]Route, len(prev.Routes))
+	var ws []ZoneWeight
+	if nw > 0 {
+		ws = make([]ZoneWeight, nw)
+	}
+	var sp []ZoneShare
+	if ns > 0 {
+		sp = make([]ZoneShare, ns)
+	}
+	wi, si := 0, 0
+	for i := range rs {
+		w, s := len(prev.Routes[i].Weights), len(prev.Routes[i].Explain.Spill)
+		rs[i].Weights = ws[wi : wi : wi+w]
+		rs[i].Explain.Spill = sp[si : si : si+s]
+		wi, si = wi+w, si+s
+	}
+	r.Routes = rs[:0]
+}
+
 // Shape is what Reserve needs to hold r again: its routes, the most
 // weights or spill shares of one route, and its zones.
 func (r *Result) Shape() (routes, perRoute, zones int) {
