@@ -322,7 +322,9 @@ func checkResult(res *zoneaware.Result) error {
 		sum := 0.0
 		for j, w := range rt.Weights {
 			f := fmt.Sprintf("routes[%d].Weights[%d]", i, j)
-			if err := checkName(f+".Zone", w.Zone, false); err != nil {
+			// "" is the zone of endpoints registered without one, a zone
+			// like any other (zoneaware.Endpoint.Zone).
+			if err := checkName(f+".Zone", w.Zone, true); err != nil {
 				return err
 			}
 			if j > 0 && w.Zone <= rt.Weights[j-1].Zone {

@@ -76,7 +76,7 @@ func TestDecodePlan(t *testing.T) {
 		{name: "share-range", edit: func(r *PlanRecord) { r.Result.Routes[0].Weights[0].Share = 1.5 }, field: "result.routes[0].Weights[0].Share"},
 		{name: "shares-sum", edit: func(r *PlanRecord) { r.Result.Routes[0].Weights[0].Share = 0.5 }, field: "result.routes[0].Weights"},
 		{name: "zones-unsorted", edit: func(r *PlanRecord) { r.Result.Routes[0].Weights[0].Zone = "c" }, field: "result.routes[0].Weights[1].Zone"},
-		{name: "empty-zone", edit: func(r *PlanRecord) { r.Result.Routes[1].Weights[0].Zone = "" }, field: "result.routes[1].Weights[0].Zone"},
+		{name: "zone-twice", edit: func(r *PlanRecord) { r.Result.Routes[1].Weights[1].Zone = "a" }, field: "result.routes[1].Weights[1].Zone"},
 		{name: "long-zone", edit: func(r *PlanRecord) { r.Result.Zones[0].Zone = strings.Repeat("z", 300) }, field: "result.zones[0].Zone"},
 	}
 	for _, tt := range tests {
@@ -283,4 +283,34 @@ func TestRestartSeesDeadOwner(t *testing.T) {
 			t.Errorf("owner dead 50s: source %v reason %q, want local, stale 50s", p.Source, p.Reason)
 		}
 	})
+}
+
+// TestPlanZonelessEndpoints: a service with an endpoint registered without
+// a zone gets a vector with a "" zone, which every replica must take (it
+// was refused as "Weights[0].Zone: is empty", so such a service had no
+// mesh weights on any replica).
+func TestPlanZonelessEndpoints(t *testing.T) {
+	calc, err := zoneaware.New(zoneaware.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := &zoneaware.Input{Now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC), Endpoints: []zoneaware.Endpoint{
+		{ID: "e1", Zone: "a", Healthy: true}, {ID: "e2", Zone: "", Healthy: true}, {ID: "e3", Zone: "b", Healthy: true},
+	}}
+	var st zoneaware.State
+	var res zoneaware.Result
+	calc.Compute(&st, in, &res)
+	rec := validRecord()
+	rec.Result = &res
+	got, err := DecodePlan(PlanKey("svc"), encode(t, &rec))
+	if err != nil {
+		t.Fatalf("DecodePlan of a plan with a zoneless endpoint: %v", err)
+	}
+	zones := map[string]bool{}
+	for _, w := range got.Result.Routes[0].Weights {
+		zones[w.Zone] = true
+	}
+	if !zones[""] || !zones["a"] || !zones["b"] {
+		t.Errorf("decoded route %q weights %+v, want zones \"\", a and b", got.Result.Routes[0].ClientZone, got.Result.Routes[0].Weights)
+	}
 }
