@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -79,8 +80,30 @@ type replicaProc struct {
 }
 
 // startReplica execs bin as a replica on x's store, with its own
-// 127.0.0.1 ports, data dir and --pprof; it does not wait.
+// 127.0.0.1 ports, data dir and --pprof, and returns once it listens on
+// its HTTP port (it does not wait for it to serve). A free port can be
+// taken between FreeAddr and the replica's bind (an outgoing connection's
+// ephemeral port): a replica that exits on "address already in use" is
+// started again on new ports, at most 3 times.
 func startReplica(e *env, bin, name string, x *etcdRegion, extra ...string) (*replicaProc, error) {
+	for attempt := 1; ; attempt++ {
+		p, err := startReplicaOnce(e, bin, name, x, extra...)
+		if err != nil {
+			return nil, err
+		}
+		err = p.waitListening(2 * time.Minute)
+		if err == nil {
+			return p, nil
+		}
+		p.Stop()
+		if attempt == 3 || !strings.Contains(err.Error(), "address already in use") {
+			return nil, err
+		}
+		e.Logf("%s: a port was taken before it bound (attempt %d), starting it again on new ports", name, attempt)
+	}
+}
+
+func startReplicaOnce(e *env, bin, name string, x *etcdRegion, extra ...string) (*replicaProc, error) {
 	var addrs [3]string
 	for i := range addrs {
 		a, err := benchproc.FreeAddr()
@@ -106,6 +129,25 @@ func startReplica(e *env, bin, name string, x *etcdRegion, extra ...string) (*re
 		return nil, fmt.Errorf("dial %s: %w", name, err)
 	}
 	return &replicaProc{Proc: p, GRPC: addrs[0], HTTP: addrs[1], DNS: addrs[2], conn: conn, Client: pb.NewRegistryClient(conn), started: started}, nil
+}
+
+// waitListening waits until p accepts a TCP connection on its HTTP port,
+// or fails with its log's tail when it exits first.
+func (p *replicaProc) waitListening(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		select {
+		case <-p.Done:
+			return fmt.Errorf("%s exited before it listened:\n%s", p.Name, p.Tail())
+		default:
+		}
+		if c, err := net.DialTimeout("tcp", p.HTTP, time.Second); err == nil {
+			c.Close()
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fmt.Errorf("%s not listening on %s after %v:\n%s", p.Name, p.HTTP, timeout, p.Tail())
 }
 
 // Stop closes the client and stops the process.
