@@ -320,7 +320,7 @@ func (l *lister) list(from, end string, depth int) error {
 		if l.rev == 0 {
 			l.rev = resp.Header.Revision
 		}
-		if first && resp.More && resp.Count > split && depth < listMaxDepth {
+		if first && resp.More && resp.Count > split && depth < listMaxDepth && splittable(from, end) {
 			return l.splitRange(from, end, depth)
 		}
 		for _, kv := range resp.Kvs {
@@ -331,6 +331,15 @@ func (l *lister) list(from, end string, depth int) error {
 		}
 		start = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
 	}
+}
+
+// splittable tells whether splitRange can cut [from, end): it is from's
+// prefix range, or from's prefix range ends inside it. The range before
+// the first key byte, [P, P+"+"), is neither (it holds P itself and keys
+// with bytes below '+', which ValidateKey refuses): it is paged.
+func splittable(from, end string) bool {
+	pe := clientv3.GetPrefixRangeEnd(from)
+	return end == pe || (pe != "\x00" && pe <= end)
 }
 
 // splitRange lists [from, end) as smaller ranges, in order. A prefix range

@@ -50,6 +50,10 @@ func TestListSplits(t *testing.T) {
 		}()},
 		{name: "key_equal_to_split_prefix", keys: append(many("s/a", 12), "s/a", "s/a0", "s")},
 		{name: "bytes_outside_validatekey", keys: append(many("svc/", 10), "svc/ x", "svc/\x01", "svc/~", "svc/\xff\xff", "svc\x00", "s v")},
+		// More keys than a split takes below the lowest key byte ('+'):
+		// the range before the first key byte is not a prefix range and
+		// must be paged, not split again.
+		{name: "many_below_lowest_key_byte", keys: append(append(many("svc/ ", 12), many("svc/!", 7)...), many("svc/a", 8)...)},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
