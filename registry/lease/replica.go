@@ -110,7 +110,6 @@ func (m *Manager) AdoptBatch(batch []Adoption) []error {
 		op     registry.Op
 	}
 	var errs []error
-	now := time.Now()
 	todo := make([]adopted, 0, len(batch))
 	m.mu.RLock()
 	for i := range batch {
@@ -138,7 +137,6 @@ func (m *Manager) AdoptBatch(batch []Adoption) []error {
 		a := adopted{old: old, key: key, rev: rev, op: registry.Upsert(rec.Service, e)}
 		if old == nil || old.id != rec.LeaseID {
 			l := &lease{id: rec.LeaseID, key: key, service: rec.Service, epID: e.ID, ttl: rec.TTL, owner: rec.Owner, rev: rev}
-			l.deadline.Store(now.Add(rec.TTL).UnixNano())
 			l.lastSeen.Store(e.LastSeen.UnixNano())
 			a.l = l
 		}
@@ -150,9 +148,16 @@ func (m *Manager) AdoptBatch(batch []Adoption) []error {
 	for len(todo) > 0 {
 		chunk := todo[:min(adoptChunk, len(todo))]
 		todo = todo[len(chunk):]
+		// A new lease gets its whole TTL from when its chunk is applied,
+		// as Adopt gives it from its own Apply: a million records take
+		// seconds, which the last ones must not lose.
+		now := time.Now()
 		ops = ops[:0]
 		for _, a := range chunk {
 			ops = append(ops, a.op)
+			if a.l != nil {
+				a.l.deadline.Store(now.Add(a.l.ttl).UnixNano())
+			}
 		}
 		ok := make([]bool, len(chunk))
 		if _, err := m.cfg.Store.Apply(ops...); err == nil {
