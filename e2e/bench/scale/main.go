@@ -103,7 +103,9 @@ func main() {
 	}
 	defer os.RemoveAll(tmp)
 	e := &env{TmpDir: tmp, EtcdBin: *etcdBin, Verbose: *verbose}
-	rep := &report{started: time.Now()}
+	// The commit is read now: the binaries are built from the tree as it
+	// is when a part first needs them.
+	rep := &report{started: time.Now(), head: gitHead()}
 	var failed []string
 	for _, p := range chosen {
 		for _, f := range fractions {

@@ -37,6 +37,7 @@ func atLeast(name string, v float64, unit string, limit float64) figure {
 
 type report struct {
 	started time.Time
+	head    string // the commit checked out when the run started
 	figs    []figure
 }
 
@@ -47,7 +48,7 @@ func (r *report) markdown(failed []string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Region scale, %s\n\n", r.started.UTC().Format("2006-01-02 15:04 MST"))
 	host, _ := os.Hostname()
-	fmt.Fprintf(&b, "Machine %s, %d cores; spillway at %s.\n", host, runtime.NumCPU(), gitHead())
+	fmt.Fprintf(&b, "Machine %s, %d cores; spillway at %s.\n", host, runtime.NumCPU(), r.head)
 	var partsSeen []string
 	for _, f := range r.figs {
 		if !contains(partsSeen, f.Part) {
