@@ -3,7 +3,9 @@
 // config, and later issues' state.
 //
 // KV is a small versioned key-value interface (Put, Delete, Get, List,
-// Watch). Three backends implement it: boltstore, an embedded bbolt file
+// Watch). A KV may also be a BatchPutter (etcdstore is), which writes
+// many records per round trip; a writer with many records type-asserts
+// for it and falls back to Put. Three backends implement it: boltstore, an embedded bbolt file
 // (the default, one replica, in --data-dir), etcdstore (etcd v3) and
 // spannerstore (Cloud Spanner). systemstoretest holds the conformance suite
 // every backend runs. Store adapts any KV to the record storage of package
