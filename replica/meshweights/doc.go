@@ -42,7 +42,7 @@
 //
 // Store writes per owner cycle: one heartbeat per owned shard, two per
 // changed plan (plan and state), and owned services / CheckpointEvery
-// checkpoints. BenchmarkPublisherCycle (planner precomputed, in memory)
+// checkpoints; on etcd about one round trip per 128 of them. BenchmarkPublisherCycle (planner precomputed, in memory)
 // and BenchmarkOwnerCycle (the real planner over merged load, a real
 // etcd) measure them; spillway_mesh_store_writes_total counts them by
 // kind.
@@ -73,9 +73,16 @@
 // hold, and keeps waiting; a dead member leaves the live members within
 // the member TTL, which ends the wait. The heartbeats start at once, so
 // replicas keep the previous owner's plans during the wait. A replica that does not own a shard never
-// runs the owner planner for it. The heartbeats are written one at a
-// time, then the plans and states 16 services at a time (each service's
-// plan before its state, the state only once the plan was taken). The
+// runs the owner planner for it. When the store is a
+// systemstore.BatchPutter (etcd), the heartbeats go in one PutBatch, then
+// the plans and states in PutBatches of 64 services (a plan and a state
+// each: etcd transactions of at most 128 records), 8 at a time, each
+// service's plan ahead of its state in its batch, so a state is taken
+// only with or after its plan; the store takes a prefix of each batch,
+// and only what it took counts as written. Otherwise (bbolt, Spanner)
+// the heartbeats are written one at a time, then the plans and states 16
+// services at a time, one Put each (each service's plan before its
+// state, the state only once the plan was taken). The
 // first failed store write of a cycle ends that cycle's writes: none
 // starts after it, those in flight finish (one request timeout per
 // cycle); they are retried next cycle. A service whose plan is the one
