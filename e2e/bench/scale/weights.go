@@ -18,6 +18,7 @@ import (
 	"github.com/spillway/spillway/e2e/bench/internal/benchproc"
 	"github.com/spillway/spillway/load"
 	"github.com/spillway/spillway/registry"
+	"github.com/spillway/spillway/registry/systemstore"
 	"github.com/spillway/spillway/registry/systemstore/etcdstore"
 	"github.com/spillway/spillway/replica/exchange"
 	"github.com/spillway/spillway/replica/meshweights"
@@ -52,6 +53,11 @@ const (
 	// past a quarter of it, one idle cycle; past half, three moving.
 	weightsBudget = 2 * time.Minute
 )
+
+// weightsBaselineEnv, set to anything, also measures the owner writing
+// one Put per record (etcdstore's PutBatch hidden), before the owner as
+// it is: before/after in one run.
+const weightsBaselineEnv = "SCALE_WEIGHTS_BASELINE"
 
 func init() {
 	register(part{
@@ -272,11 +278,19 @@ func runWeights(ctx context.Context, e *env, r region) ([]figure, error) {
 	if err != nil {
 		return nil, err
 	}
-	owner, err := weightsOwner(ctx, e, w)
+	figs := single
+	if os.Getenv(weightsBaselineEnv) != "" {
+		base, err := weightsOwner(ctx, e, w, "owner, one Put per record", true)
+		if err != nil {
+			return nil, err
+		}
+		figs = append(figs, base...)
+	}
+	owner, err := weightsOwner(ctx, e, w, "owner", false)
 	if err != nil {
 		return nil, err
 	}
-	figs := append(single, owner...)
+	figs = append(figs, owner...)
 	figs = append(figs, figure{Name: "part's run time", Value: time.Since(start).Seconds(), Unit: "s",
 		Note: fmt.Sprintf("%d%% of the services' demand moves each measured cycle; targets scaled with the services (1 s at 100%%); allocated per changed service = (cycle's bytes − its load source's − an idle cycle's) / plans replaced", int(weightsChangeShare*100))})
 	return figs, nil
@@ -401,8 +415,8 @@ func (a weightsMerged) Contributors(service string, now time.Time) []weights.Con
 // server does), the owner's planner over the merged load, and
 // meshweights.Publisher writing heartbeats, plans and states to a real
 // etcd. Building the summaries is the senders' work and is not counted.
-func weightsOwner(ctx context.Context, e *env, w *weightsWorld) ([]figure, error) {
-	dir := filepath.Join(e.TmpDir, fmt.Sprintf("weights-etcd-%g", w.r.Fraction))
+func weightsOwner(ctx context.Context, e *env, w *weightsWorld, name string, putOnly bool) ([]figure, error) {
+	dir := filepath.Join(e.TmpDir, fmt.Sprintf("weights-etcd-%g-%t", w.r.Fraction, putOnly))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("weights: %w", err)
 	}
@@ -417,6 +431,10 @@ func weightsOwner(ctx context.Context, e *env, w *weightsWorld) ([]figure, error
 		return nil, fmt.Errorf("weights: etcd client: %w", err)
 	}
 	defer kv.Close()
+	var store systemstore.KV = kv
+	if putOnly {
+		store = putOnlyKV{kv}
+	}
 
 	var owned []int // indexes into w.services
 	var ownedNames []string
@@ -468,7 +486,7 @@ func weightsOwner(ctx context.Context, e *env, w *weightsWorld) ([]figure, error
 	}
 	tp := &timedCycle{Planner: planner}
 	pub, err := meshweights.NewPublisher(meshweights.PublisherConfig{
-		ID: "r1", KV: kv, Ownership: weightsOwnership{}, Merged: weightsMerged{merged},
+		ID: "r1", KV: store, Ownership: weightsOwnership{}, Merged: weightsMerged{merged},
 		Planner: tp, Services: func() []string { return w.services }, Interval: heartbeatEvery,
 	})
 	if err != nil {
@@ -503,7 +521,7 @@ func weightsOwner(ctx context.Context, e *env, w *weightsWorld) ([]figure, error
 			return nil, ctx.Err()
 		}
 	}
-	e.Logf("weights: owner of %d services settled in %v (%d plan writes)", len(owned), time.Since(warm).Round(time.Millisecond), pub.Writes().Plan)
+	e.Logf("weights: "+name+" of %d services settled in %v (%d plan writes)", len(owned), time.Since(warm).Round(time.Millisecond), pub.Writes().Plan)
 	change := int(float64(len(w.services)) * weightsChangeShare)
 	var idle, moving []cycleCost
 	var merges, planners, publishes []float64
@@ -519,7 +537,7 @@ func weightsOwner(ctx context.Context, e *env, w *weightsWorld) ([]figure, error
 		publishes = append(publishes, float64(publish.Microseconds())/1000)
 		plannerBytes = append(plannerBytes, tp.bytes)
 		w1 := pub.Writes()
-		e.Logf("weights: owner cycle %v (merge %v, planner %v, publish %v: %d plan, %d state writes), %d plans replaced",
+		e.Logf("weights: "+name+" cycle %v (merge %v, planner %v, publish %v: %d plan, %d state writes), %d plans replaced",
 			c.took.Round(time.Millisecond), merge.Round(time.Millisecond), tp.spent.Round(time.Millisecond), publish.Round(time.Millisecond),
 			w1.Plan-w0.Plan, w1.State-w0.State, c.replaced)
 		return c
@@ -544,7 +562,7 @@ func weightsOwner(ctx context.Context, e *env, w *weightsWorld) ([]figure, error
 		}
 	}
 	w1 := pub.Writes()
-	figs := cycleFigures("owner", w.r, len(owned), idle, moving)
+	figs := cycleFigures(name, w.r, len(owned), idle, moving)
 	median := func(v []float64) float64 { slices.Sort(v); return v[len(v)/2] }
 	// The planner's share of the owner's bytes per changed service: its
 	// cycle's bytes over an idle one's, per plan replaced.
@@ -555,16 +573,20 @@ func weightsOwner(ctx context.Context, e *env, w *weightsWorld) ([]figure, error
 		}
 	}
 	if len(perChanged) > 0 {
-		figs = append(figs, atMost("owner planner allocated per changed service", median(perChanged), "B", weightsChangedTarget))
+		figs = append(figs, atMost(name+" planner allocated per changed service", median(perChanged), "B", weightsChangedTarget))
 	}
 	figs = append(figs,
-		figure{Name: "owner merge, median", Value: median(merges), Unit: "ms"},
-		figure{Name: "owner planner, median", Value: median(planners), Unit: "ms"},
-		figure{Name: "owner publish (etcd writes), median", Value: median(publishes), Unit: "ms"},
-		figure{Name: "owner plan + state writes per cycle", Value: float64(w1.Plan-w0.Plan+w1.State-w0.State) / weightsCycles, Unit: ""},
+		figure{Name: name + " merge, median", Value: median(merges), Unit: "ms"},
+		figure{Name: name + " planner, median", Value: median(planners), Unit: "ms"},
+		figure{Name: name + " publish (etcd writes), median", Value: median(publishes), Unit: "ms"},
+		figure{Name: name + " plan + state writes per cycle", Value: float64(w1.Plan-w0.Plan+w1.State-w0.State) / weightsCycles, Unit: ""},
 	)
 	return figs, nil
 }
+
+// putOnlyKV hides etcdstore's PutBatch: the publisher writes one Put per
+// record, 16 in flight, as before PutBatch (SCALE_WEIGHTS_BASELINE).
+type putOnlyKV struct{ systemstore.KV }
 
 // timedCycle times the planner's cycles inside Publisher.Cycle.
 type timedCycle struct {
