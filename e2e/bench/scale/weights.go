@@ -225,7 +225,10 @@ func measureCycle(services []string, plan func(string) *weights.Plan, fn func())
 
 // cycleFigures turns idle and moving cycles into the part's figures
 // under the prefix name.
-func cycleFigures(name string, r region, owned int, idle, moving []cycleCost) []figure {
+// publishes says the cycle writes its records to the store: its bytes per
+// changed service then include them, and the 2 KiB target is judged on
+// the planner's share alone (a figure of its own).
+func cycleFigures(name string, r region, owned int, idle, moving []cycleCost, publishes bool) []figure {
 	med := func(cs []cycleCost, f func(cycleCost) float64) float64 {
 		v := make([]float64, len(cs))
 		for i, c := range cs {
@@ -253,7 +256,7 @@ func cycleFigures(name string, r region, owned int, idle, moving []cycleCost) []
 		atMost(name+" cycle scaled to 50,000 services", scale*med(moving, func(c cycleCost) float64 { return float64(c.took.Microseconds()) / 1000 }), "ms", float64(weightsCycleTarget.Milliseconds())),
 		{Name: name + " cycle, nothing changed, median", Value: med(idle, func(c cycleCost) float64 { return float64(c.took.Microseconds()) / 1000 }), Unit: "ms"},
 		{Name: name + " plans replaced per cycle", Value: med(moving, func(c cycleCost) float64 { return float64(c.replaced) }), Unit: fmt.Sprintf("of %d", owned)},
-		atMost(name+" allocated per changed service", perChanged, "B", weightsChangedTarget),
+		perChangedFigure(name, perChanged, publishes),
 		{Name: name + " allocated per cycle, nothing changed", Value: idleBytes, Unit: "B"},
 		{Name: name + " allocated per service, nothing changed", Value: idleBytes / float64(owned), Unit: "B"},
 		{Name: name + " allocations per cycle, nothing changed", Value: med(idle, func(c cycleCost) float64 { return float64(c.allocs) }), Unit: ""},
@@ -372,7 +375,7 @@ func weightsSingle(ctx context.Context, e *env, w *weightsWorld) ([]figure, erro
 		e.Logf("weights: planner cycle %v, %d plans replaced, %d MB (recording the reports took %v)", c.took.Round(time.Millisecond), c.replaced, c.bytes>>20, recording.Round(time.Millisecond))
 		moving = append(moving, c)
 	}
-	return cycleFigures("planner", w.r, len(w.services), idle, moving), nil
+	return cycleFigures("planner", w.r, len(w.services), idle, moving, false), nil
 }
 
 // weightsShard is the mesh shard of service (fnv32a, as the bench
@@ -562,7 +565,7 @@ func weightsOwner(ctx context.Context, e *env, w *weightsWorld, name string, put
 		}
 	}
 	w1 := pub.Writes()
-	figs := cycleFigures(name, w.r, len(owned), idle, moving)
+	figs := cycleFigures(name, w.r, len(owned), idle, moving, true)
 	median := func(v []float64) float64 { slices.Sort(v); return v[len(v)/2] }
 	// The planner's share of the owner's bytes per changed service: its
 	// cycle's bytes over an idle one's, per plan replaced.
@@ -603,4 +606,16 @@ func (t *timedCycle) Cycle(now time.Time) {
 	t.spent += time.Since(start)
 	runtime.ReadMemStats(&m1)
 	t.bytes += m1.TotalAlloc - m0.TotalAlloc
+}
+
+// perChangedFigure is a cycle's bytes per changed service: judged against
+// the target for a planner; for an owner, which also encodes and writes a
+// plan and a state record per changed service (about 3.7 and 1.9 KB of
+// JSON, before etcd's client copies them), printed without one.
+func perChangedFigure(name string, v float64, publishes bool) figure {
+	if !publishes {
+		return atMost(name+" allocated per changed service", v, "B", weightsChangedTarget)
+	}
+	return figure{Name: name + " allocated per changed service, publish included", Value: v, Unit: "B",
+		Note: "no target: it includes the plan and state records written per changed service (about 5.6 KB of JSON); the 2 KiB target is judged on the owner's planner below"}
 }
