@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spillway/spillway/internal/regionshape"
 	"github.com/spillway/spillway/load"
 	"github.com/spillway/spillway/registry"
 	"github.com/spillway/spillway/weights/zoneaware"
@@ -17,41 +18,8 @@ import (
 var regionZones = []string{"zone-a", "zone-b", "zone-c"}
 
 // regionSizes is the endpoint count of each of n services averaging 20
-// endpoints, skewed as the region of issue 31 (e2e/bench/scale,
-// region.Sizes): the first service 500 times the mean once there are
-// 1,000 services, one in 1,000 fifty times, one in 100 ten times, the
-// others sharing the rest evenly.
-func regionSizes(n int) []int {
-	const mean = 20
-	sizes := make([]int, n)
-	left, plain := n*mean, 0
-	for i := range sizes {
-		switch {
-		case i == 0 && n >= 1000:
-			sizes[i] = 500 * mean
-		case i%1000 == 1:
-			sizes[i] = 50 * mean
-		case i%100 == 2:
-			sizes[i] = 10 * mean
-		default:
-			plain++
-			continue
-		}
-		left -= sizes[i]
-	}
-	each, extra := left/plain, left%plain
-	for i := range sizes {
-		if sizes[i] != 0 {
-			continue
-		}
-		sizes[i] = each
-		if extra > 0 {
-			sizes[i]++
-			extra--
-		}
-	}
-	return sizes
-}
+// endpoints, skewed as the region of issue 31 (e2e/bench/scale).
+func regionSizes(n int) []int { return regionshape.Sizes(20*n, n) }
 
 // regionBench is a planner over n region-shaped services with load
 // reports for every one of them: 3 client zones calling 3 zones, 90% of

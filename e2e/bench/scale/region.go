@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/spillway/spillway/internal/regionshape"
 	"github.com/spillway/spillway/registry"
 )
 
@@ -58,52 +59,9 @@ func (r region) Label() string { return fmt.Sprintf("%g %%", r.Fraction*100) }
 func ServiceName(i int) string { return fmt.Sprintf("svc-%05d", i) }
 
 // Sizes returns the endpoint count of every service, summing to
-// r.Endpoints. Real fleets are skewed ("services from 1 to 10,000+
-// endpoints"): the first service has 500 times the mean (10,000 at a
-// mean of 20) once there are 1,000 services, one in 1,000 has 50 times the
-// mean, one in 100 ten times, and the others share the rest evenly (at least 1 each). The
-// same region always gives the same sizes.
-func (r region) Sizes() []int {
-	mean := r.Endpoints / r.Services
-	sizes := make([]int, r.Services)
-	left, plain := r.Endpoints, 0
-	for i := range sizes {
-		switch {
-		case i == 0 && r.Services >= 1000:
-			sizes[i] = 500 * mean
-		case i%1000 == 1:
-			sizes[i] = 50 * mean
-		case i%100 == 2:
-			sizes[i] = 10 * mean
-		default:
-			plain++
-			continue
-		}
-		left -= sizes[i]
-	}
-	if plain == 0 || left < plain {
-		// Too small a region for the skew: even sizes.
-		for i := range sizes {
-			sizes[i] = r.Endpoints / r.Services
-			if i < r.Endpoints%r.Services {
-				sizes[i]++
-			}
-		}
-		return sizes
-	}
-	each, extra := left/plain, left%plain
-	for i := range sizes {
-		if sizes[i] != 0 {
-			continue
-		}
-		sizes[i] = each
-		if extra > 0 {
-			sizes[i]++
-			extra--
-		}
-	}
-	return sizes
-}
+// r.Endpoints, skewed as real fleets are (regionshape.Sizes: one service
+// of 10,000 endpoints at 100 %, one in 1,000 of 1,000, one in 100 of 200).
+func (r region) Sizes() []int { return regionshape.Sizes(r.Endpoints, r.Services) }
 
 // Endpoint is endpoint j of the region (numbered across all services):
 // its address (10.0.0.0/8, never dialled), port and zone, and the id
