@@ -55,7 +55,7 @@ import (
 	"flag"
 	"fmt"
 	"github.com/spillway/spillway/e2e/bench/internal/benchproc"
-	"io"
+	"github.com/spillway/spillway/e2e/bench/internal/hbload"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -494,7 +494,9 @@ func heartbeat(ctx context.Context, c config, etcd *proc, reps []*replica, homes
 	if err != nil {
 		return res, err
 	}
-	var sent, acked, notFound, streamErrs atomic.Int64
+	var counts hbload.Counts
+	var sent atomic.Int64
+	acked, notFound, streamErrs := &counts.Acked, &counts.NotFound, &counts.StreamErrs
 	fmt.Fprintf(os.Stderr, "heartbeating for %v: %d rounds of %v\n", time.Duration(rounds)*c.interval, rounds, c.interval)
 	ecpu0, rcpu0 := cpuOf(etcd, reps)
 	start := time.Now()
@@ -513,25 +515,7 @@ func heartbeat(ctx context.Context, c config, etcd *proc, reps []*replica, homes
 					streamErrs.Add(1)
 					return
 				}
-				recvDone := make(chan struct{})
-				go func() {
-					defer close(recvDone)
-					for {
-						resp, err := stream.Recv()
-						if err == io.EOF {
-							return
-						}
-						if err != nil {
-							streamErrs.Add(1)
-							return
-						}
-						if resp.Found {
-							acked.Add(1)
-						} else {
-							notFound.Add(1)
-						}
-					}
-				}()
+				recvDone := counts.Receive(stream)
 				// Step k of the run sends its slice of the share at
 				// start + k×step; a late step is sent at once.
 			send:

@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/spillway/spillway/e2e/bench/internal/benchproc"
+	"github.com/spillway/spillway/e2e/bench/internal/hbload"
 	"github.com/spillway/spillway/e2e/bench/internal/procstat"
 	pb "github.com/spillway/spillway/registry/registryv1"
 )
@@ -194,7 +195,9 @@ func heartbeatOne(ctx context.Context, e *env, r region, x *etcdRegion, cli *cli
 		go saveProfile(e, p, filepath.Join(*storeProfiles, fmt.Sprintf("heartbeat-%g-%d.pprof", r.Fraction, run)))
 	}
 
-	var acked, notFound, streamErrs, sent atomic.Int64
+	var counts hbload.Counts
+	var sent atomic.Int64
+	acked, notFound, streamErrs := &counts.Acked, &counts.NotFound, &counts.StreamErrs
 	var regOK, regFail, deregOK, deregFail atomic.Int64
 	var churnEnd atomic.Int64 // unix nanos of the last churn answer
 	var churnErr atomic.Value // the first churn error
@@ -215,25 +218,7 @@ func heartbeatOne(ctx context.Context, e *env, r region, x *etcdRegion, cli *cli
 				streamErrs.Add(1)
 				return
 			}
-			recvDone := make(chan struct{})
-			go func() {
-				defer close(recvDone)
-				for {
-					resp, err := stream.Recv()
-					if err == io.EOF {
-						return
-					}
-					if err != nil {
-						streamErrs.Add(1)
-						return
-					}
-					if resp.Found {
-						acked.Add(1)
-					} else {
-						notFound.Add(1)
-					}
-				}
-			}()
+			recvDone := counts.Receive(stream)
 			// Step k sends this stream's part of the region's rate,
 			// going round its share; a late step is sent at once.
 			cursor := 0
