@@ -124,7 +124,27 @@ func leaseIDs(m *Manager) map[string]string {
 	if len(m.leases) != len(m.byKey) {
 		out["!len"] = fmt.Sprintf("%d leases, %d keys", len(m.leases), len(m.byKey))
 	}
+	if err := allMatchesLocked(m); err != nil {
+		out["!all"] = err.Error()
+	}
 	return out
+}
+
+// allMatchesLocked says how Manager.all differs from Manager.leases, or
+// nil when it holds each of them once, at its idx; the caller holds mu.
+func allMatchesLocked(m *Manager) error {
+	if len(m.all) != len(m.leases) {
+		return fmt.Errorf("all has %d leases, leases %d", len(m.all), len(m.leases))
+	}
+	for i, l := range m.all {
+		if l.idx != i {
+			return fmt.Errorf("all[%d] is lease %s with idx %d", i, l.id, l.idx)
+		}
+		if m.leases[l.id] != l {
+			return fmt.Errorf("all[%d] is lease %s, which leases does not hold", i, l.id)
+		}
+	}
+	return nil
 }
 
 // served is every endpoint of every service the store serves, as text.

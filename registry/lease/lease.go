@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -271,20 +272,26 @@ type Lease struct {
 }
 
 type lease struct {
+	// The fields every walk of every lease reads come first, so that
+	// they share the struct's first cache line (expiry reads deadline
+	// and ttl of a million leases each tick, a flush localSeen, ttl and
+	// id).
+	deadline  atomic.Int64 // unix nanoseconds
+	localSeen atomic.Int64 // unix nanoseconds of the last heartbeat to this replica; 0 if none
+	lastSeen  atomic.Int64 // unix nanoseconds, any replica's
+
 	// Read-only after creation.
+	ttl     time.Duration
 	id      string
 	key     string
 	service string
 	epID    string
-	ttl     time.Duration
 	owner   string // authn.Identity.Name of the creator; "" is anonymous
-
-	deadline  atomic.Int64 // unix nanoseconds
-	lastSeen  atomic.Int64 // unix nanoseconds, any replica's
-	localSeen atomic.Int64 // unix nanoseconds of the last heartbeat to this replica; 0 if none
 
 	// rev is the store revision of the record; guarded by the key lock.
 	rev int64
+	// idx is the lease's place in Manager.all; guarded by Manager.mu.
+	idx int
 }
 
 func (l *lease) renew(now time.Time) {
@@ -321,10 +328,17 @@ type Manager struct {
 	// parallel and share fsyncs.
 	keyLocks [64]sync.Mutex
 
-	// mu guards leases and byKey; Heartbeat takes it for reading only.
+	// mu guards leases, all and byKey; Heartbeat takes it for reading
+	// only. Change leases only through setLocked and deleteLocked, which
+	// keep all in step with it.
 	mu     sync.RWMutex
 	leases map[string]*lease // by lease id
 	byKey  map[string]*lease // by systemstore.Key(service, endpoint id)
+	// all is every lease of leases, for the walks of every lease (expiry
+	// each tick, the local stamps each flush): a slice walks a million
+	// leases about 5× faster than a map, mostly in the order they were
+	// allocated.
+	all []*lease
 
 	paused atomic.Bool
 }
@@ -347,6 +361,32 @@ func New(cfg Config) (*Manager, error) {
 		}
 	}
 	return m, nil
+}
+
+// setLocked makes l the lease of its id; the caller holds mu for writing.
+func (m *Manager) setLocked(l *lease) {
+	m.deleteLocked(l.id)
+	m.leases[l.id] = l
+	l.idx = len(m.all)
+	m.all = append(m.all, l)
+}
+
+// deleteLocked forgets the lease of id, if any; the caller holds mu for
+// writing. The last lease of all takes its place.
+func (m *Manager) deleteLocked(id string) {
+	l := m.leases[id]
+	if l == nil {
+		return
+	}
+	delete(m.leases, id)
+	last := len(m.all) - 1
+	m.all[l.idx] = m.all[last]
+	m.all[l.idx].idx = l.idx
+	m.all[last] = nil
+	m.all = m.all[:last]
+	if cap(m.all) > 1024 && len(m.all) < cap(m.all)/4 {
+		m.all = slices.Clip(slices.Clone(m.all))
+	}
 }
 
 func (m *Manager) keyLock(key string) *sync.Mutex {
@@ -443,9 +483,9 @@ func (m *Manager) Register(ctx context.Context, service string, e *registry.Endp
 	}
 	m.mu.Lock()
 	if old := m.byKey[key]; old != nil {
-		delete(m.leases, old.id)
+		m.deleteLocked(old.id)
 	}
-	m.leases[l.id] = l
+	m.setLocked(l)
 	m.byKey[key] = l
 	m.mu.Unlock()
 	m.metrics.registrations.Inc()
@@ -595,7 +635,7 @@ func (m *Manager) remove(ctx context.Context, l *lease, why string) (uint64, err
 		return 0, fmt.Errorf("%s %q: %w", why, l.id, err)
 	}
 	m.mu.Lock()
-	delete(m.leases, l.id)
+	m.deleteLocked(l.id)
 	delete(m.byKey, l.key)
 	m.mu.Unlock()
 	v, err := m.cfg.Store.Apply(registry.Remove(l.service, l.epID, registry.SourceVM))
@@ -610,7 +650,7 @@ func (m *Manager) remove(ctx context.Context, l *lease, why string) (uint64, err
 func (m *Manager) dropLocked(l *lease) {
 	m.mu.Lock()
 	if m.leases[l.id] == l {
-		delete(m.leases, l.id)
+		m.deleteLocked(l.id)
 		delete(m.byKey, l.key)
 	}
 	m.mu.Unlock()
@@ -662,7 +702,7 @@ func (m *Manager) Restore(ctx context.Context) (int, error) {
 	}
 	m.mu.Lock()
 	for _, l := range ls {
-		m.leases[l.id] = l
+		m.setLocked(l)
 		m.byKey[l.key] = l
 	}
 	m.mu.Unlock()
@@ -716,7 +756,7 @@ func (m *Manager) expire(ctx context.Context, now time.Time) {
 	atRisk := 0
 	m.mu.RLock()
 	total := len(m.leases)
-	for _, l := range m.leases {
+	for _, l := range m.all {
 		left := l.deadline.Load() - nowNs
 		if left <= 0 {
 			expired = append(expired, l)

@@ -64,9 +64,9 @@ func (m *Manager) Adopt(rec systemstore.Record, rev int64, seen time.Time) error
 	}
 	m.mu.Lock()
 	if old != nil {
-		delete(m.leases, old.id)
+		m.deleteLocked(old.id)
 	}
-	m.leases[l.id] = l
+	m.setLocked(l)
 	m.byKey[key] = l
 	m.mu.Unlock()
 	return nil
@@ -183,9 +183,9 @@ func (m *Manager) AdoptBatch(batch []Adoption) []error {
 				continue
 			}
 			if a.old != nil {
-				delete(m.leases, a.old.id)
+				m.deleteLocked(a.old.id)
 			}
-			m.leases[a.l.id] = a.l
+			m.setLocked(a.l)
 			m.byKey[a.l.key] = a.l
 		}
 		m.mu.Unlock()
@@ -207,7 +207,7 @@ func (m *Manager) Drop(key string, rev int64) error {
 		m.mu.Unlock()
 		return nil
 	}
-	delete(m.leases, l.id)
+	m.deleteLocked(l.id)
 	delete(m.byKey, key)
 	m.mu.Unlock()
 	_, err := m.cfg.Store.Apply(registry.Remove(l.service, l.epID, registry.SourceVM))
@@ -254,9 +254,9 @@ type Stamp struct {
 func (m *Manager) LocalStamps(fn func(Stamp)) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	for id, l := range m.leases {
+	for _, l := range m.all {
 		if t := l.localSeen.Load(); t != 0 {
-			fn(Stamp{LeaseID: id, TTL: l.ttl, Seen: time.Unix(0, t)})
+			fn(Stamp{LeaseID: l.id, TTL: l.ttl, Seen: time.Unix(0, t)})
 		}
 	}
 }
