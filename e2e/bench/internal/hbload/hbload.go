@@ -1,6 +1,8 @@
-// Package hbload is the receiving half of the bench commands' heartbeat
-// load (replicabench, scale): it reads a HeartbeatStream's answers and
-// counts them.
+// Package hbload is the bench commands' heartbeat load (replicabench,
+// scale), both halves: RawStream sends heartbeats over a raw HTTP/2
+// HeartbeatStream, framed as grpc-go's client frames them at a fraction
+// of its CPU, and counts the answers; Counts.Receive counts the answers
+// of a grpc-go HeartbeatStream.
 package hbload
 
 import (
