@@ -33,7 +33,7 @@ var storeProfiles = flag.String("store-profiles", "", "heartbeat: save a CPU pro
 func init() {
 	register(part{
 		name: "heartbeat",
-		doc:  "every lease of the region heartbeated over HeartbeatStream while registrations churn: heartbeats/s, CPU, store writes per lease per TTL/3, the largest store request",
+		doc:  "every lease of the region heartbeated over HeartbeatStream while registrations churn: heartbeats/s, spillway's CPU and the load generator's, store writes per lease per TTL/3, the largest store request",
 		run:  runHeartbeat,
 	})
 }
@@ -167,6 +167,8 @@ func heartbeatOne(ctx context.Context, e *env, r region, x *etcdRegion, cli *cli
 	end := len(x.LeaseIDs) - (run%2)*leaving
 	old := x.LeaseIDs[end-leaving : end]
 
+	// The churn's Register and Deregister go over grpc-go clients; the
+	// heartbeats have connections of their own (hbload.RawStream).
 	conns := make([]pb.RegistryClient, hbStreams)
 	for i := range conns {
 		rp, err := startClient(p.GRPC)
@@ -191,6 +193,7 @@ func heartbeatOne(ctx context.Context, e *env, r region, x *etcdRegion, cli *cli
 	watchDone := make(chan struct{})
 	go func() { defer close(watchDone); sw.run(wctx, cli, rev0.Header.Revision+1) }()
 	cpu0, _ := procstat.CPUSeconds(p.PID())
+	gen0, _ := procstat.CPUSeconds(os.Getpid())
 	if *storeProfiles != "" {
 		go saveProfile(e, p, filepath.Join(*storeProfiles, fmt.Sprintf("heartbeat-%g-%d.pprof", r.Fraction, run)))
 	}
@@ -198,6 +201,7 @@ func heartbeatOne(ctx context.Context, e *env, r region, x *etcdRegion, cli *cli
 	var counts hbload.Counts
 	var sent atomic.Int64
 	acked, notFound, streamErrs := &counts.Acked, &counts.NotFound, &counts.StreamErrs
+	var streamErr atomic.Value // the first stream error
 	var regOK, regFail, deregOK, deregFail atomic.Int64
 	var churnEnd atomic.Int64 // unix nanos of the last churn answer
 	var churnErr atomic.Value // the first churn error
@@ -213,15 +217,17 @@ func heartbeatOne(ctx context.Context, e *env, r region, x *etcdRegion, cli *cli
 	for s := range hbStreams {
 		share := beat[s*len(beat)/hbStreams : (s+1)*len(beat)/hbStreams]
 		wg.Go(func() {
-			stream, err := conns[s].HeartbeatStream(sctx)
+			stream, err := hbload.DialRaw(sctx, p.GRPC, &counts)
 			if err != nil {
 				streamErrs.Add(1)
+				streamErr.CompareAndSwap(nil, err.Error())
 				return
 			}
-			recvDone := counts.Receive(stream)
 			// Step k sends this stream's part of the region's rate,
-			// going round its share; a late step is sent at once.
+			// going round its share, as one batch; a late step is sent
+			// at once.
 			cursor := 0
+			var batch []string
 		send:
 			for k := range total {
 				if d := time.Until(start.Add(time.Duration(k) * hbStep)); d > 0 {
@@ -231,18 +237,26 @@ func heartbeatOne(ctx context.Context, e *env, r region, x *etcdRegion, cli *cli
 					case <-time.After(d):
 					}
 				}
-				n := (k+1)*perStream/steps - k*perStream/steps
-				for range n {
-					if stream.Send(&pb.HeartbeatRequest{LeaseId: share[cursor]}) != nil {
-						streamErrs.Add(1)
-						break send
-					}
+				batch = batch[:0]
+				for range (k+1)*perStream/steps - k*perStream/steps {
+					batch = append(batch, share[cursor])
 					cursor = (cursor + 1) % len(share)
-					sent.Add(1)
+				}
+				n, err := stream.Send(sctx, batch)
+				sent.Add(int64(n))
+				if err != nil {
+					break send // the stream's reader counts its end
 				}
 			}
 			stream.CloseSend()
-			<-recvDone
+			select {
+			case <-stream.Done():
+			case <-sctx.Done():
+			}
+			stream.Close()
+			if err := stream.Err(); err != nil {
+				streamErr.CompareAndSwap(nil, err.Error())
+			}
 		})
 	}
 	// Churn: each 100 ms step registers a tenth of r.Churn new endpoints
@@ -309,6 +323,7 @@ func heartbeatOne(ctx context.Context, e *env, r region, x *etcdRegion, cli *cli
 	cw.Wait()
 	window := time.Since(start)
 	cpu1, _ := procstat.CPUSeconds(p.PID())
+	gen1, _ := procstat.CPUSeconds(os.Getpid())
 	// One more flush after the window: its writes count against the
 	// window's heartbeats too (a flush every TTL/3 = 10 s).
 	time.Sleep(2 * time.Second)
@@ -326,17 +341,21 @@ func heartbeatOne(ctx context.Context, e *env, r region, x *etcdRegion, cli *cli
 	ttl3s := w / (regionTTL / 3).Seconds() // TTL/3 periods in the window
 	served := (m1["spillway_vm_heartbeats_total"] - m0["spillway_vm_heartbeats_total"]) / w
 	cpu := cpu1 - cpu0
+	gen := gen1 - gen0
 	stampWrites := m1["spillway_lastseen_writes_total"] - m0["spillway_lastseen_writes_total"]
 	stamps := m1["spillway_lastseen_stamps_written_total"] - m0["spillway_lastseen_stamps_written_total"]
 	maxKey, _ := sw.maxKey.Load().(string)
-	e.Logf("%sheartbeat at %s: sent %d, acked %d, unknown %d, stream errors %d in %.1f s; spillway counted %.0f/s, CPU %.1f s; store: %d lastseen puts, %d registration puts, %d deletes, %d other; largest put %d bytes (%s); registrations %d ok %d failed, deregistrations %d ok %d failed",
-		b.Label, r.Label(), sent.Load(), acked.Load(), notFound.Load(), streamErrs.Load(), w, served, cpu,
+	e.Logf("%sheartbeat at %s: sent %d, acked %d, unknown %d, stream errors %d in %.1f s (first stream error: %v); spillway counted %.0f/s, CPU %.1f s; generator CPU %.1f s; store: %d lastseen puts, %d registration puts, %d deletes, %d other; largest put %d bytes (%s); registrations %d ok %d failed, deregistrations %d ok %d failed",
+		b.Label, r.Label(), sent.Load(), acked.Load(), notFound.Load(), streamErrs.Load(), w, streamErr.Load(), served, cpu, gen,
 		sw.lastseenPuts.Load(), sw.regPuts.Load(), sw.regDeletes.Load(), sw.other.Load(), sw.maxPut.Load(), maxKey,
 		regOK.Load(), regFail.Load(), deregOK.Load(), deregFail.Load())
 
 	need := float64(r.Endpoints) / r.Heartbeat.Seconds()
 	hb := atLeast(b.Label+"heartbeats/s sustained", served, "/s", need)
-	hb.Note = fmt.Sprintf("spillway_vm_heartbeats_total over the %.0f s window; %d leases each once per %v over %d HeartbeatStream streams (%.0f/s offered, %.0f/s acknowledged, %d unknown, %d stream errors); target N/10 s", w, len(beat), r.Heartbeat, hbStreams, float64(sent.Load())/w, float64(acked.Load())/w, notFound.Load(), streamErrs.Load())
+	hb.Note = fmt.Sprintf("spillway_vm_heartbeats_total over the %.0f s window; %d leases each once per %v over %d HeartbeatStream streams, each on its own connection (%.0f/s offered, %.0f/s acknowledged, %d unknown, %d stream errors); the generator is a raw HTTP/2 stream (hbload.RawStream) writing one DATA frame per message as grpc-go's client does, each 100 ms step's share in one write; target N/10 s", w, len(beat), r.Heartbeat, hbStreams, float64(sent.Load())/w, float64(acked.Load())/w, notFound.Load(), streamErrs.Load())
+	if err := streamErr.Load(); err != nil {
+		hb.Note += fmt.Sprintf("; first stream error: %v", err)
+	}
 	writes := atMost(b.Label+"store writes per lease per TTL/3", float64(sw.lastseenPuts.Load())/leases/ttl3s, "", 1)
 	writes.Note = fmt.Sprintf("etcd puts of last-seen stamps (a watch of every write from the window's start) / leases / TTL/3 periods: %d puts in %.1f periods of %v; spillway_lastseen_writes_total %.0f", sw.lastseenPuts.Load(), ttl3s, regionTTL/3, stampWrites)
 	perLease := atMost(b.Label+"lease stamps written per lease per TTL/3", stamps/leases/ttl3s, "", 1)
@@ -352,6 +371,7 @@ func heartbeatOne(ctx context.Context, e *env, r region, x *etcdRegion, cli *cli
 	figs := []figure{
 		hb,
 		{Name: b.Label + "spillway CPU", Value: cpu / w, Unit: "cores", Note: fmt.Sprintf("utime+stime over the window: %.2f µs per heartbeat (with the churn)", cpu/w/max(served, 1)*1e6)},
+		{Name: b.Label + "generator CPU (bench process)", Value: gen / w, Unit: "cores", Note: fmt.Sprintf("utime+stime of the bench process over the window, on the same machine as spillway: the %d raw heartbeat streams, the churn's gRPC clients and the etcd watch of every write; %.2f µs per heartbeat sent, all of it counted", hbStreams, gen/max(float64(sent.Load()), 1)*1e6)},
 		writes,
 		perLease,
 		{Name: b.Label + "other store writes/s", Value: float64(sw.other.Load()) / w, Unit: "/s", Note: "writes besides last-seen stamps and registrations, by key: " + others},
