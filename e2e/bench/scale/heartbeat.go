@@ -213,10 +213,10 @@ func heartbeatOne(ctx context.Context, e *env, r region, x *etcdRegion, cli *cli
 	// Each stream offers its part of N heartbeats per interval, N the
 	// region's endpoints, though the leaving leases are not among them.
 	perStream := r.Endpoints / hbStreams
-	var wg sync.WaitGroup
+	var wg, hw sync.WaitGroup // hw: the heartbeat streams
 	for s := range hbStreams {
 		share := beat[s*len(beat)/hbStreams : (s+1)*len(beat)/hbStreams]
-		wg.Go(func() {
+		hw.Go(func() {
 			stream, err := hbload.DialRaw(sctx, p.GRPC, &counts)
 			if err != nil {
 				streamErrs.Add(1)
@@ -319,6 +319,11 @@ func heartbeatOne(ctx context.Context, e *env, r region, x *etcdRegion, cli *cli
 			}
 		}
 	})
+	hw.Wait()
+	// The heartbeats' span: the hbWindow of their steps, or until the
+	// last stream had its answers if later. The window runs on to the
+	// churn's last answer.
+	hbSpan := max(hbWindow, time.Since(start)).Seconds()
 	wg.Wait()
 	cw.Wait()
 	window := time.Since(start)
@@ -339,20 +344,21 @@ func heartbeatOne(ctx context.Context, e *env, r region, x *etcdRegion, cli *cli
 	w := window.Seconds()
 	leases := float64(len(x.LeaseIDs))
 	ttl3s := w / (regionTTL / 3).Seconds() // TTL/3 periods in the window
-	served := (m1["spillway_vm_heartbeats_total"] - m0["spillway_vm_heartbeats_total"]) / w
+	beats := m1["spillway_vm_heartbeats_total"] - m0["spillway_vm_heartbeats_total"]
+	served := beats / hbSpan
 	cpu := cpu1 - cpu0
 	gen := gen1 - gen0
 	stampWrites := m1["spillway_lastseen_writes_total"] - m0["spillway_lastseen_writes_total"]
 	stamps := m1["spillway_lastseen_stamps_written_total"] - m0["spillway_lastseen_stamps_written_total"]
 	maxKey, _ := sw.maxKey.Load().(string)
-	e.Logf("%sheartbeat at %s: sent %d, acked %d, unknown %d, stream errors %d in %.1f s (first stream error: %v); spillway counted %.0f/s, CPU %.1f s; generator CPU %.1f s; store: %d lastseen puts, %d registration puts, %d deletes, %d other; largest put %d bytes (%s); registrations %d ok %d failed, deregistrations %d ok %d failed",
-		b.Label, r.Label(), sent.Load(), acked.Load(), notFound.Load(), streamErrs.Load(), w, streamErr.Load(), served, cpu, gen,
+	e.Logf("%sheartbeat at %s: sent %d, acked %d, unknown %d, stream errors %d in %.2f s (first stream error: %v), window %.1f s; spillway counted %.0f/s, CPU %.1f s; generator CPU %.1f s; store: %d lastseen puts, %d registration puts, %d deletes, %d other; largest put %d bytes (%s); registrations %d ok %d failed, deregistrations %d ok %d failed",
+		b.Label, r.Label(), sent.Load(), acked.Load(), notFound.Load(), streamErrs.Load(), hbSpan, streamErr.Load(), w, served, cpu, gen,
 		sw.lastseenPuts.Load(), sw.regPuts.Load(), sw.regDeletes.Load(), sw.other.Load(), sw.maxPut.Load(), maxKey,
 		regOK.Load(), regFail.Load(), deregOK.Load(), deregFail.Load())
 
 	need := float64(r.Endpoints) / r.Heartbeat.Seconds()
 	hb := atLeast(b.Label+"heartbeats/s sustained", served, "/s", need)
-	hb.Note = fmt.Sprintf("spillway_vm_heartbeats_total over the %.0f s window; %d leases each once per %v over %d HeartbeatStream streams, each on its own connection (%.0f/s offered, %.0f/s acknowledged, %d unknown, %d stream errors); the generator is a raw HTTP/2 stream (hbload.RawStream) writing one DATA frame per message as grpc-go's client does, each 100 ms step's share in one write; target N/10 s", w, len(beat), r.Heartbeat, hbStreams, float64(sent.Load())/w, float64(acked.Load())/w, notFound.Load(), streamErrs.Load())
+	hb.Note = fmt.Sprintf("spillway_vm_heartbeats_total over the heartbeats' %.2f s (their %d steps of %v, or until the last stream's answers if later; the window, to the churn's last answer, was %.2f s); %d leases each once per %v over %d HeartbeatStream streams, each on its own connection (%.0f/s offered, %.0f/s acknowledged, %d unknown, %d stream errors); the generator is a raw HTTP/2 stream (hbload.RawStream) writing one DATA frame per message as grpc-go's client does, each 100 ms step's share in one write; target N/10 s", hbSpan, total, hbStep, w, len(beat), r.Heartbeat, hbStreams, float64(sent.Load())/hbSpan, float64(acked.Load())/hbSpan, notFound.Load(), streamErrs.Load())
 	if err := streamErr.Load(); err != nil {
 		hb.Note += fmt.Sprintf("; first stream error: %v", err)
 	}
@@ -370,7 +376,7 @@ func heartbeatOne(ctx context.Context, e *env, r region, x *etcdRegion, cli *cli
 	sw.mu.Unlock()
 	figs := []figure{
 		hb,
-		{Name: b.Label + "spillway CPU", Value: cpu / w, Unit: "cores", Note: fmt.Sprintf("utime+stime over the window: %.2f µs per heartbeat (with the churn)", cpu/w/max(served, 1)*1e6)},
+		{Name: b.Label + "spillway CPU", Value: cpu / w, Unit: "cores", Note: fmt.Sprintf("utime+stime over the window: %.2f µs per heartbeat (with the churn)", cpu/max(beats, 1)*1e6)},
 		{Name: b.Label + "generator CPU (bench process)", Value: gen / w, Unit: "cores", Note: fmt.Sprintf("utime+stime of the bench process over the window, on the same machine as spillway: the %d raw heartbeat streams, the churn's gRPC clients and the etcd watch of every write; %.2f µs per heartbeat sent, all of it counted", hbStreams, gen/max(float64(sent.Load()), 1)*1e6)},
 		writes,
 		perLease,
