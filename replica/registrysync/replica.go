@@ -629,10 +629,14 @@ func (r *Replica) flushLoop(ctx context.Context) {
 // heartbeated here any more). Run calls it every Flush; it is exported for
 // tests and benchmarks and must not run concurrently with itself.
 //
-// Each shard's stamps are a slice sorted by lease id, compared with the
-// last written one and encoded straight from it: at a million leases a
-// flush built and compared a million-entry map and sorted its keys twice
-// (for the chunks, then in json.Marshal) every interval.
+// Each shard's stamps are a slice in the order LocalStamps walks the
+// leases (the lease set's own order, which only registrations and
+// removals change), compared with the last written one and encoded
+// straight from it: at a million leases a flush built and compared a
+// million-entry map and sorted its keys twice (for the chunks, then in
+// json.Marshal) every interval, and then still sorted the slices by
+// lease id (a quarter of a second). Readers take a value's stamps in any
+// order.
 func (r *Replica) Flush(ctx context.Context) error {
 	now := r.now().UnixNano()
 	next := make([][]stamp, r.cfg.Shards)
@@ -647,7 +651,6 @@ func (r *Replica) Flush(ctx context.Context) error {
 	var errs []error
 	for sh := 0; sh < r.cfg.Shards; sh++ {
 		cur := next[sh]
-		slices.SortFunc(cur, func(a, b stamp) int { return strings.Compare(a.id, b.id) })
 		if slices.Equal(cur, r.written[sh]) {
 			continue
 		}
@@ -682,9 +685,9 @@ func (r *Replica) stampKey(sh, c int) string {
 	return fmt.Sprintf("%s%03d-%d", r.ownPrefix(), sh, c)
 }
 
-// writeShard stores shard sh's stamps (sorted by lease id) in as few
-// values of at most ValueBytes as they fit, so the same stamps give the
-// same chunks, then deletes the chunks of the last write past the new
+// writeShard stores shard sh's stamps, in their order, in as few
+// values of at most ValueBytes as they fit, so the same stamps in the
+// same order give the same chunks, then deletes the chunks of the last write past the new
 // count. A shard with no stamps deletes them all.
 func (r *Replica) writeShard(ctx context.Context, sh int, cur []stamp) error {
 	values, err := chunkStamps(cur, r.cfg.ValueBytes)
@@ -707,7 +710,7 @@ func (r *Replica) writeShard(ctx context.Context, sh int, cur []stamp) error {
 	return nil
 }
 
-// chunkStamps encodes stamps, sorted by lease id, into values of at most
+// chunkStamps encodes stamps, in their order, into values of at most
 // limit bytes each, in the JSON of type stamps ({"stamps":{"<lease
 // id>":<unix ns>,...}}) that every release reads.
 func chunkStamps(all []stamp, limit int) ([][]byte, error) {
