@@ -47,6 +47,22 @@
 // the zone. With --data FILE the data set is read from an
 // internal/benchdata data file instead of built from the three numbers.
 //
+// With --same-content the assignments carry what spillway's xds package
+// sends for the same data, byte for byte for a service with clients in
+// every zone (TestSameContentEqualsSpillway): each endpoint's hostname is
+// its id, its load_balancing_weight 100 (the registry's default weight)
+// instead of 1, its endpoints in id order; every locality is at priority 0,
+// in zone order, weighted as spillway's zone-aware planner weighs a
+// service whose zones each serve their own clients: 9,900 for the
+// client's zone and the other 100 of 10,000 split over the others (by
+// endpoint count when the client's zone has none). Spillway's planner
+// moves those weights with the clients' zones (a service whose clients
+// are all in one zone spills to the others), so there a locality's weight
+// can differ, by at most a byte per locality; the endpoints never do.
+// The default assignments are what a go-control-plane user would write,
+// without a hostname; --same-content is the extra comparison that leaves
+// only the servers' work different.
+//
 // The driver makes changes over HTTP on loopback:
 //
 //	POST /change?op=add&service=svc-005&id=add-0&address=10.200.0.1&zone=zone-a
@@ -70,6 +86,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -78,6 +95,7 @@ import (
 	"os/signal"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -111,6 +129,7 @@ func main() {
 	dataFile := flag.String("data", "", "read the data set from this data file (package benchdata) instead of --services, --endpoints and --zones")
 	cacheKind := flag.String("cache", "snapshot", "snapshot: a SnapshotCache with a snapshot per zone; linear: a LinearCache per resource type (EDS: per zone) under a MuxCache")
 	withPprof := flag.Bool("pprof", false, "serve /debug/pprof/ on the HTTP address")
+	sameContent := flag.Bool("same-content", false, "assignments with spillway's content for the same data (hostnames, weights, every locality at priority 0) instead of a go-control-plane user's")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	var data dataSet
@@ -129,6 +148,9 @@ func main() {
 		}
 		data = dataSet{services: benchdata.Services(*services, *endpoints, *zones), zones: benchdata.Zones(*zones)}
 	}
+	if *sameContent {
+		data = withSameContent(data)
+	}
 	if *cacheKind != "snapshot" && *cacheKind != "linear" {
 		log.Error("baseline failed", "err", fmt.Errorf("--cache: %q, want snapshot or linear", *cacheKind))
 		os.Exit(2)
@@ -144,6 +166,20 @@ func main() {
 type dataSet struct {
 	services []benchdata.Service
 	zones    []string
+	// sameContent: the assignments carry spillway's content
+	// (--same-content; model.sameAssignment).
+	sameContent bool
+}
+
+// withSameContent is d for --same-content: its endpoints in id order, as
+// spillway's registry keeps a service's, so that sameAssignment need not
+// sort them (change keeps the order).
+func withSameContent(d dataSet) dataSet {
+	for _, s := range d.services {
+		slices.SortFunc(s.Endpoints, byID)
+	}
+	d.sameContent = true
+	return d
 }
 
 func run(grpcAddr, httpAddr string, data dataSet, cacheKind string, withPprof bool, log *slog.Logger) error {
@@ -183,7 +219,7 @@ func run(grpcAddr, httpAddr string, data dataSet, cacheKind string, withPprof bo
 	go func() { errc <- grpcSrv.Serve(grpcLis) }()
 	go func() { errc <- httpSrv.Serve(httpLis) }()
 	log.Info("baseline serving", "grpc", grpcLis.Addr().String(), "http", httpLis.Addr().String(),
-		"cache", cacheKind, "services", len(data.services), "zones", len(data.zones))
+		"cache", cacheKind, "same_content", data.sameContent, "services", len(data.services), "zones", len(data.zones))
 	select {
 	case <-ctx.Done():
 		err = nil
@@ -243,6 +279,8 @@ type model struct {
 	// index maps a service name to its index in services.
 	index map[string]int
 	zones []string
+	// sameContent: assignment builds spillway's content (sameAssignment).
+	sameContent bool
 	// static holds the Listener, RouteConfiguration and Cluster resources
 	// at staticVersion: they never change, and every snapshot shares them.
 	static map[resource.Type]cache.Resources
@@ -263,12 +301,13 @@ const staticVersion = "1"
 func newModel(ctx context.Context, data dataSet) (*model, error) {
 	snaps := cache.NewSnapshotCache(false, zoneHash{}, nil)
 	m := &model{
-		cache:     snaps,
-		snapshots: snaps,
-		zones:     data.zones,
-		services:  data.services,
-		index:     indexOf(data.services),
-		cla:       map[string][]types.Resource{},
+		cache:       snaps,
+		snapshots:   snaps,
+		zones:       data.zones,
+		sameContent: data.sameContent,
+		services:    data.services,
+		index:       indexOf(data.services),
+		cla:         map[string][]types.Resource{},
 	}
 	m.publishFn = func(ctx context.Context, i int) error {
 		for _, z := range m.zones {
@@ -320,10 +359,11 @@ func indexOf(services []benchdata.Service) map[string]int {
 // only the watches of that resource.
 func newLinearModel(data dataSet) (*model, error) {
 	m := &model{
-		zones:     data.zones,
-		services:  data.services,
-		index:     indexOf(data.services),
-		linearEDS: map[string]*cache.LinearCache{},
+		zones:       data.zones,
+		sameContent: data.sameContent,
+		services:    data.services,
+		index:       indexOf(data.services),
+		linearEDS:   map[string]*cache.LinearCache{},
 	}
 	ls := map[string]types.Resource{}
 	rs := map[string]types.Resource{}
@@ -408,7 +448,13 @@ func (m *model) change(ctx context.Context, op, service, id, address, zone strin
 		if !slices.Contains(m.zones, zone) {
 			return "", fmt.Errorf("zone: %q unknown", zone)
 		}
-		eps = append(eps, benchdata.Endpoint{ID: id, Address: addr, Zone: zone})
+		e := benchdata.Endpoint{ID: id, Address: addr, Zone: zone}
+		if m.sameContent { // in id order, as spillway's registry keeps them
+			j, _ := slices.BinarySearchFunc(eps, e, byID)
+			eps = slices.Insert(eps, j, e)
+		} else {
+			eps = append(eps, e)
+		}
 	case "remove":
 		n := len(eps)
 		eps = slices.DeleteFunc(eps, func(e benchdata.Endpoint) bool { return e.Address == addr })
@@ -499,7 +545,11 @@ func cluster(name string) *v3clusterpb.Cluster {
 
 // assignment is service s as the clients of zone see it: their own zone at
 // priority 0, the others at priority 1 (all at 0 if their zone has none).
+// With sameContent it is sameAssignment instead.
 func (m *model) assignment(s benchdata.Service, zone string) *v3endpointpb.ClusterLoadAssignment {
+	if m.sameContent {
+		return m.sameAssignment(s, zone)
+	}
 	cla := &v3endpointpb.ClusterLoadAssignment{ClusterName: s.Name}
 	// Priorities must be contiguous from 0: without a local endpoint,
 	// every zone is priority 0.
@@ -537,3 +587,77 @@ func (m *model) assignment(s benchdata.Service, zone string) *v3endpointpb.Clust
 	}
 	return cla
 }
+
+// What spillway sends that a go-control-plane user's assignment does not
+// (--same-content): each endpoint's registry weight, the default one, and
+// the zone-aware planner's weight vector of 10,000 (zoneaware.DefaultScale)
+// keeping 1 % (its DefaultProbeShare) on the zones other than the
+// client's.
+const (
+	spillwayEndpointWeight = 100 // registry.DefaultWeight
+	spillwayScale          = 10000
+	spillwayProbeShare     = 0.01
+)
+
+// sameAssignment is service s as spillway's xds package sends it to the
+// clients of zone (--same-content): a locality per zone with endpoints, in
+// zone order, all at priority 0, each endpoint with its id as hostname,
+// HEALTHY and weight spillwayEndpointWeight, in id order (the registry
+// keeps a service's endpoints sorted by id; so does the model with
+// --same-content, and s is sorted here only if it is not). The localities
+// weigh what zone-aware gives a service whose zones each serve their own
+// clients: the client's zone 1 - spillwayProbeShare of spillwayScale, the
+// other zones the rest in equal parts; without a local endpoint, each zone
+// its share of the endpoints.
+func (m *model) sameAssignment(s benchdata.Service, zone string) *v3endpointpb.ClusterLoadAssignment {
+	cla := &v3endpointpb.ClusterLoadAssignment{ClusterName: s.Name}
+	eps := s.Endpoints
+	if !slices.IsSortedFunc(eps, byID) {
+		eps = slices.SortedFunc(slices.Values(eps), byID)
+	}
+	count := map[string]int{}
+	for _, e := range eps {
+		count[e.Zone]++
+	}
+	local := count[zone] > 0
+	for _, z := range m.zones { // sorted, as spillway sorts localities
+		if count[z] == 0 {
+			continue
+		}
+		lbs := make([]*v3endpointpb.LbEndpoint, 0, count[z])
+		for _, e := range eps {
+			if e.Zone != z {
+				continue
+			}
+			lbs = append(lbs, &v3endpointpb.LbEndpoint{
+				HostIdentifier: &v3endpointpb.LbEndpoint_Endpoint{Endpoint: &v3endpointpb.Endpoint{
+					Address: &v3corepb.Address{Address: &v3corepb.Address_SocketAddress{SocketAddress: &v3corepb.SocketAddress{
+						Address:       e.Address.String(),
+						PortSpecifier: &v3corepb.SocketAddress_PortValue{PortValue: benchdata.Port},
+					}}},
+					Hostname: e.ID,
+				}},
+				HealthStatus:        v3corepb.HealthStatus_HEALTHY,
+				LoadBalancingWeight: wrapperspb.UInt32(spillwayEndpointWeight),
+			})
+		}
+		share := float64(count[z]) / float64(len(eps))
+		switch {
+		case local && len(count) == 1:
+			share = 1
+		case local && z == zone:
+			share = 1 - spillwayProbeShare
+		case local:
+			share = spillwayProbeShare / float64(len(count)-1)
+		}
+		cla.Endpoints = append(cla.Endpoints, &v3endpointpb.LocalityLbEndpoints{
+			Locality:            &v3corepb.Locality{Region: benchdata.Region, Zone: z},
+			LbEndpoints:         lbs,
+			LoadBalancingWeight: wrapperspb.UInt32(uint32(max(1, math.Round(share*spillwayScale)))),
+		})
+	}
+	return cla
+}
+
+// byID orders endpoints by id, as spillway's registry keeps them.
+func byID(a, b benchdata.Endpoint) int { return strings.Compare(a.ID, b.ID) }
