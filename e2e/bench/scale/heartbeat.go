@@ -203,8 +203,9 @@ func heartbeatOne(ctx context.Context, e *env, r region, x *etcdRegion, cli *cli
 	acked, notFound, streamErrs := &counts.Acked, &counts.NotFound, &counts.StreamErrs
 	var streamErr atomic.Value // the first stream error
 	var regOK, regFail, deregOK, deregFail atomic.Int64
-	var churnEnd atomic.Int64 // unix nanos of the last churn answer
-	var churnErr atomic.Value // the first churn error
+	var churnEnd atomic.Int64     // unix nanos of the last churn answer
+	var churnOffered atomic.Int64 // unix nanos the last churn job was handed to a worker
+	var churnErr atomic.Value     // the first churn error
 	start := time.Now()
 	steps := int(r.Heartbeat / hbStep) // steps per heartbeat interval
 	total := int(hbWindow / hbStep)
@@ -313,6 +314,7 @@ func heartbeatOne(ctx context.Context, e *env, r region, x *etcdRegion, cli *cli
 				}
 				select {
 				case jobs <- job:
+					churnOffered.Store(time.Now().UnixNano())
 				case <-sctx.Done():
 					return
 				}
@@ -368,9 +370,14 @@ func heartbeatOne(ctx context.Context, e *env, r region, x *etcdRegion, cli *cli
 	perLease.Note = "spillway_lastseen_stamps_written_total / leases / TTL/3 periods: how often each lease's last-seen reaches the store"
 	largest := atMost(b.Label+"largest store request", float64(sw.maxPut.Load()), "B", etcdRequestLimit)
 	largest.Note = fmt.Sprintf("largest key+value of any put spillway made in the window (etcd watch of every write; a put request is that plus a few bytes), key %s; %d 'too large' errors in spillway's log; limit etcd's --max-request-bytes default 1.5 MiB", maxKey, tooLarge)
-	cs := max(time.Unix(0, churnEnd.Load()).Sub(start).Seconds(), 1)
+	// The churn's span: its hbWindow of steps, or until its last job
+	// was taken by a worker if later (with churnWorkers busy and as
+	// many queued, a server that falls behind stretches it).
+	offered := time.Unix(0, churnOffered.Load())
+	cs := max(hbWindow, offered.Sub(start)).Seconds()
+	lag := time.Unix(0, churnEnd.Load()).Sub(offered)
 	churn := atLeast(b.Label+"registrations/s acknowledged while churning", float64(regOK.Load())/cs, "/s", float64(r.Churn))
-	churn.Note = fmt.Sprintf("Register (a new endpoint) then Deregister (one of the region's leases) over the registry gRPC API, %d in flight at most, offered at %d/s for the window; acknowledged over %.1f s from the window's start to the last answer", churnWorkers, r.Churn, cs)
+	churn.Note = fmt.Sprintf("Register (a new endpoint) then Deregister (one of the region's leases) over the registry gRPC API, offered at %d/s for %v, %d in flight and as many queued at most; acknowledged over %.2f s (the offers' span, longer if a full queue held them back); the last answer came %v after the last offer", r.Churn, hbWindow, churnWorkers, cs, lag.Round(time.Millisecond))
 	sw.mu.Lock()
 	others := fmt.Sprint(sw.others)
 	sw.mu.Unlock()
