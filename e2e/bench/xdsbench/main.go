@@ -113,7 +113,11 @@
 // SnapshotCache above) and linear (the baseline binary with --cache
 // linear: a go-control-plane LinearCache per resource type, EDS one per
 // zone, under a MuxCache; a change answers only the watches of the changed
-// resource); "both" is spillway,baseline and "all" all three. With --data
+// resource), and linear-same (linear with the baseline's --same-content:
+// assignments with spillway's content for the same data, its hostnames
+// and weights, so that both send the same bytes and only the servers'
+// work differs); "both" is spillway,baseline and "all"
+// spillway,baseline,linear (linear-same runs only when named). With --data
 // FILE (internal/benchdata's data file: a data set of any shape, such as
 // the region of e2e/bench/scale) the services come from the file, spillway
 // loads them as its --static-file and the baselines read the file; the K
@@ -448,7 +452,7 @@ func run() int {
 
 func parseFlags(args []string) (config, error) {
 	fs := flag.NewFlagSet("xdsbench", flag.ContinueOnError)
-	target := fs.String("target", "both", "comma-separated targets: spillway, baseline (SnapshotCache), linear (LinearCache); both is spillway,baseline; all is all three")
+	target := fs.String("target", "both", "comma-separated targets: spillway, baseline (SnapshotCache), linear (LinearCache), linear-same (LinearCache with the baseline's --same-content: spillway's content); both is spillway,baseline; all is spillway,baseline,linear")
 	streams := fs.String("streams", "1000,10000", "comma-separated stream counts K, each a separate row")
 	perConn := fs.String("streams-per-conn", "1,10", "comma-separated ADS streams per client gRPC connection, each a separate row (grpc-go opens one stream per connection)")
 	var cfg config
@@ -491,8 +495,8 @@ func parseFlags(args []string) (config, error) {
 		cfg.targets = []string{"spillway", "baseline", linearTarget}
 	default:
 		for t := range strings.SplitSeq(*target, ",") {
-			if t != "spillway" && t != "baseline" && t != linearTarget {
-				return cfg, fmt.Errorf("--target: %q, want spillway, baseline, linear, both or all", t)
+			if t != "spillway" && t != "baseline" && t != linearTarget && t != linearSameTarget {
+				return cfg, fmt.Errorf("--target: %q, want spillway, baseline, linear, linear-same, both or all", t)
 			}
 			cfg.targets = append(cfg.targets, t)
 		}
@@ -586,7 +590,7 @@ func build(ctx context.Context, cfg *config, work string) error {
 		{"spillway", &cfg.spillwayBin, "./cmd/spillway"},
 		{"baseline", &cfg.baselineBin, "./e2e/bench/xdsbench/baseline"},
 	} {
-		used := slices.Contains(cfg.targets, b.target) || b.target == "baseline" && slices.Contains(cfg.targets, linearTarget)
+		used := slices.Contains(cfg.targets, b.target) || b.target == "baseline" && (slices.Contains(cfg.targets, linearTarget) || slices.Contains(cfg.targets, linearSameTarget))
 		if !used || *b.bin != "" {
 			continue
 		}
@@ -716,11 +720,12 @@ func runOne(ctx context.Context, cfg *config, target string, k, perConn, round i
 	return r
 }
 
-// startTarget starts the server of target, "spillway", subsetTarget or
-// "baseline" (parseFlags accepts no other), with the data set loaded,
-// serving /debug/pprof/ when debug is set. Both spillway targets get
-// --weights-interval when set; subsetTarget also a --service-config-dir
-// giving every service subsets of --subset-size.
+// startTarget starts the server of target, "spillway", subsetTarget,
+// "baseline", linearTarget or linearSameTarget (parseFlags accepts no
+// other), with the data set loaded, serving /debug/pprof/ when debug is
+// set. Both spillway targets get --weights-interval when set; subsetTarget
+// also a --service-config-dir giving every service subsets of
+// --subset-size.
 func startTarget(ctx context.Context, cfg *config, target, dir string, d *dataSet, debug bool) (*server, error) {
 	services := d.services
 	var extra []string
@@ -743,7 +748,7 @@ func startTarget(ctx context.Context, cfg *config, target, dir string, d *dataSe
 			return nil, err
 		}
 		return startSpillway(ctx, cfg.spillwayBin, dir, services, "", debug, append(extra, "--service-config-dir", cfgDir)...)
-	case "baseline", linearTarget:
+	case "baseline", linearTarget, linearSameTarget:
 		return startBaseline(ctx, cfg, target, dir, services, debug)
 	default:
 		return nil, fmt.Errorf("unknown target %q", target)
@@ -751,8 +756,12 @@ func startTarget(ctx context.Context, cfg *config, target, dir string, d *dataSe
 }
 
 // linearTarget is the baseline binary with --cache linear: a LinearCache
-// per resource type (EDS: per zone).
-const linearTarget = "linear"
+// per resource type (EDS: per zone). linearSameTarget adds the baseline's
+// --same-content: its assignments carry spillway's content.
+const (
+	linearTarget     = "linear"
+	linearSameTarget = "linear-same"
+)
 
 // dataSet is one run's data: the services, the zones, each stream's
 // service (nil: stream i has service i%len(services)) and the changes.
@@ -1189,7 +1198,7 @@ func table(cfg *config, k, perConn int, rs []*result) string {
 		}
 	}
 	s := ok["spillway"]
-	for _, ref := range []string{"baseline", linearTarget} {
+	for _, ref := range []string{"baseline", linearTarget, linearSameTarget} {
 		bl := ok[ref]
 		if len(s) == 0 || len(bl) == 0 {
 			continue

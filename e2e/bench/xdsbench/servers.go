@@ -342,7 +342,8 @@ func writeStaticFile(dir string, services []benchdata.Service) (string, error) {
 // startBaseline runs the baseline binary (e2e/bench/xdsbench/baseline),
 // which builds the same data set itself (from --data, or from the three
 // numbers), with a SnapshotCache (target "baseline") or LinearCaches
-// (linearTarget).
+// (linearTarget; linearSameTarget with --same-content, spillway's content
+// in the assignments).
 func startBaseline(ctx context.Context, cfg *config, target, dir string, services []benchdata.Service, withPprof bool) (_ *server, err error) {
 	grpcAddr, err := freeAddr()
 	if err != nil {
@@ -358,8 +359,11 @@ func startBaseline(ctx context.Context, cfg *config, target, dir string, service
 	} else {
 		args = append(args, "--services", fmt.Sprint(cfg.services), "--endpoints", fmt.Sprint(cfg.endpoints), "--zones", fmt.Sprint(cfg.zones))
 	}
-	if target == linearTarget {
+	if target == linearTarget || target == linearSameTarget {
 		args = append(args, "--cache", "linear")
+	}
+	if target == linearSameTarget {
+		args = append(args, "--same-content")
 	}
 	if withPprof {
 		args = append(args, "--pprof")
