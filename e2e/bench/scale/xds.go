@@ -18,7 +18,13 @@ import (
 // SnapshotCache (a snapshot per zone, a version per resource type: an
 // endpoint change answers every EDS watch of every zone) and with
 // LinearCaches (one per resource type, EDS one per zone under a MuxCache:
-// a change answers only the watches of the changed resource).
+// a change answers only the watches of the changed resource). A third
+// go-control-plane run, the extra comparison, is the LinearCaches again
+// with assignments that carry spillway's content for the same data
+// (xdsbench's target linear-same, the baseline's --same-content: each
+// endpoint's id as its hostname, spillway's weights, every locality at
+// priority 0), so that both send the same bytes and only the servers'
+// work differs; it runs at the LinearCache's K.
 //
 // It runs e2e/bench/xdsbench (one round per target) on a data file of the
 // region (r.Walk: every service, its sizes, 3 zones), which both baselines
@@ -55,6 +61,7 @@ var xdsTargets = []struct{ target, label string }{
 	{"spillway", "spillway"},
 	{"baseline", "go-control-plane SnapshotCache"},
 	{"linear", "go-control-plane LinearCache"},
+	{"linear-same", "go-control-plane LinearCache, spillway's content"},
 }
 
 // xdsResult is the part of xdsbench's --json output this part reads.
@@ -106,12 +113,12 @@ func runXDS(ctx context.Context, e *env, r region) ([]figure, error) {
 	runs := []struct {
 		targets string
 		k       int
-	}{{"spillway,linear", r.Streams}, {"baseline", kSnap}}
+	}{{"spillway,linear,linear-same", r.Streams}, {"baseline", kSnap}}
 	if kLin < r.Streams {
 		runs = []struct {
 			targets string
 			k       int
-		}{{"spillway", r.Streams}, {"linear", kLin}, {"baseline", kSnap}}
+		}{{"spillway", r.Streams}, {"linear,linear-same", kLin}, {"baseline", kSnap}}
 	}
 	got := map[string]xdsResult{}
 	for i, run := range runs {
@@ -215,7 +222,7 @@ func runXDSBench(ctx context.Context, e *env, r region, dir, tag, bench, spillwa
 
 // xdsFigures turns xdsbench's results into the part's figures.
 func xdsFigures(r region, kSnap, kLin int, got map[string]xdsResult) []figure {
-	s, snap, lin := got["spillway"], got["baseline"], got["linear"]
+	s, snap, lin, linSame := got["spillway"], got["baseline"], got["linear"], got["linear-same"]
 	ratio := func(name string, num, den float64) figure {
 		if den <= 0 {
 			return figure{Name: name, Note: "the denominator is 0"}
@@ -232,6 +239,7 @@ func xdsFigures(r region, kSnap, kLin int, got map[string]xdsResult) []figure {
 		snapK.Note = fmt.Sprintf("fewer than %d: its memory per stream grows with the services (about 0.26 KiB per service), so %d streams over %d services would not fit this machine", r.Streams, r.Streams, r.Services)
 	}
 	figs = append(figs, snapK)
+	// The LinearCache with spillway's content runs at the same K.
 	linK := figure{Name: "xDS streams, go-control-plane LinearCache", Value: float64(kLin)}
 	if kLin < r.Streams {
 		linK.Note = fmt.Sprintf("fewer than %d: about 120 KiB per stream, %d streams (and the driver's side of them) would pass the 5 GB a process may take on this shared machine; its memory per stream does not grow with K", r.Streams, r.Streams)
@@ -260,7 +268,8 @@ func xdsFigures(r region, kSnap, kLin int, got map[string]xdsResult) []figure {
 	}
 	figs = append(figs,
 		ratio("CPU per stream update, spillway / SnapshotCache", s.GrossCPUPerUpdateUS, snap.GrossCPUPerUpdateUS),
-		ratio("CPU per stream update, spillway / LinearCache", s.GrossCPUPerUpdateUS, lin.GrossCPUPerUpdateUS))
+		ratio("CPU per stream update, spillway / LinearCache", s.GrossCPUPerUpdateUS, lin.GrossCPUPerUpdateUS),
+		ratio("CPU per stream update, spillway / LinearCache with spillway's content", s.GrossCPUPerUpdateUS, linSame.GrossCPUPerUpdateUS))
 	// What the CPU bought: the assignments' bytes each stream update
 	// carried (over every EDS response of the change window, the
 	// SnapshotCache's to unchanged services too), and the server's CPU
