@@ -560,16 +560,7 @@ func (m *model) assignment(s benchdata.Service, zone string) *v3endpointpb.Clust
 			if e.Zone != z {
 				continue
 			}
-			lbs = append(lbs, &v3endpointpb.LbEndpoint{
-				HostIdentifier: &v3endpointpb.LbEndpoint_Endpoint{Endpoint: &v3endpointpb.Endpoint{
-					Address: &v3corepb.Address{Address: &v3corepb.Address_SocketAddress{SocketAddress: &v3corepb.SocketAddress{
-						Address:       e.Address.String(),
-						PortSpecifier: &v3corepb.SocketAddress_PortValue{PortValue: benchdata.Port},
-					}}},
-				}},
-				HealthStatus:        v3corepb.HealthStatus_HEALTHY,
-				LoadBalancingWeight: wrapperspb.UInt32(1),
-			})
+			lbs = append(lbs, lbEndpoint(e, "", 1))
 		}
 		if len(lbs) == 0 {
 			continue // a locality of weight 0 would be dropped anyway
@@ -586,6 +577,22 @@ func (m *model) assignment(s benchdata.Service, zone string) *v3endpointpb.Clust
 		})
 	}
 	return cla
+}
+
+// lbEndpoint is endpoint e, HEALTHY, with hostname ("" for none) and
+// weight.
+func lbEndpoint(e benchdata.Endpoint, hostname string, weight uint32) *v3endpointpb.LbEndpoint {
+	return &v3endpointpb.LbEndpoint{
+		HostIdentifier: &v3endpointpb.LbEndpoint_Endpoint{Endpoint: &v3endpointpb.Endpoint{
+			Address: &v3corepb.Address{Address: &v3corepb.Address_SocketAddress{SocketAddress: &v3corepb.SocketAddress{
+				Address:       e.Address.String(),
+				PortSpecifier: &v3corepb.SocketAddress_PortValue{PortValue: benchdata.Port},
+			}}},
+			Hostname: hostname,
+		}},
+		HealthStatus:        v3corepb.HealthStatus_HEALTHY,
+		LoadBalancingWeight: wrapperspb.UInt32(weight),
+	}
 }
 
 // What spillway sends that a go-control-plane user's assignment does not
@@ -629,17 +636,7 @@ func (m *model) sameAssignment(s benchdata.Service, zone string) *v3endpointpb.C
 			if e.Zone != z {
 				continue
 			}
-			lbs = append(lbs, &v3endpointpb.LbEndpoint{
-				HostIdentifier: &v3endpointpb.LbEndpoint_Endpoint{Endpoint: &v3endpointpb.Endpoint{
-					Address: &v3corepb.Address{Address: &v3corepb.Address_SocketAddress{SocketAddress: &v3corepb.SocketAddress{
-						Address:       e.Address.String(),
-						PortSpecifier: &v3corepb.SocketAddress_PortValue{PortValue: benchdata.Port},
-					}}},
-					Hostname: e.ID,
-				}},
-				HealthStatus:        v3corepb.HealthStatus_HEALTHY,
-				LoadBalancingWeight: wrapperspb.UInt32(spillwayEndpointWeight),
-			})
+			lbs = append(lbs, lbEndpoint(e, e.ID, spillwayEndpointWeight))
 		}
 		share := float64(count[z]) / float64(len(eps))
 		switch {
