@@ -48,6 +48,11 @@ const (
 	hbStreams = 8
 	// hbStep paces each stream's share: a tenth of it every 100 ms.
 	hbStep = 100 * time.Millisecond
+	// hbSteadyFrom and hbSteadyTo are the steps between which the
+	// sustained rate is read (5 s to 25 s), hbSteadyEarly how long
+	// before each step's sending.
+	hbSteadyFrom, hbSteadyTo = 50, 250
+	hbSteadyEarly            = time.Millisecond
 	// churnWorkers bounds the registrations and deregistrations in flight.
 	churnWorkers = 64
 	// etcdRequestLimit is etcd's --max-request-bytes default.
@@ -205,6 +210,7 @@ func heartbeatOne(ctx context.Context, e *env, r region, x *etcdRegion, cli *cli
 	var regOK, regFail, deregOK, deregFail atomic.Int64
 	var churnEnd atomic.Int64     // unix nanos of the last churn answer
 	var churnOffered atomic.Int64 // unix nanos the last churn job was handed to a worker
+	var churnLat latencies        // each job's Register and Deregister
 	var churnErr atomic.Value     // the first churn error
 	start := time.Now()
 	steps := int(r.Heartbeat / hbStep) // steps per heartbeat interval
@@ -215,6 +221,44 @@ func heartbeatOne(ctx context.Context, e *env, r region, x *etcdRegion, cli *cli
 	// region's endpoints, though the leaving leases are not among them.
 	perStream := r.Endpoints / hbStreams
 	var wg, hw sync.WaitGroup // hw: the heartbeat streams
+	// The steady state: the heartbeats acknowledged to the streams,
+	// counted just before the steps of hbSteadyFrom and hbSteadyTo are
+	// sent (each step's heartbeats are answered by then when spillway
+	// keeps up), so that neither the first steps nor the drain of the
+	// last count.
+	var steady struct {
+		beats, secs float64
+		measured    float64 // seconds between the two reads' ends
+		late        bool    // a read ended after its step was due
+		err         error
+	}
+	steadyDone := make(chan struct{})
+	go func() {
+		defer close(steadyDone)
+		var at [2]time.Time
+		var got [2]float64
+		for i, k := range []int{hbSteadyFrom, hbSteadyTo} {
+			due := start.Add(time.Duration(k) * hbStep)
+			select {
+			case <-sctx.Done():
+				steady.err = sctx.Err()
+				return
+			case <-time.After(time.Until(due.Add(-hbSteadyEarly))):
+			}
+			got[i], at[i] = float64(acked.Load()), time.Now()
+			steady.late = steady.late || at[i].After(due)
+		}
+		// Between two reads that each end before their step is sent,
+		// the count is the heartbeats of the steps in between that
+		// spillway answered: over their nominal time. A late read may
+		// have counted some of its step: then over the measured time.
+		steady.beats = got[1] - got[0]
+		steady.measured = at[1].Sub(at[0]).Seconds()
+		steady.secs = (time.Duration(hbSteadyTo-hbSteadyFrom) * hbStep).Seconds()
+		if steady.late {
+			steady.secs = steady.measured
+		}
+	}()
 	for s := range hbStreams {
 		share := beat[s*len(beat)/hbStreams : (s+1)*len(beat)/hbStreams]
 		hw.Go(func() {
@@ -290,6 +334,8 @@ func heartbeatOne(ctx context.Context, e *env, r region, x *etcdRegion, cli *cli
 					return
 				}
 				job := func() {
+					t0 := time.Now()
+					defer func() { churnLat.add(time.Since(t0)) }()
 					rctx, cancel := context.WithTimeout(sctx, 10*time.Second)
 					defer cancel()
 					a := netip.AddrFrom4([4]byte{byte(11 + run), byte(i >> 16), byte(i >> 8), byte(i)})
@@ -326,6 +372,7 @@ func heartbeatOne(ctx context.Context, e *env, r region, x *etcdRegion, cli *cli
 	// last stream had its answers if later. The window runs on to the
 	// churn's last answer.
 	hbSpan := max(hbWindow, time.Since(start)).Seconds()
+	<-steadyDone
 	wg.Wait()
 	cw.Wait()
 	window := time.Since(start)
@@ -359,8 +406,11 @@ func heartbeatOne(ctx context.Context, e *env, r region, x *etcdRegion, cli *cli
 		regOK.Load(), regFail.Load(), deregOK.Load(), deregFail.Load())
 
 	need := float64(r.Endpoints) / r.Heartbeat.Seconds()
-	hb := atLeast(b.Label+"heartbeats/s sustained", served, "/s", need)
-	hb.Note = fmt.Sprintf("spillway_vm_heartbeats_total over the heartbeats' %.2f s (their %d steps of %v, or until the last stream's answers if later; the window, to the churn's last answer, was %.2f s); %d leases each once per %v over %d HeartbeatStream streams, each on its own connection (%.0f/s offered, %.0f/s acknowledged, %d unknown, %d stream errors); the generator is a raw HTTP/2 stream (hbload.RawStream) writing one DATA frame per message as grpc-go's client does, each 100 ms step's share in one write; target N/10 s", hbSpan, total, hbStep, w, len(beat), r.Heartbeat, hbStreams, float64(sent.Load())/hbSpan, float64(acked.Load())/hbSpan, notFound.Load(), streamErrs.Load())
+	if steady.err != nil {
+		return nil, fmt.Errorf("steady-state heartbeat count: %w", steady.err)
+	}
+	hb := atLeast(b.Label+"heartbeats/s sustained", steady.beats/steady.secs, "/s", need)
+	hb.Note = fmt.Sprintf("heartbeats acknowledged to the streams, counted just before step %d and just before step %d of %v are sent, over %.3f s (the counts were %.3f s apart; a count taken after its step was due: %v); spillway_vm_heartbeats_total over every heartbeat's span %.0f/s (%.2f s: their %d steps, or until the last stream's answers if later; the window, to the churn's last answer, was %.2f s); %d leases each once per %v over %d HeartbeatStream streams, each on its own connection (%.0f/s offered, %.0f/s acknowledged, %d unknown, %d stream errors); the generator is a raw HTTP/2 stream (hbload.RawStream) writing one DATA frame per message as grpc-go's client does, each 100 ms step's share in one write; target N/10 s", hbSteadyFrom, hbSteadyTo, hbStep, steady.secs, steady.measured, steady.late, served, hbSpan, total, w, len(beat), r.Heartbeat, hbStreams, float64(sent.Load())/hbSpan, float64(acked.Load())/hbSpan, notFound.Load(), streamErrs.Load())
 	if err := streamErr.Load(); err != nil {
 		hb.Note += fmt.Sprintf("; first stream error: %v", err)
 	}
@@ -377,7 +427,7 @@ func heartbeatOne(ctx context.Context, e *env, r region, x *etcdRegion, cli *cli
 	cs := max(hbWindow, offered.Sub(start)).Seconds()
 	lag := time.Unix(0, churnEnd.Load()).Sub(offered)
 	churn := atLeast(b.Label+"registrations/s acknowledged while churning", float64(regOK.Load())/cs, "/s", float64(r.Churn))
-	churn.Note = fmt.Sprintf("Register (a new endpoint) then Deregister (one of the region's leases) over the registry gRPC API, offered at %d/s for %v, %d in flight and as many queued at most; acknowledged over %.2f s (the offers' span, longer if a full queue held them back); the last answer came %v after the last offer", r.Churn, hbWindow, churnWorkers, cs, lag.Round(time.Millisecond))
+	churn.Note = fmt.Sprintf("Register (a new endpoint) then Deregister (one of the region's leases) over the registry gRPC API, offered at %d/s for %v, %d in flight and as many queued at most; acknowledged over %.2f s (the offers' span, longer if a full queue held them back); the last answer came %v after the last offer; a job (Register then Deregister) took %v median, %v p99", r.Churn, hbWindow, churnWorkers, cs, lag.Round(time.Millisecond), churnLat.quantile(0.5).Round(time.Millisecond), churnLat.quantile(0.99).Round(time.Millisecond))
 	sw.mu.Lock()
 	others := fmt.Sprint(sw.others)
 	sw.mu.Unlock()
@@ -393,6 +443,28 @@ func heartbeatOne(ctx context.Context, e *env, r region, x *etcdRegion, cli *cli
 		{Name: b.Label + "deregistrations/s acknowledged while churning", Value: float64(deregOK.Load()) / cs, Unit: "/s", Note: fmt.Sprintf("%d registrations and %d deregistrations failed; first error: %v", regFail.Load(), deregFail.Load(), churnErr.Load())},
 	}
 	return figs, nil
+}
+
+// latencies collects durations from many goroutines.
+type latencies struct {
+	mu sync.Mutex
+	ds []time.Duration
+}
+
+func (l *latencies) add(d time.Duration) {
+	l.mu.Lock()
+	l.ds = append(l.ds, d)
+	l.mu.Unlock()
+}
+
+// quantile is the q quantile of what was added, 0 if nothing was.
+func (l *latencies) quantile(q float64) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.ds) == 0 {
+		return 0
+	}
+	return percentile(l.ds, q)
 }
 
 // serviceOf is the service of endpoint n of r (in r.Walk order).
