@@ -231,7 +231,7 @@ func New(cfg Config) (*Server, error) {
 		store: cfg.Store,
 		log:   cfg.Logger,
 		cache: cache{entries: map[string]*entry{}},
-		hub:   hub{by: map[string]map[*watcher]struct{}{}, wild: map[*watcher]struct{}{}, nodes: map[*watcher]nodeInfo{}},
+		hub:   hub{by: map[string]map[*watcher]struct{}{}, wild: map[*watcher]struct{}{}, nodes: map[*watcher]nodeInfo{}, counts: map[string]map[string]int{}},
 		loads: cfg.Loads,
 		fan:   newFanout(),
 	}
@@ -468,6 +468,11 @@ type hub struct {
 	wild  map[*watcher]struct{}
 	nodes map[*watcher]nodeInfo
 	slots slots // the streams of each service numbered per zone label
+	// counts is, for each service of by, its streams per client zone,
+	// kept as setNames changes by (ClientCounts). An inner map is never
+	// changed once stored: a change stores a new one, so ClientCounts
+	// hands them out without copying.
+	counts map[string]map[string]int
 }
 
 // watcher is a stream's side of the hub: the names it wants and the
@@ -634,12 +639,20 @@ func (h *hub) setNames(w *watcher, names map[string]struct{}, wildcard bool, nod
 	defer h.mu.Unlock()
 	prev, known := h.nodes[w]
 	h.moveSlots(w, w.names, names, prev.zone, node.zone, known)
+	// w counts in its old zone for each old name and in its new zone for
+	// each new name: when the zone stays, only the names that come or go
+	// move a count.
+	moved := known && prev.zone != node.zone
 	for n := range w.names {
-		if _, keep := names[n]; !keep {
+		_, keep := names[n]
+		if !keep {
 			delete(h.by[n], w)
 			if len(h.by[n]) == 0 {
 				delete(h.by, n)
 			}
+		}
+		if !keep || moved {
+			h.count(n, prev.zone, -1)
 		}
 	}
 	for n := range names {
@@ -647,6 +660,9 @@ func (h *hub) setNames(w *watcher, names map[string]struct{}, wildcard bool, nod
 		if m == nil {
 			m = map[*watcher]struct{}{}
 			h.by[n] = m
+		}
+		if _, had := m[w]; !had || moved {
+			h.count(n, node.zone, +1)
 		}
 		m[w] = struct{}{}
 	}
@@ -658,6 +674,22 @@ func (h *hub) setNames(w *watcher, names map[string]struct{}, wildcard bool, nod
 		delete(h.wild, w)
 	}
 	h.nodes[w] = node
+}
+
+// count moves service n's stream count in zone by d, storing a new inner
+// map (ClientCounts' callers hold the old one); the caller holds mu.
+func (h *hub) count(n, zone string, d int) {
+	old := h.counts[n]
+	m := make(map[string]int, len(old)+1)
+	maps.Copy(m, old)
+	if m[zone] += d; m[zone] <= 0 {
+		delete(m, zone)
+	}
+	if len(m) == 0 {
+		delete(h.counts, n)
+		return
+	}
+	h.counts[n] = m
 }
 
 func (h *hub) remove(w *watcher) {
