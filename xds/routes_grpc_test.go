@@ -162,34 +162,44 @@ func call(ctx context.Context, hc healthpb.HealthClient, tagged bool, opts ...gr
 	return err
 }
 
-// until sends RPCs (tagged or not) until ok holds of the calls since the
-// first, at most n RPCs; it fails the test if ok never holds.
-// until sends RPCs one at a time until ok holds for the backends the last
-// one reached, at most n of them and for at most 30 s. From the second on
-// it pauses 1 ms before each: a change behind the route warm-up (1 s)
-// takes time to show, not a number of RPCs, and a fast machine sends
-// thousands in that second.
+// until sends RPCs (tagged or not) one at a time until ok holds for the
+// backends the last one reached, at most n of them and for at most 30 s.
+// From the second on it pauses 1 ms before each: a change behind the
+// route warm-up (1 s) takes time to show, not a number of RPCs, and a
+// fast machine sends thousands in that second.
+//
+// Each RPC waits for readiness for at most untilAttempt, and a failed
+// one is not counted and is sent again: an RPC that grpc-go routed to a cluster just before the
+// route left it (a target gone) waits on that cluster, which grpc-go
+// keeps while an RPC uses it, until its own deadline, whatever routes
+// come after; the next RPC takes the new route.
 func (r *routed) until(t *testing.T, hc healthpb.HealthClient, tagged bool, n int, ok func(map[string]int64) bool) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for i := range n {
-		if i > 0 {
+	var lastErr error
+	for sent := 0; sent < n && ctx.Err() == nil; {
+		if sent > 0 || lastErr != nil {
 			time.Sleep(time.Millisecond)
 		}
 		before := r.counts()
-		if err := call(ctx, hc, tagged, grpc.WaitForReady(true)); err != nil {
-			t.Fatalf("RPC: %v", err)
+		actx, acancel := context.WithTimeout(ctx, untilAttempt)
+		err := call(actx, hc, tagged, grpc.WaitForReady(true))
+		acancel()
+		if err != nil {
+			lastErr = err // not an RPC of the n: try again
+			continue
 		}
+		sent++
 		if ok(r.since(before)) {
 			return
 		}
-		if ctx.Err() != nil {
-			break
-		}
 	}
-	t.Fatalf("not reached within %d RPCs or 30 s", n)
+	t.Fatalf("not reached within %d RPCs or 30 s (last failed RPC: %v)", n, lastErr)
 }
+
+// untilAttempt bounds one RPC of until.
+const untilAttempt = 5 * time.Second
 
 func (r *routed) send(t *testing.T, hc healthpb.HealthClient, tagged bool, n int) map[string]int64 {
 	t.Helper()
