@@ -102,8 +102,10 @@
 // thousand changes in a second reaches a stream in a handful of pushes and
 // no change waits longer than MaxDelay. A slow or stuck stream never
 // blocks the others, and holds at most one pending change set, never a
-// queue of responses: a worker whose Send blocks for 100 ms is replaced,
-// and the stuck Send keeps only its own goroutine. A response whose content equals the last one sent on
+// queue of responses: a worker whose Send has blocked for 100 ms is
+// replaced at the next look of a watchdog that looks every 50 ms while
+// workers run (no timer is armed per push), and the stuck Send keeps only
+// its own goroutine. A response whose content equals the last one sent on
 // the stream, or the last one the stream rejected, is not sent.
 //
 // With a Config.Authorizer, the first request of every ADS and LRS stream
