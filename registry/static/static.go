@@ -1,8 +1,8 @@
 package static
 
 import (
-	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -52,8 +52,11 @@ type Source struct {
 	mu sync.Mutex
 	// declared is the set of services the last successful load listed.
 	declared map[string]bool
-	// applied is the content of the last successful load.
-	applied []byte
+	// applied is the SHA-256 of the content of the last successful load
+	// (hasApplied: there was one). A digest, not the content: a file of a
+	// million endpoints is about 110 MB, kept for good only to be compared.
+	applied    [sha256.Size]byte
+	hasApplied bool
 }
 
 // New validates cfg and returns a Source. It does not read the file.
@@ -112,7 +115,7 @@ func (s *Source) reload() error {
 	defer s.mu.Unlock()
 	data, err := os.ReadFile(s.path)
 	if err == nil {
-		if s.applied != nil && bytes.Equal(data, s.applied) {
+		if s.hasApplied && sha256.Sum256(data) == s.applied {
 			return nil
 		}
 		err = s.apply(data)
@@ -140,7 +143,7 @@ func (s *Source) apply(data []byte) error {
 	if _, err := s.store.Apply(ops...); err != nil {
 		return err
 	}
-	s.applied = data
+	s.applied, s.hasApplied = sha256.Sum256(data), true
 	s.declared = make(map[string]bool, len(f.services))
 	for _, svc := range f.services {
 		s.declared[svc.name] = true
