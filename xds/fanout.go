@@ -50,7 +50,7 @@ type fanout struct {
 // it. A worker does not arm a timer per push: moving a timer earlier on
 // every push made the runtime rescan every timer of the process about ten
 // times a second while pushes ran, which at 16,667 client connections
-// (three grpc-go timers each) was about 12 % of the CPU of a push window.
+// (three grpc-go timers each) was 12–14 % of the CPU of a push window.
 type worker struct {
 	since atomic.Int64
 }
@@ -177,8 +177,9 @@ func (f *fanout) next(w *worker) *streamCore {
 
 // watch is the watchdog: every stuck/2 while workers are counted, it
 // replaces each worker whose push has run for stuck or longer, so a push
-// is replaced between stuck and 1.5×stuck after it began. It ends when
-// quit is closed: no worker is counted any more.
+// is replaced between stuck and 1.5×stuck after it began (for stuck of 2
+// ms or more; later when the machine is too busy to tick on time). It
+// ends when quit is closed: no worker is counted any more.
 func (f *fanout) watch(quit <-chan struct{}) {
 	tick := time.NewTicker(max(f.stuck/2, time.Millisecond))
 	defer tick.Stop()

@@ -80,15 +80,28 @@ func TestFanoutReplacesStuckWorker(t *testing.T) {
 	var mu sync.Mutex
 	var order []string
 	gate := make(chan struct{})
-	defer close(gate)
+	var once sync.Once
+	release := func() { once.Do(func() { close(gate) }) }
+	t.Cleanup(release)
 	stuck := testCore(f, "stuck", &mu, &order, gate)
 	stuck.w.mark("x", false, time.Time{})
 	next := testCore(f, "next", &mu, &order, nil)
 	next.w.mark("x", false, time.Time{})
 	testwait.Group(t, fanoutWait, "the push behind a stuck one (another worker takes over)", &next.wg)
 	mu.Lock()
-	defer mu.Unlock()
 	if diff := cmp.Diff([]string{"next"}, order); diff != "" {
 		t.Errorf("pushes done while one is stuck (-want +got):\n%s", diff)
 	}
+	mu.Unlock()
+	// The stuck push returns: the replaced worker leaves without counting
+	// itself out a second time, and once the queues are empty no worker
+	// is counted and the watchdog has ended.
+	release()
+	testwait.Group(t, fanoutWait, "the stuck push", &stuck.wg)
+	testwait.For(t, fanoutWait, "no worker counted and no watchdog once the queues are empty", func() (bool, string) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		seen := fmt.Sprintf("%d workers counted, %d busy, watchdog running %v", f.running, len(f.busy), f.quit != nil)
+		return f.running == 0 && len(f.busy) == 0 && f.quit == nil, seen
+	})
 }
