@@ -58,6 +58,25 @@
 //     the change window (utime+stime of every /proc/PID/stat; a process
 //     that ended in the window is missed), in cores, printed for every round
 //     so a noisy round shows.
+//   - Churn, with --churn R (0, the default, is off): after the idle
+//     window, R endpoint registrations a second for --churn-for, one call
+//     at a time (a late call is not made up for), each a new endpoint on
+//     the service of a random stream (benchdata.ChurnPlan: drawn in
+//     proportion to the services' streams, the same draw for every
+//     target; additions only, so a response that holds a service's last
+//     added endpoint holds every change made to it). The window lasts
+//     until every stream of each changed service has seen that service's
+//     last change and no response came for --quiet. It reports the
+//     registrations a second achieved, the server's CPU over the window
+//     (cores, per stream change: a change x its service's streams, and
+//     per EDS response sent), the responses and bytes, and the time from
+//     each service's last change to its streams: p50/p99 over streams,
+//     and to the service's last stream, p50/p99/max over services (the
+//     issue's "reaching the last stream of its service", under churn). A
+//     server that coalesces sends fewer responses than stream changes; one
+//     that answers every change sends one per stream change. The driver
+//     reads every response, so at a high rate it can be the machine's
+//     bottleneck: compare targets at a rate each achieved.
 //
 // With --subset-size N (0, the default, is off) every round also runs
 // the target spillway+subset, right after spillway: spillway started with
@@ -139,6 +158,7 @@
 //	go run ./e2e/bench/xdsbench --streams 1000 --streams-per-conn 1 --rounds 3 --out /tmp/xds.md
 //	go run ./e2e/bench/xdsbench --streams 10000 --rounds 1 --pprof --keep /tmp/xdsprof
 //	go run ./e2e/bench/xdsbench --target spillway --subset-size 10 --streams 2000 --streams-per-conn 1 --services 20 --endpoints 100 --changes 20
+//	go run ./e2e/bench/xdsbench --data region-10.tsv --target spillway,linear --streams 5000 --streams-per-conn 1 --rounds 1 --changes 4 --churn 25 --churn-for 10s
 //
 // Everything runs on 127.0.0.1; every wait is bounded; the servers are
 // stopped on exit, including on Ctrl-C, and die with the driver if it is
@@ -157,6 +177,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -215,6 +236,10 @@ type config struct {
 	dataFile string
 	// jsonOut, when set, is where every round's figures go as JSON.
 	jsonOut string
+	// churnRate > 0 adds a churn window after the idle one: churnRate
+	// registrations a second for churnFor (benchdata.ChurnPlan).
+	churnRate int
+	churnFor  time.Duration
 }
 
 // result is one target at one K.
@@ -257,6 +282,68 @@ type result struct {
 	// endpoints a stream holds, and the services whose first stream was
 	// checked against the admin API's subset.
 	subsetMin, subsetMax, subsetChecked int
+
+	churn churnResult
+}
+
+// churnResult is what the churn window measured (--churn).
+type churnResult struct {
+	changes  int           // registrations made
+	sending  time.Duration // from the first to the last call's return
+	window   time.Duration // from the first call to every stream final and quiet
+	cpu      float64       // server CPU seconds over window
+	needed   int           // stream changes: each change × the streams of its service
+	services int           // services changed
+	// lat is, for each changed service's last change, every stream of it
+	// that saw it: the time from that change's call to the stream's
+	// first response holding it; missed are the streams that did not
+	// within --change-timeout of the last call.
+	lat    []time.Duration
+	missed int
+	// last is, for each changed service whose every stream saw its last
+	// change, the time to the last of them: the issue's "reaching the
+	// last stream of its service", one figure per service.
+	last      []time.Duration
+	responses int64 // EDS responses received over window
+	edsBytes  int64
+	clientCPU float64
+	others    float64
+}
+
+// rate is the registrations a second the window achieved.
+func (c *churnResult) rate() float64 {
+	if c.sending <= 0 {
+		return 0
+	}
+	return float64(c.changes) / c.sending.Seconds()
+}
+
+// cores is the server's CPU over the window, in cores.
+func (c *churnResult) cores() float64 {
+	if c.window <= 0 {
+		return 0
+	}
+	return c.cpu / c.window.Seconds()
+}
+
+// perNeeded is the server's CPU per stream change, in µs.
+func (c *churnResult) perNeeded() float64 { return c.cpu / float64(max(1, c.needed)) * 1e6 }
+
+// perResponse is the server's CPU per EDS response sent, in µs.
+func (c *churnResult) perResponse() float64 { return c.cpu / float64(max(1, c.responses)) * 1e6 }
+
+func (c *churnResult) p(q float64) time.Duration {
+	lat := slices.Clone(c.lat)
+	slices.Sort(lat)
+	return percentile(lat, q)
+}
+
+// pLast is the q-quantile over the changed services of the time their
+// last change took to reach their last stream.
+func (c *churnResult) pLast(q float64) time.Duration {
+	lat := slices.Clone(c.last)
+	slices.Sort(lat)
+	return percentile(lat, q)
 }
 
 // otherCPU is the CPU the rest of the machine used during the change
@@ -413,6 +500,10 @@ func run() int {
 					} else {
 						fmt.Printf("   round %d %-8s K=%d/%d per conn: RSS/stream %.1f KiB (%s after one GC), peak %.1f KiB, p99 %s ms, gross CPU %.1f µs per stream update (%d updates), %.1f per EDS response, other processes %.2f cores\n",
 							round, t, k, perConn, r.rssPerStream(), steadyCell(&cfg, "%.1f", r.rssSteadyPerStream()), r.peakPerStream(), ms(r.p(0.99)), r.grossPerUpdate(), r.updates, r.perEDS(), r.otherCPU())
+						if c := &r.churn; c.changes > 0 {
+							fmt.Printf("   round %d %-8s K=%d/%d per conn, churn at %.0f/s: server %.3f cores, %.1f µs per stream change (%d), %.1f per EDS response (%d, %.1f MB), last change p99 over streams %s ms, to a service's last stream p99 over services %s ms\n",
+								round, t, k, perConn, c.rate(), c.cores(), c.perNeeded(), c.needed, c.perResponse(), c.responses, float64(c.edsBytes)/1e6, ms(c.p(0.99)), ms(c.pLast(0.99)))
+						}
 					}
 					rs = append(rs, r)
 				}
@@ -480,6 +571,8 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&cfg.subsetSize, "subset-size", 0, "also run "+subsetTarget+": spillway with subset_mode deterministic and this subset_size for every service (0: off)")
 	fs.StringVar(&cfg.dataFile, "data", "", "read the data set from this data file (internal/benchdata) instead of --services, --endpoints and --zones; streams are spread over its services in proportion to their endpoints, and changes come in add/remove pairs")
 	fs.StringVar(&cfg.jsonOut, "json", "", "also write every round's figures as JSON to this file")
+	fs.IntVar(&cfg.churnRate, "churn", 0, "after the idle window, also measure a churn window: this many endpoint registrations a second, drawn in proportion to the services' streams, for --churn-for, sent one at a time (0: off)")
+	fs.DurationVar(&cfg.churnFor, "churn-for", 10*time.Second, "length of the churn window's sending")
 	fs.DurationVar(&cfg.weightsInterval, "weights-interval", 0, "spillway's --weights-interval, in both spillway targets (0: spillway's default, 10s; 1s with --subset-size)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
@@ -546,6 +639,14 @@ func parseFlags(args []string) (config, error) {
 		return cfg, fmt.Errorf("--subset-size: %d, want 0 (off) or 1..%d (fewer than --endpoints)", cfg.subsetSize, cfg.endpoints-1)
 	case cfg.subsetSize > 0 && !slices.Contains(cfg.targets, "spillway"):
 		return cfg, errors.New("--subset-size needs --target spillway or both (the subset run is compared with spillway's)")
+	case cfg.churnRate < 0 || cfg.churnRate > 5000:
+		return cfg, fmt.Errorf("--churn: %d, want 0 (off) to 5000 registrations a second", cfg.churnRate)
+	case cfg.churnRate > 0 && (cfg.churnFor < time.Second || cfg.churnFor > 5*time.Minute):
+		return cfg, fmt.Errorf("--churn-for: %v, want 1s to 5m", cfg.churnFor)
+	case cfg.churnRate > 0 && churnCount(&cfg) > benchdata.MaxChurn:
+		return cfg, fmt.Errorf("--churn %d for %v: %d registrations, want at most %d", cfg.churnRate, cfg.churnFor, churnCount(&cfg), benchdata.MaxChurn)
+	case cfg.churnRate > 0 && cfg.subsetSize > 0:
+		return cfg, errors.New("--churn and --subset-size do not go together")
 	case cfg.weightsInterval != 0 && cfg.weightsInterval < 100*time.Millisecond:
 		return cfg, fmt.Errorf("--weights-interval: %v, want at least 100ms (spillway's minimum) or 0", cfg.weightsInterval)
 	}
@@ -701,6 +802,12 @@ func runOne(ctx context.Context, cfg *config, target string, k, perConn, round i
 		r.err = err
 		return r
 	}
+	if d.churn != nil {
+		if err := m.churn(ctx, fl, d.churn, r); err != nil {
+			r.err = fmt.Errorf("churn: %w", err)
+			return r
+		}
+	}
 	if subsets {
 		// After the measurements: every stream's subset, as the changes
 		// left it, is the one the plan gives its slot.
@@ -770,30 +877,44 @@ type dataSet struct {
 	zones    []string
 	svcOf    []int
 	plan     []benchdata.Change
+	churn    []benchdata.Change // --churn's; nil without it
+}
+
+// churnCount is the registrations of --churn's window.
+func churnCount(cfg *config) int {
+	return int(math.Ceil(float64(cfg.churnRate) * cfg.churnFor.Seconds()))
 }
 
 // loadData builds the data set of a run of k streams: from --data (streams
 // spread in proportion to endpoints, changes in pairs) or from
 // --services, --endpoints and --zones.
 func loadData(cfg *config, k int) (*dataSet, error) {
+	d := &dataSet{}
 	if cfg.dataFile == "" {
-		services := benchdata.Services(cfg.services, cfg.endpoints, cfg.zones)
-		plan, err := benchdata.Plan(services, cfg.zones, cfg.changes)
+		d.services, d.zones = benchdata.Services(cfg.services, cfg.endpoints, cfg.zones), benchdata.Zones(cfg.zones)
+		plan, err := benchdata.Plan(d.services, cfg.zones, cfg.changes)
 		if err != nil {
 			return nil, err
 		}
-		return &dataSet{services: services, zones: benchdata.Zones(cfg.zones), plan: plan}, nil
+		d.plan = plan
+	} else {
+		services, zones, err := benchdata.ReadFile(cfg.dataFile)
+		if err != nil {
+			return nil, fmt.Errorf("--data: %w", err)
+		}
+		d.services, d.zones, d.svcOf = services, zones, benchdata.Spread(services, k)
+		if d.plan, err = benchdata.PairPlan(services, zones, d.svcOf, cfg.changes); err != nil {
+			return nil, err
+		}
 	}
-	services, zones, err := benchdata.ReadFile(cfg.dataFile)
-	if err != nil {
-		return nil, fmt.Errorf("--data: %w", err)
+	if cfg.churnRate > 0 {
+		churn, err := benchdata.ChurnPlan(d.services, d.zones, d.svcOf, k, churnCount(cfg), len(d.plan))
+		if err != nil {
+			return nil, err
+		}
+		d.churn = churn
 	}
-	svcOf := benchdata.Spread(services, k)
-	plan, err := benchdata.PairPlan(services, zones, svcOf, cfg.changes)
-	if err != nil {
-		return nil, err
-	}
-	return &dataSet{services: services, zones: zones, svcOf: svcOf, plan: plan}, nil
+	return d, nil
 }
 
 // meter takes the readings of one run's server: one target at one K.
@@ -1023,6 +1144,102 @@ func (m *meter) change(ctx context.Context, fl *fleet, c benchdata.Change, r *re
 	return nil
 }
 
+// churn makes the churn window's registrations at --churn a second, one
+// call at a time (a late call is not made up for by sending faster),
+// then waits until every stream of each changed service has seen that
+// service's last change and the streams are quiet. Every change is an
+// addition (benchdata.ChurnPlan), so a response that holds a service's
+// last endpoint holds the service's final state: a stream that saw it
+// ended where the changes left its service. The server's CPU, the
+// responses and their bytes are read over the whole window, sending and
+// draining.
+func (m *meter) churn(ctx context.Context, fl *fleet, plan []benchdata.Change, r *result) error {
+	c := &r.churn
+	cpu0, err := serverCPU(m.srv.pid())
+	if err != nil {
+		return err
+	}
+	self0, err := procstat.CPUSeconds(os.Getpid())
+	if err != nil {
+		return err
+	}
+	procs0 := processTicks()
+	resp0 := fl.totalResponses()[edsIndex]
+	bytes0 := fl.edsBytes.Load()
+	last := map[int]*pendingChange{}
+	interval := time.Second / time.Duration(m.cfg.churnRate)
+	t0 := time.Now()
+	for i, ch := range plan {
+		if wait := time.Until(t0.Add(time.Duration(i) * interval)); wait > 0 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(wait):
+			}
+		}
+		p := newPendingChange(ch, fl.affected(ch.Service))
+		c.needed += p.want
+		last[ch.Service] = p
+		p.start = time.Now()
+		fl.pending[ch.Service].Store(p)
+		cctx, cancel := context.WithTimeout(ctx, m.cfg.changeTimeout)
+		err := m.srv.change(cctx, ch)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("change %d: %w", ch.Seq, err)
+		}
+		if fl.err != nil {
+			return errors.Join(fl.err, m.srv.alive())
+		}
+	}
+	c.sending = time.Since(t0)
+	c.changes, c.services = len(plan), len(last)
+	deadline := time.NewTimer(m.cfg.changeTimeout)
+	defer deadline.Stop()
+wait:
+	for _, p := range last {
+		select {
+		case <-p.done:
+		case <-deadline.C:
+			break wait
+		case <-fl.errCh:
+			return errors.Join(fl.err, m.srv.alive())
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	for svc, p := range last {
+		fl.pending[svc].Store(nil)
+		lat := p.latencies()
+		c.lat = append(c.lat, lat...)
+		c.missed += p.want - len(lat)
+		if len(lat) == p.want && len(lat) > 0 {
+			c.last = append(c.last, slices.Max(lat))
+		}
+	}
+	if !fl.waitQuiet(ctx, m.cfg.quiet, m.cfg.changeTimeout) {
+		m.say("churn: streams still receiving after %v", m.cfg.changeTimeout)
+	}
+	c.window = time.Since(t0)
+	cpu1, err := serverCPU(m.srv.pid())
+	if err != nil {
+		return err
+	}
+	c.cpu = cpu1 - cpu0
+	if self1, err := procstat.CPUSeconds(os.Getpid()); err == nil {
+		c.clientCPU = self1 - self0
+	}
+	c.others = otherCPUSeconds(procs0, processTicks(), m.srv.pid(), os.Getpid())
+	c.responses = fl.totalResponses()[edsIndex] - resp0
+	c.edsBytes = fl.edsBytes.Load() - bytes0
+	m.say("churn: %d registrations on %d services in %v (%.0f/s), every stream final and quiet after %v: server CPU %.2f s (%.2f cores), driver CPU %.2f s, other processes %.2f s; %d stream changes, %d EDS responses holding %.1f MB; each service's last change: over streams p50 %s ms, p99 %s ms; to the service's last stream, over services p50 %s ms, p99 %s ms, max %s ms; %d streams missed it",
+		c.changes, c.services, c.sending.Round(time.Millisecond), c.rate(), c.window.Round(time.Millisecond), c.cpu, c.cores(), c.clientCPU, c.others, c.needed, c.responses, float64(c.edsBytes)/1e6, ms(c.p(0.5)), ms(c.p(0.99)), ms(c.pLast(0.5)), ms(c.pLast(0.99)), ms(c.pLast(1)), c.missed)
+	if c.missed > 0 {
+		return fmt.Errorf("%d streams did not see their service's last change within --change-timeout (%v)", c.missed, m.cfg.changeTimeout)
+	}
+	return nil
+}
+
 // idle measures the server's CPU and the responses over an idle window
 // as long as the change window, capped at --max-idle, and scales that
 // CPU to the change window.
@@ -1212,6 +1429,13 @@ func table(cfg *config, k, perConn int, rs []*result) string {
 		ratio(s, bl, "gross CPU per stream update", (*result).grossPerUpdate, 0.5)
 		ratio(s, bl, "fan-out p99", func(r *result) float64 { return msf(r.p(0.99)) }, 0.5)
 		ratio(s, bl, "net CPU per stream update", (*result).netPerUpdate, 0)
+		if cfg.churnRate > 0 {
+			ratio(s, bl, fmt.Sprintf("churn at %d/s: server CPU over the window (the same registrations to the same streams)", cfg.churnRate), func(r *result) float64 { return r.churn.cpu }, 0.5)
+			ratio(s, bl, "churn: EDS bytes sent", func(r *result) float64 { return float64(r.churn.edsBytes) }, 0)
+			ratio(s, bl, "churn: CPU per EDS response", func(r *result) float64 { return r.churn.perResponse() }, 0)
+			ratio(s, bl, "churn: p99 over streams to their service's last change", func(r *result) float64 { return msf(r.churn.p(0.99)) }, 0)
+			ratio(s, bl, "churn: p99 over services to their last stream", func(r *result) float64 { return msf(r.churn.pLast(0.99)) }, 0)
+		}
 	}
 	if sub := ok[subsetTarget]; len(s) > 0 && len(sub) > 0 {
 		// The subset run's stream updates are the streams whose subset a
@@ -1242,6 +1466,16 @@ func table(cfg *config, k, perConn int, rs []*result) string {
 		}
 		fmt.Fprintf(&b, "| %d | %s | %.1f | %.1f | %s | %.1f | %.1f | %.1f | %.2f |\n",
 			r.round, r.target, r.rssPerStream(), r.peakPerStream(), steadyCell(cfg, "%.1f", r.rssSteadyPerStream()), msf(r.p(0.99)), r.grossPerUpdate(), r.netPerUpdate(), r.otherCPU())
+	}
+	if cfg.churnRate > 0 {
+		fmt.Fprintf(&b, "\nChurn: %d registrations a second for %v, one call at a time, after the idle window; the window runs until every stream of each changed service saw that service's last change and the streams were quiet.\n\n", cfg.churnRate, cfg.churnFor)
+		fmt.Fprintf(&b, "| round | target | registrations/s achieved | services changed | window s | server CPU s | cores | µs per stream change | stream changes | EDS responses | MB sent | µs per EDS response | p99 over streams to the last change ms | p50 / p99 / max over services to the last stream ms | driver CPU s | other processes CPU s |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		for _, r := range rs {
+			if c := &r.churn; r.err == nil && c.changes > 0 {
+				fmt.Fprintf(&b, "| %d | %s | %.0f | %d | %.1f | %.2f | %.3f | %.1f | %d | %d | %.1f | %.1f | %.1f | %.0f / %.0f / %.0f | %.2f | %.2f |\n",
+					r.round, r.target, c.rate(), c.services, c.window.Seconds(), c.cpu, c.cores(), c.perNeeded(), c.needed, c.responses, float64(c.edsBytes)/1e6, c.perResponse(), msf(c.p(0.99)), msf(c.pLast(0.5)), msf(c.pLast(0.99)), msf(c.pLast(1)), c.clientCPU, c.others)
+			}
+		}
 	}
 	fmt.Fprintf(&b, "\nLoad average after this row: %s (%d CPUs).\n", loadAverage(), runtime.NumCPU())
 	return b.String()
@@ -1329,27 +1563,48 @@ type jsonResult struct {
 	Round   int    `json:"round"`
 	Error   string `json:"error,omitempty"`
 
-	RSSPerStreamKiB       float64 `json:"rss_per_stream_kib"`
-	RSSSteadyPerStreamKiB float64 `json:"rss_after_gc_per_stream_kib"`
-	InusePerStreamKiB     float64 `json:"inuse_after_gc_per_stream_kib"`
-	PeakPerStreamKiB      float64 `json:"peak_rss_per_stream_kib"`
-	RSSBeforeKiB          int64   `json:"rss_before_kib"`
-	RSSAfterKiB           int64   `json:"rss_after_kib"`
-	GrossCPUPerUpdateUS   float64 `json:"gross_cpu_us_per_stream_update"`
-	NetCPUPerUpdateUS     float64 `json:"net_cpu_us_per_stream_update"`
-	CPUPerEDSUS           float64 `json:"cpu_us_per_eds_response"`
-	ServerCPUSeconds      float64 `json:"server_cpu_s"`
-	Updates               int     `json:"stream_updates"`
-	Changes               int     `json:"changes"`
-	EDSResponses          int64   `json:"eds_responses"`
-	EDSBytes              int64   `json:"eds_bytes"`
-	P50MS                 float64 `json:"fanout_p50_ms"`
-	P99MS                 float64 `json:"fanout_p99_ms"`
-	MaxMS                 float64 `json:"fanout_max_ms"`
-	Missed                int     `json:"missed"`
-	SetupSeconds          float64 `json:"setup_s"`
-	OtherCores            float64 `json:"other_processes_cores"`
-	IdleCPUMSPerS         float64 `json:"idle_server_cpu_ms_per_s"`
+	RSSPerStreamKiB       float64    `json:"rss_per_stream_kib"`
+	RSSSteadyPerStreamKiB float64    `json:"rss_after_gc_per_stream_kib"`
+	InusePerStreamKiB     float64    `json:"inuse_after_gc_per_stream_kib"`
+	PeakPerStreamKiB      float64    `json:"peak_rss_per_stream_kib"`
+	RSSBeforeKiB          int64      `json:"rss_before_kib"`
+	RSSAfterKiB           int64      `json:"rss_after_kib"`
+	GrossCPUPerUpdateUS   float64    `json:"gross_cpu_us_per_stream_update"`
+	NetCPUPerUpdateUS     float64    `json:"net_cpu_us_per_stream_update"`
+	CPUPerEDSUS           float64    `json:"cpu_us_per_eds_response"`
+	ServerCPUSeconds      float64    `json:"server_cpu_s"`
+	Updates               int        `json:"stream_updates"`
+	Changes               int        `json:"changes"`
+	EDSResponses          int64      `json:"eds_responses"`
+	EDSBytes              int64      `json:"eds_bytes"`
+	P50MS                 float64    `json:"fanout_p50_ms"`
+	P99MS                 float64    `json:"fanout_p99_ms"`
+	MaxMS                 float64    `json:"fanout_max_ms"`
+	Missed                int        `json:"missed"`
+	SetupSeconds          float64    `json:"setup_s"`
+	OtherCores            float64    `json:"other_processes_cores"`
+	IdleCPUMSPerS         float64    `json:"idle_server_cpu_ms_per_s"`
+	Churn                 *jsonChurn `json:"churn,omitempty"`
+}
+
+// jsonChurn is the churn window of one round (--churn).
+type jsonChurn struct {
+	Registrations      int     `json:"registrations"`
+	RatePerS           float64 `json:"registrations_per_s"`
+	Services           int     `json:"services_changed"`
+	WindowS            float64 `json:"window_s"`
+	ServerCPUSeconds   float64 `json:"server_cpu_s"`
+	Cores              float64 `json:"server_cores"`
+	StreamChanges      int     `json:"stream_changes"`
+	CPUPerStreamChange float64 `json:"cpu_us_per_stream_change"`
+	EDSResponses       int64   `json:"eds_responses"`
+	EDSBytes           int64   `json:"eds_bytes"`
+	CPUPerEDSUS        float64 `json:"cpu_us_per_eds_response"`
+	P99MS              float64 `json:"last_change_p99_ms"`
+	LastStreamP50MS    float64 `json:"to_last_stream_p50_ms"`
+	LastStreamP99MS    float64 `json:"to_last_stream_p99_ms"`
+	DriverCPUSeconds   float64 `json:"driver_cpu_s"`
+	OthersCPUSeconds   float64 `json:"other_processes_cpu_s"`
 }
 
 // writeJSON writes rs to path as a JSON array of jsonResult.
@@ -1369,6 +1624,15 @@ func writeJSON(path string, rs []*result) error {
 		j.ServerCPUSeconds, j.Updates, j.Changes, j.EDSResponses, j.EDSBytes = r.cpu, r.updates, len(r.calls), r.responses[edsIndex], r.edsBytes
 		j.P50MS, j.P99MS, j.MaxMS, j.Missed = msf(r.p(0.5)), msf(r.p(0.99)), msf(r.p(1)), r.missed
 		j.SetupSeconds, j.OtherCores, j.IdleCPUMSPerS = r.setup.Seconds(), r.otherCPU(), r.idleRate()
+		if c := &r.churn; c.changes > 0 {
+			j.Churn = &jsonChurn{
+				Registrations: c.changes, RatePerS: c.rate(), Services: c.services, WindowS: c.window.Seconds(),
+				ServerCPUSeconds: c.cpu, Cores: c.cores(), StreamChanges: c.needed, CPUPerStreamChange: c.perNeeded(),
+				EDSResponses: c.responses, EDSBytes: c.edsBytes, CPUPerEDSUS: c.perResponse(), P99MS: msf(c.p(0.99)),
+				LastStreamP50MS: msf(c.pLast(0.5)), LastStreamP99MS: msf(c.pLast(0.99)),
+				DriverCPUSeconds: c.clientCPU, OthersCPUSeconds: c.others,
+			}
+		}
 		out = append(out, j)
 	}
 	b, err := json.MarshalIndent(out, "", "  ")

@@ -3,6 +3,7 @@ package benchdata
 import (
 	"net/netip"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -98,5 +99,53 @@ func TestPairPlan(t *testing.T) {
 	}
 	if _, err := PairPlan(services, Zones(3), svcOf, 3); err == nil {
 		t.Errorf("PairPlan of an odd count: no error")
+	}
+}
+
+func TestChurnPlan(t *testing.T) {
+	services := sized(10, 5, 5, 0)
+	svcOf := Spread(services, 20)
+	plan, err := ChurnPlan(services, Zones(3), svcOf, 20, 600, 40)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan) != 600 {
+		t.Fatalf("%d changes, want 600", len(plan))
+	}
+	drawn := make([]int, len(services))
+	addrs := map[netip.Addr]bool{}
+	for j, c := range plan {
+		if c.Seq != 40+j || !c.Add {
+			t.Fatalf("change %d = %+v, want an addition with seq %d", j, c, 40+j)
+		}
+		a := c.Endpoint.Address.As4()
+		if a[0] != 10 || a[1] < 251 || a[1] > 253 || a[3] == 0 || a[3] == 255 || addrs[c.Endpoint.Address] {
+			t.Fatalf("change %d adds %s: want a new address in 10.251.0.0/16-10.253.0.0/16, host byte 1 to 254", j, c.Endpoint.Address)
+		}
+		addrs[c.Endpoint.Address] = true
+		drawn[c.Service]++
+	}
+	// Streams 10:5:5:0, so about 300:150:150:0 changes.
+	if drawn[3] != 0 {
+		t.Errorf("service 3, which has no stream, drawn %d times", drawn[3])
+	}
+	if drawn[0] < 240 || drawn[0] > 360 || drawn[1] < 100 || drawn[2] < 100 {
+		t.Errorf("changes per service %v, want about 300, 150, 150, 0", drawn)
+	}
+	again, err := ChurnPlan(services, Zones(3), svcOf, 20, 600, 40)
+	if err != nil || !slices.Equal(again, plan) {
+		t.Errorf("a second ChurnPlan of the same arguments differs (err %v)", err)
+	}
+	last, err := ChurnPlan(services, Zones(3), svcOf, 20, MaxChurn, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := last[MaxChurn-1].Endpoint.Address; a != netip.MustParseAddr("10.253.255.254") {
+		t.Errorf("the last of MaxChurn changes adds %s, want 10.253.255.254", a)
+	}
+	for _, bad := range []struct{ k, n int }{{20, 0}, {20, MaxChurn + 1}, {0, 10}, {19, 10}} {
+		if _, err := ChurnPlan(services, Zones(3), svcOf, bad.k, bad.n, 0); err == nil {
+			t.Errorf("ChurnPlan(k=%d, n=%d): no error", bad.k, bad.n)
+		}
 	}
 }
