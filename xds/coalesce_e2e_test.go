@@ -1,6 +1,7 @@
 package xds_test
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -21,6 +22,62 @@ func TestLoneChangeIsNotDebounced(t *testing.T) {
 	if got := endpointCount(sotwResources(t, resp)["web"]); got != 2 {
 		t.Fatalf("endpoints after the change = %d, want 2", got)
 	}
+}
+
+// Each service has its own windows: while one service's burst is being
+// gathered, a change to another, quiet service is pushed at once. With a
+// debounce of an hour, the first change to "hot" opens its window and the
+// second waits in it; "cold"'s change still reaches its stream (the
+// receive gives up after rawRecvTimeout), where one window for the whole
+// store held it for the hour.
+func TestQuietServiceNotHeldByAnotherBurst(t *testing.T) {
+	srv := startRawXDS(t, rawStore(t, map[string]int{"hot": 1, "cold": 1}), xds.Config{Debounce: time.Hour, Resync: time.Hour})
+	hot, cold := newSotwClient(t, srv.conn), newSotwClient(t, srv.conn)
+	hot.subscribe(eds, "hot")
+	hot.ack(hot.recvType(eds))
+	cold.subscribe(eds, "cold")
+	cold.ack(cold.recvType(eds))
+	srv.apply(t, registry.Upsert("hot", rawEndpoint(2, 0)))
+	hot.ack(hot.recvType(eds)) // the leading edge: at once
+	srv.apply(t, registry.Upsert("hot", rawEndpoint(3, 0)))
+	srv.apply(t, registry.Upsert("cold", rawEndpoint(2, 0)))
+	resp := cold.recvType(eds)
+	if got := endpointCount(sotwResources(t, resp)["cold"]); got != 2 {
+		t.Fatalf("cold's endpoints after its change = %d, want 2", got)
+	}
+}
+
+// A stream with a wildcard subscription, which a change to any service
+// wakes, shares one window for the whole store: after the leading edge, a
+// change to another service waits in that window (an hour here), though
+// it reaches the streams named for it at once. So a region's churn costs
+// such a stream a handful of pushes a second, not one per service.
+func TestWildcardStreamSharesOneWindow(t *testing.T) {
+	srv := startRawXDS(t, rawStore(t, map[string]int{"a": 1}), xds.Config{Debounce: time.Hour, Resync: time.Hour})
+	wild := newSotwClient(t, srv.conn)
+	wild.subscribe(lds) // every service's listener
+	wild.ack(wild.recvType(lds))
+	named := newSotwClient(t, srv.conn)
+	named.subscribe(eds, "c")
+	named.ack(named.recvType(eds)) // empty: c does not exist yet
+
+	srv.apply(t, registry.Upsert("b", rawEndpoint(1, 0)))
+	resp := wild.recvType(lds) // the leading edge: at once
+	if got := sotwNames(t, resp); !slices.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("wildcard listeners after b appeared = %v, want [a b]", got)
+	}
+	wild.ack(resp)
+
+	srv.apply(t, registry.Upsert("c", rawEndpoint(1, 0)))
+	resp = named.recvType(eds) // c's own window was quiet: at once
+	if got := endpointCount(sotwResources(t, resp)["c"]); got != 1 {
+		t.Fatalf("c's endpoints = %d, want 1", got)
+	}
+	// The Run loop has handled c's change, and marked no wildcard stream:
+	// none gets a push. (A barrier would not do here: any push of a
+	// wildcard stream, the barrier's answer too, re-reads its wildcard
+	// types and would send c.)
+	wild.expectNone(500 * time.Millisecond)
 }
 
 // A burst of 1,000 registrations in about a second reaches a stream in a

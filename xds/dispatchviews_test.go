@@ -148,7 +148,7 @@ func TestDispatchViews(t *testing.T) {
 	if _, err := store.Apply(registry.Remove("web", "ep-0", registry.SourceStatic)); err != nil {
 		t.Fatal(err)
 	}
-	if got := step("ep-0 removed", func() { s.dispatchViews([]string{"web"}, time.Now()) }); !slices.Equal(got, want) {
+	if got := step("ep-0 removed", func() { s.dispatchViews([]string{"web"}, time.Now(), toAll) }); !slices.Equal(got, want) {
 		t.Errorf("ep-0 removed: woke streams %v, want its holders %v", got, want)
 	}
 	if got, want := kept()-k0, float64(len(streams)-len(want)); got != want {
@@ -159,7 +159,7 @@ func TestDispatchViews(t *testing.T) {
 	if _, err := store.Apply(registry.Upsert("web", svc.Endpoints[0])); err != nil {
 		t.Fatal(err)
 	}
-	if got := step("ep-0 back", func() { s.dispatchViews([]string{"web"}, time.Now()) }); !slices.Equal(got, want) {
+	if got := step("ep-0 back", func() { s.dispatchViews([]string{"web"}, time.Now(), toAll) }); !slices.Equal(got, want) {
 		t.Errorf("ep-0 back: woke streams %v, want its holders %v", got, want)
 	}
 
@@ -194,7 +194,7 @@ func TestDispatchViews(t *testing.T) {
 	v := streams[len(streams)-1]
 	v.woken = 0
 	v.st.w.take()
-	s.dispatchViews([]string{"web"}, time.Now())
+	s.dispatchViews([]string{"web"}, time.Now(), toAll)
 	if v.woken != 1 {
 		t.Errorf("a stream in the middle of a push was woken %d times by a change, want 1", v.woken)
 	}

@@ -96,11 +96,23 @@
 // connections' writers write in turn; streams woken only by the periodic
 // Config.Resync wait behind those woken by a change or a request. A store
 // change marks the service on the streams subscribed to it (and every
-// Config.Resync, everything) and queues each stream once. A change after a quiet period is marked at once; the
-// changes that follow it are gathered for Config.Debounce, and while a
-// burst goes on each window doubles up to Config.MaxDelay, so a burst of a
-// thousand changes in a second reaches a stream in a handful of pushes and
-// no change waits longer than MaxDelay. A slow or stuck stream never
+// Config.Resync, everything) and queues each stream once. Each service is
+// coalesced on its own: a change to a service that has been quiet is
+// marked at once; the changes to it that follow are gathered for
+// Config.Debounce, and while it keeps changing each window doubles up to
+// Config.MaxDelay, so a burst of a thousand changes to a service in a
+// second reaches its streams in a handful of pushes, a service that keeps
+// changing costs each stream at most one push per MaxDelay, and no change
+// waits longer than MaxDelay. One service's burst never holds back
+// another's change: in a region's steady churn a service that changes
+// less often than every MaxDelay is pushed at once. A stream with a
+// wildcard subscription, which a change to any service wakes, gets the
+// registry's changes through one window for the whole store instead, the
+// same doubling from Debounce to MaxDelay, so churn costs it a handful of
+// pushes a second. A stream that names several services gets a push per
+// dispatch that names one of them, at most one per MaxDelay for each
+// service that keeps changing; those that arrive while its push is
+// queued or running go out together in its next. A slow or stuck stream never
 // blocks the others, and holds at most one pending change set, never a
 // queue of responses: a worker whose Send has blocked for 100 ms is
 // replaced at the next look of a watchdog that looks every 50 ms while

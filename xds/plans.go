@@ -79,4 +79,4 @@ func (s *Server) Has(zone string) bool { return s.zones.has(zone) }
 // changed at now, as a store change does: the planner's OnChange (new
 // weights or subsets), the region rules'. A stream whose subset of a
 // service it leaves as it was is not woken (dispatchViews).
-func (s *Server) Dispatch(services []string, now time.Time) { s.dispatchViews(services, now) }
+func (s *Server) Dispatch(services []string, now time.Time) { s.dispatchViews(services, now, toAll) }

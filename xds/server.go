@@ -36,14 +36,15 @@ type Config struct {
 	// PortName is the endpoint port xDS clients dial; zero means "grpc".
 	// Endpoints without it use their first TCP port.
 	PortName string
-	// Debounce is the first coalescing window: a change after a quiet
-	// period reaches the streams at once, and the changes that follow
-	// within Debounce are gathered into one push; zero means 100 ms.
+	// Debounce is a service's first coalescing window: a change to a
+	// service after a quiet period of its own reaches the streams at
+	// once, and the changes to it that follow within Debounce are
+	// gathered into one push; zero means 100 ms.
 	Debounce time.Duration
-	// MaxDelay bounds the coalescing window: while changes keep coming,
-	// each window is twice the one before, up to MaxDelay, so a long burst
-	// becomes a handful of pushes; zero means 8×Debounce. Less than
-	// Debounce means Debounce.
+	// MaxDelay bounds a service's coalescing window: while the service
+	// keeps changing, each window is twice the one before, up to
+	// MaxDelay, so a long burst becomes a handful of pushes; zero means
+	// 8×Debounce. Less than Debounce means Debounce.
 	MaxDelay time.Duration
 	// Resync is the period of a full re-evaluation of every stream; zero
 	// means 10 s. Unchanged content is not re-sent.
@@ -257,9 +258,12 @@ func (s *Server) Register(g grpc.ServiceRegistrar) {
 // Loads is the load table fed by LRS.
 func (s *Server) Loads() *load.Table { return s.loads }
 
-// Run tells streams about store changes until ctx ends: bursts are
-// gathered for Debounce, and every Resync every stream re-evaluates
-// everything it subscribes to. It returns nil when ctx ends.
+// Run tells streams about store changes until ctx ends: each service's
+// bursts are gathered for Debounce, doubling up to MaxDelay (coalescer);
+// the streams with a wildcard subscription, which every change wakes, get
+// the registry's changes through one window for the whole store (burst);
+// and every Resync every stream re-evaluates everything it subscribes to.
+// It returns nil when ctx ends.
 func (s *Server) Run(ctx context.Context) error {
 	sub := s.store.Subscribe("")
 	defer sub.Close()
@@ -268,6 +272,11 @@ func (s *Server) Run(ctx context.Context) error {
 	window := time.NewTimer(0)
 	<-window.C
 	co := newCoalescer(s.cfg.Debounce, s.cfg.MaxDelay)
+	wildWindow := time.NewTimer(0)
+	<-wildWindow.C
+	wb := newBurst(s.cfg.Debounce, s.cfg.MaxDelay)
+	wildNames := map[string]struct{}{} // changed, not yet dispatched to wildcard streams
+	var wildFirst time.Time            // the earliest of them
 	// A new subscription starts with every name marked: that is the state
 	// at start, not a change, so it opens no window.
 	select {
@@ -275,7 +284,14 @@ func (s *Server) Run(ctx context.Context) error {
 		s.hub.dispatch(sub.Changed(), time.Now())
 	default:
 	}
-	var first time.Time // earliest change not yet dispatched
+	// arm sets the timer to the end of the soonest open window.
+	arm := func() {
+		if end, ok := co.next(); ok {
+			window.Reset(time.Until(end))
+		} else {
+			window.Stop()
+		}
+	}
 	// Route rules: a change of rules pushes the services that have (or
 	// had) rules; a target that comes or goes pushes the services whose
 	// rules name it (deps).
@@ -298,8 +314,8 @@ func (s *Server) Run(ctx context.Context) error {
 	// route of those whose rules name them, and the Cluster of those with
 	// a ring hash, whose size follows the endpoint count): dispatchViews
 	// leaves out the streams whose subset it did not change.
-	changed := func(names []string, at time.Time) {
-		s.dispatchViews(names, at)
+	changed := func(names []string, at time.Time, a audience) {
+		s.dispatchViews(names, at, a)
 		var ds []string
 		for _, n := range names {
 			ds = append(ds, deps[n]...)
@@ -308,8 +324,13 @@ func (s *Server) Run(ctx context.Context) error {
 			}
 		}
 		if len(ds) > 0 {
-			s.hub.dispatch(ds, at)
+			s.hub.dispatchTo(ds, at, a)
 		}
+	}
+	wild := func(at time.Time) {
+		names := slices.Sorted(maps.Keys(wildNames))
+		clear(wildNames)
+		changed(names, at, toWild)
 	}
 	for {
 		select {
@@ -329,23 +350,36 @@ func (s *Server) Run(ctx context.Context) error {
 			pols = now
 		case <-sub.C():
 			now := time.Now()
-			dispatch, arm := co.change()
-			if dispatch {
-				changed(sub.Changed(), now)
-			} else if first.IsZero() {
-				first = now
+			names := sub.Changed()
+			if names := co.change(names, now); len(names) > 0 {
+				changed(names, now, toNamed)
 			}
-			if arm > 0 {
-				window.Reset(arm)
+			arm()
+			for _, n := range names {
+				wildNames[n] = struct{}{}
+			}
+			dispatch, next := wb.change()
+			if dispatch {
+				wild(now)
+			} else if wildFirst.IsZero() {
+				wildFirst = now
+			}
+			if next > 0 {
+				wildWindow.Reset(next)
 			}
 		case <-window.C:
-			dispatch, arm := co.expire()
-			if dispatch {
-				changed(sub.Changed(), first)
-				first = time.Time{}
+			if names, first := co.expire(time.Now()); len(names) > 0 {
+				changed(names, first, toNamed)
 			}
-			if arm > 0 {
-				window.Reset(arm)
+			arm()
+		case <-wildWindow.C:
+			dispatch, next := wb.expire()
+			if dispatch {
+				wild(wildFirst)
+				wildFirst = time.Time{}
+			}
+			if next > 0 {
+				wildWindow.Reset(next)
 			}
 		case now := <-resync.C:
 			s.hub.dispatchAll(now)
@@ -699,18 +733,43 @@ func (h *hub) remove(w *watcher) {
 	h.mu.Unlock()
 }
 
-func (h *hub) dispatch(names []string, at time.Time) {
+func (h *hub) dispatch(names []string, at time.Time) { h.dispatchTo(names, at, toAll) }
+
+// audience is which streams a dispatch marks: the registry's changes
+// reach the streams with a wildcard subscription on their own schedule
+// (burst), the others service by service (coalescer).
+type audience uint8
+
+const (
+	toAll   audience = iota
+	toNamed          // streams without a wildcard subscription
+	toWild           // streams with one
+)
+
+// wants reports whether a dispatch to a marks w; the caller holds h.mu.
+func (a audience) wants(w *watcher) bool {
+	return a == toAll || (a == toWild) == w.wildcard
+}
+
+// dispatchTo marks names on the streams of a that want them.
+func (h *hub) dispatchTo(names []string, at time.Time, a audience) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, n := range names {
 		if n == registry.FlagsChanged {
 			continue
 		}
-		for w := range h.by[n] {
-			w.mark(n, false, at)
+		if a != toWild {
+			for w := range h.by[n] {
+				if a.wants(w) {
+					w.mark(n, false, at)
+				}
+			}
 		}
-		for w := range h.wild {
-			w.mark(n, false, at)
+		if a != toNamed {
+			for w := range h.wild {
+				w.mark(n, false, at)
+			}
 		}
 	}
 }

@@ -305,8 +305,14 @@ func (h *hub) unseen(w *watcher, service string) {
 // registry before the change) or whose last build was not a checkable
 // subset. Use it only for changes to what EDS is built from (the
 // registry, the plans, the region rules): names whose listener, route or
-// cluster may have changed go through hub.dispatch.
-func (s *Server) dispatchViews(names []string, at time.Time) {
+// cluster may have changed go through hub.dispatch. a says which streams
+// it marks (a stream with a wildcard subscription is never left out: its
+// changes are not checked against a view).
+func (s *Server) dispatchViews(names []string, at time.Time, a audience) {
+	if a == toWild {
+		s.hub.dispatchTo(names, at, toWild)
+		return
+	}
 	snap := s.store.Snapshot()
 	h := &s.hub
 	h.mu.Lock()
@@ -316,8 +322,10 @@ func (s *Server) dispatchViews(names []string, at time.Time) {
 		if n == registry.FlagsChanged {
 			continue
 		}
-		for w := range h.wild {
-			w.mark(n, false, at)
+		if a == toAll {
+			for w := range h.wild {
+				w.mark(n, false, at)
+			}
 		}
 		ws := h.by[n]
 		if len(ws) == 0 {
@@ -326,6 +334,9 @@ func (s *Server) dispatchViews(names []string, at time.Time) {
 		c, checkable := s.newViewCheck(n, snap)
 		kept := 0
 		for w := range ws {
+			if !a.wants(w) {
+				continue
+			}
 			if checkable && !w.busy() {
 				if rec := h.slots.of[w][n]; rec.view != 0 {
 					var v uint64

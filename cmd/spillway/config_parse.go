@@ -147,8 +147,8 @@ func leaseFlags(fs *flag.FlagSet, f *LeaseConfig, def LeaseConfig, dst *LeaseCon
 // is applied over dst.
 func xdsFlags(fs *flag.FlagSet, f *XDSConfig, def XDSConfig, dst *XDSConfig) map[string]func() {
 	fs.StringVar(&f.PortName, "xds-port-name", def.PortName, "endpoint port that xDS clients dial")
-	fs.DurationVar(&f.Debounce, "xds-debounce", def.Debounce, "the first coalescing window: a lone change is pushed at once, the changes that follow within this window are pushed together")
-	fs.DurationVar(&f.MaxDelay, "xds-max-delay", def.MaxDelay, "the longest a change waits while a burst goes on (the coalescing window doubles up to it)")
+	fs.DurationVar(&f.Debounce, "xds-debounce", def.Debounce, "a service's first coalescing window: a change to a quiet service is pushed at once, the changes to it that follow within this window are pushed together")
+	fs.DurationVar(&f.MaxDelay, "xds-max-delay", def.MaxDelay, "the longest a change waits while its service keeps changing (the service's coalescing window doubles up to it)")
 	fs.DurationVar(&f.Resync, "xds-resync", def.Resync, "period of a full xDS re-evaluation")
 	fs.DurationVar(&f.LRSInterval, "lrs-interval", def.LRSInterval, "load reporting interval asked of xDS clients")
 	fs.BoolVar(&f.ZoneAware, "zone-aware", def.ZoneAware, "zone-aware, load-aware locality weights (false: weights follow healthy endpoint counts)")
