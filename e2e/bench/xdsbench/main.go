@@ -124,7 +124,9 @@
 // total), after the sync (spillway with its --pprof on its HTTP address);
 // with --cpu-profile D also a CPU profile of the first D of the change
 // window (which the idle window and, for spillway+subset, the final check
-// follow), and with --idle-profile one of the idle window.
+// follow) and, with --churn, of the first D of the churn window
+// (TARGET-churn-cpu.pprof), and with --idle-profile one of the idle
+// window.
 //
 // # Targets and data files
 //
@@ -803,7 +805,21 @@ func runOne(ctx context.Context, cfg *config, target string, k, perConn, round i
 		return r
 	}
 	if d.churn != nil {
-		if err := m.churn(ctx, fl, d.churn, r); err != nil {
+		var saved sync.WaitGroup
+		if profiling && cfg.cpuProfile > 0 {
+			cpuProfile.Wait() // a server takes one CPU profile at a time
+			file := filepath.Join(dir, target+"-churn-cpu.pprof")
+			saved.Go(func() {
+				if err := srv.savePprof(ctx, fmt.Sprintf("profile?seconds=%d", int(cfg.cpuProfile.Seconds())), file); err != nil {
+					m.say("churn CPU profile: %v", err)
+				} else {
+					m.say("saved %s", file)
+				}
+			})
+		}
+		err := m.churn(ctx, fl, d.churn, r)
+		saved.Wait()
+		if err != nil {
 			r.err = fmt.Errorf("churn: %w", err)
 			return r
 		}
