@@ -39,6 +39,11 @@ import (
 // service of a random stream, so in proportion to endpoints as churn is:
 // xdsChanges changes in pairs, an endpoint added to the service and then
 // removed again.
+//
+// A last run, spillway alone, adds the region's churn (xdsbench --churn):
+// new endpoints registered at churnRate a second for 10 s, each on the
+// service of a random stream, and the time from each service's last
+// change to its last stream, the push target under churn.
 func init() {
 	register(part{
 		name: "xds",
@@ -54,7 +59,15 @@ const (
 	xdsWant = 0.5
 	// xdsPushWant is the issue's push latency p99, in ms.
 	xdsPushWant = 1000
+	// xdsChurnMax is the most registrations a second the churn run makes:
+	// the driver reads every response on the same cores, and at 100 %
+	// it keeps up with about 200 a second (a fifth of the region's).
+	xdsChurnMax = 200
 )
+
+// churnRate is the churn run's registrations a second at r: the region's
+// 1,000 a second scaled to r, at most xdsChurnMax.
+func churnRate(r region) int { return max(1, min(xdsChurnMax, int(1000*r.Fraction))) }
 
 // xdsTargets are xdsbench's targets, in the order it runs them.
 var xdsTargets = []struct{ target, label string }{
@@ -81,6 +94,15 @@ type xdsResult struct {
 	SetupSeconds        float64 `json:"setup_s"`
 	OtherCores          float64 `json:"other_processes_cores"`
 	IdleCPUMSPerS       float64 `json:"idle_server_cpu_ms_per_s"`
+	Churn               *struct {
+		RatePerS        float64 `json:"registrations_per_s"`
+		Cores           float64 `json:"server_cores"`
+		StreamChanges   int     `json:"stream_changes"`
+		EDSResponses    int64   `json:"eds_responses"`
+		LastStreamP50MS float64 `json:"to_last_stream_p50_ms"`
+		LastStreamP99MS float64 `json:"to_last_stream_p99_ms"`
+		P99MS           float64 `json:"last_change_p99_ms"`
+	} `json:"churn"`
 }
 
 func runXDS(ctx context.Context, e *env, r region) ([]figure, error) {
@@ -128,7 +150,29 @@ func runXDS(ctx context.Context, e *env, r region) ([]figure, error) {
 		}
 		maps.Copy(got, res)
 	}
-	return xdsFigures(r, kSnap, kLin, got), nil
+	churn, err := runXDSBench(ctx, e, r, dir, "churn", bench, spillway, baseline, data, "spillway", r.Streams,
+		"--churn", fmt.Sprint(churnRate(r)), "--churn-for", "10s")
+	if err != nil {
+		return nil, err
+	}
+	return append(xdsFigures(r, kSnap, kLin, got), churnFigures(r, churn["spillway"])...), nil
+}
+
+// churnFigures are the churn run's figures.
+func churnFigures(r region, g xdsResult) []figure {
+	c := g.Churn
+	if c == nil {
+		return []figure{figure{Name: "xDS under churn", Note: "xdsbench gave no churn figures"}.judge(false)}
+	}
+	last := atMost("churn: time from a service's last change to its last stream, p99 over services", c.LastStreamP99MS, "ms", xdsPushWant)
+	last.Note = fmt.Sprintf("p50 %.0f ms; %d stream changes, %d EDS responses", c.LastStreamP50MS, c.StreamChanges, c.EDSResponses)
+	return []figure{
+		{Name: "churn: registrations a second (the region's 1,000 scaled, at most 200: the driver reads every response on the same cores)", Value: c.RatePerS,
+			Note: fmt.Sprintf("asked for %d", churnRate(r))},
+		last,
+		{Name: "churn: each service's last change, p99 over streams", Value: c.P99MS, Unit: "ms"},
+		{Name: "churn: server CPU over the window", Value: c.Cores, Unit: "cores"},
+	}
 }
 
 // snapshotBudget bounds the SnapshotCache baseline's streams × services.
@@ -166,8 +210,9 @@ const maxConns = 18_000
 func streamsPerConn(k int) int { return (k + maxConns - 1) / maxConns }
 
 // runXDSBench runs xdsbench once: targets (comma-separated) at k streams,
-// one round, on the region's data file; it returns each target's result.
-func runXDSBench(ctx context.Context, e *env, r region, dir, tag, bench, spillway, baseline, data, targets string, k int) (map[string]xdsResult, error) {
+// one round, on the region's data file, with extra arguments; it returns
+// each target's result.
+func runXDSBench(ctx context.Context, e *env, r region, dir, tag, bench, spillway, baseline, data, targets string, k int, extra ...string) (map[string]xdsResult, error) {
 	out := filepath.Join(dir, "xds-"+tag+".json")
 	logPath := filepath.Join(dir, "xdsbench-"+tag+".log")
 	logf, err := os.Create(logPath)
@@ -186,6 +231,7 @@ func runXDSBench(ctx context.Context, e *env, r region, dir, tag, bench, spillwa
 		"--settle", "1s", "--scavenge", "8s", "--max-idle", "3s", "--gap", "100ms",
 		"--spillway-bin", spillway, "--baseline-bin", baseline, "--json", out,
 	}
+	args = append(args, extra...)
 	e.Logf("xds at %s: xdsbench %s (progress in %s)", r.Label(), strings.Join(args, " "), logPath)
 	start := time.Now()
 	cmd := exec.CommandContext(ctx, bench, args...)
