@@ -37,10 +37,15 @@ type claBuilder struct {
 }
 
 // claBuilders are the builders buildEDS reuses. A builder grown past
-// maxPooledEndpoints goes to the GC instead, so the pool stays small.
+// maxPooledEndpoints goes to the GC instead, so the pool stays small: a
+// builder for 10,000 endpoints holds about 5 MB, and the pool keeps at
+// most one or two per P until the next GC or two. The region's largest
+// service has 10,000 endpoints; with the limit at 4,096 each of its
+// builds made its builder anew (BenchmarkBuildEDS at 10,000 endpoints:
+// 9.6 -> 7.6 ms and 6.2 -> 1.3 MB a build).
 var claBuilders = sync.Pool{New: func() any { return new(claBuilder) }}
 
-const maxPooledEndpoints = 4096
+const maxPooledEndpoints = 16384
 
 // grow returns s with length n, reusing its array when it is large
 // enough. It never copies elements (proto messages must not be copied).

@@ -95,8 +95,13 @@ func TestCLABuilderReuse(t *testing.T) {
 	}
 }
 
+// BenchmarkBuildEDS builds and encodes one ClusterLoadAssignment of 9,
+// 1,000 and 10,000 endpoints (the region's largest service), as a change
+// to the service does for each zone variant.
+//
+//	go test -run '^$' -bench BenchmarkBuildEDS -benchmem -count 6 ./xds/
 func BenchmarkBuildEDS(b *testing.B) {
-	for _, n := range []int{9, 1000} {
+	for _, n := range []int{9, 1000, 10000} {
 		svc, _ := benchStore(b, n).Snapshot().Service("web")
 		s := &Server{}
 		s.cfg.PortName = "grpc"
