@@ -388,7 +388,14 @@ func encode(name string, m proto.Message) (*resource, error) {
 	if err := checkForGRPC(typeURL, m); err != nil {
 		return nil, fmt.Errorf("resource %s: %w", name, err)
 	}
-	size := proto.MarshalOptions{Deterministic: true}.Size(m)
+	cla, _ := m.(*v3endpointpb.ClusterLoadAssignment)
+	fast := cla != nil && claEncodable(cla) // claencode.go
+	var size int
+	if fast {
+		size = sizeCLA(cla)
+	} else {
+		size = proto.MarshalOptions{Deterministic: true}.Size(m)
+	}
 	// The Any: type_url (1) and value (2), in field order, as proto.Marshal
 	// of an anypb.Any writes them.
 	rawLen := protowire.SizeTag(anyFieldTypeURL) + protowire.SizeBytes(len(typeURL)) +
@@ -402,8 +409,10 @@ func encode(name string, m proto.Message) (*resource, error) {
 	buf = protowire.AppendTag(buf, anyFieldValue, protowire.BytesType)
 	buf = protowire.AppendVarint(buf, uint64(size))
 	value := len(buf)
-	buf, err := proto.MarshalOptions{Deterministic: true, UseCachedSize: true}.MarshalAppend(buf, m)
-	if err != nil {
+	var err error
+	if fast {
+		buf = appendCLA(buf, cla)
+	} else if buf, err = (proto.MarshalOptions{Deterministic: true, UseCachedSize: true}).MarshalAppend(buf, m); err != nil {
 		return nil, fmt.Errorf("resource %s: %w", name, err)
 	}
 	if len(buf)-value != size || len(buf) != cap(buf) {
