@@ -11,8 +11,6 @@ import (
 	v3typepb "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
-
-	"github.com/spillway/spillway/weights"
 )
 
 // appendCLA must write exactly what the generic deterministic marshaler
@@ -42,22 +40,7 @@ func TestCLAEncodingMatchesProto(t *testing.T) {
 	b := new(claBuilder)
 	for i := range 500 {
 		svc := randomService(t, rng, fmt.Sprintf("svc%d", i%7))
-		var prio map[string]int
-		if rng.IntN(3) == 0 {
-			prio = map[string]int{"r0": 0, "r2": 1}
-		}
-		var epw endpointWeights
-		switch rng.IntN(3) {
-		case 1:
-			epw.byID = map[string]weights.EndpointWeight{}
-			for _, e := range svc.Endpoints {
-				if rng.IntN(2) == 0 {
-					epw.byID[e.ID] = weights.EndpointWeight{Zone: e.Locality.Zone, Weight: uint32(rng.IntN(1000))}
-				}
-			}
-		case 2:
-			epw.localities = true
-		}
+		prio, epw := randomBuild(rng, svc)
 		cla, err := b.build(svc, "grpc", fmt.Sprintf("z%d", rng.IntN(3)), healthyCountWeights, epw, prio)
 		if err != nil {
 			continue // a priority missing: refused before encoding

@@ -49,6 +49,30 @@ func randomService(t *testing.T, rng *rand.Rand, name string) *registry.Service 
 	return svc
 }
 
+// randomBuild draws what a build of svc takes besides the service:
+// priorities by region (r1 left out) a third of the time, and endpoint
+// weights from a plan (some endpoints) or by locality a third of the
+// time each.
+func randomBuild(rng *rand.Rand, svc *registry.Service) (map[string]int, endpointWeights) {
+	var prio map[string]int
+	if rng.IntN(3) == 0 {
+		prio = map[string]int{"r0": 0, "r2": 1} // r1 left out
+	}
+	var epw endpointWeights
+	switch rng.IntN(3) {
+	case 1:
+		epw.byID = map[string]weights.EndpointWeight{}
+		for _, e := range svc.Endpoints {
+			if rng.IntN(2) == 0 {
+				epw.byID[e.ID] = weights.EndpointWeight{Zone: e.Locality.Zone, Weight: uint32(rng.IntN(1000))}
+			}
+		}
+	case 2:
+		epw.localities = true
+	}
+	return prio, epw
+}
+
 // A builder reused for service after service must build what a fresh one
 // builds: nothing of an earlier service may show in a later one.
 func TestCLABuilderReuse(t *testing.T) {
@@ -56,22 +80,7 @@ func TestCLABuilderReuse(t *testing.T) {
 	reused := new(claBuilder)
 	for i := range 300 {
 		svc := randomService(t, rng, fmt.Sprintf("svc%d", i%7))
-		var prio map[string]int
-		if rng.IntN(3) == 0 {
-			prio = map[string]int{"r0": 0, "r2": 1} // r1 left out
-		}
-		var epw endpointWeights
-		switch rng.IntN(3) {
-		case 1:
-			epw.byID = map[string]weights.EndpointWeight{}
-			for _, e := range svc.Endpoints {
-				if rng.IntN(2) == 0 {
-					epw.byID[e.ID] = weights.EndpointWeight{Zone: e.Locality.Zone, Weight: uint32(rng.IntN(1000))}
-				}
-			}
-		case 2:
-			epw.localities = true
-		}
+		prio, epw := randomBuild(rng, svc)
 		zone := fmt.Sprintf("z%d", rng.IntN(3))
 		fresh, errF := clusterLoadAssignmentWith(svc, "grpc", zone, healthyCountWeights, epw, prio)
 		got, errR := reused.build(svc, "grpc", zone, healthyCountWeights, epw, prio)

@@ -1076,17 +1076,10 @@ func (m *meter) saveProfiles(ctx context.Context, dir string) {
 // change window: its length, the server's, the driver's and the other
 // processes' CPU over it, and the responses sent in it.
 func (m *meter) changes(ctx context.Context, fl *fleet, plan []benchdata.Change, r *result) error {
-	cpu0, err := serverCPU(m.srv.pid())
+	start, err := m.read(fl)
 	if err != nil {
 		return err
 	}
-	self0, err := procstat.CPUSeconds(os.Getpid())
-	if err != nil {
-		return err
-	}
-	procs0 := processTicks()
-	resp0 := fl.totalResponses()
-	bytes0 := fl.edsBytes.Load()
 	t0 := time.Now()
 	for _, c := range plan {
 		change := m.change
@@ -1098,20 +1091,11 @@ func (m *meter) changes(ctx context.Context, fl *fleet, plan []benchdata.Change,
 		}
 	}
 	r.window = time.Since(t0)
-	cpu1, err := serverCPU(m.srv.pid())
+	d, err := m.since(fl, start)
 	if err != nil {
 		return err
 	}
-	r.cpu = cpu1 - cpu0
-	if self1, err := procstat.CPUSeconds(os.Getpid()); err == nil {
-		r.clientCPU = self1 - self0
-	}
-	r.others = otherCPUSeconds(procs0, processTicks(), m.srv.pid(), os.Getpid())
-	resp1 := fl.totalResponses()
-	r.edsBytes = fl.edsBytes.Load() - bytes0
-	for j := range r.responses {
-		r.responses[j] = resp1[j] - resp0[j]
-	}
+	r.cpu, r.clientCPU, r.others, r.responses, r.edsBytes = d.cpu, d.self, d.others, d.responses, d.edsBytes
 	m.say("%d changes in %v: server CPU %.2f s, driver CPU %.2f s, other processes %.2f cores; %d fan-out samples, %d missed; %d EDS responses holding %.1f MB of assignments; failed streams opened again so far: %d",
 		len(plan), r.window.Round(time.Millisecond), r.cpu, r.clientCPU, r.otherCPU(), len(r.lat), r.missed, r.responses[edsIndex], float64(r.edsBytes)/1e6, fl.reopened.Load())
 	return nil
@@ -1160,6 +1144,57 @@ func (m *meter) change(ctx context.Context, fl *fleet, c benchdata.Change, r *re
 	return nil
 }
 
+// counters are what a measured window is read from: the server's and the
+// driver's CPU seconds, every process's ticks, the responses received by
+// type and the EDS bytes.
+type counters struct {
+	cpu, self float64
+	procs     map[int]int64
+	responses [len(typeURLs)]int64
+	edsBytes  int64
+}
+
+// read takes the counters at the start of a window.
+func (m *meter) read(fl *fleet) (counters, error) {
+	cpu, err := serverCPU(m.srv.pid())
+	if err != nil {
+		return counters{}, err
+	}
+	self, err := procstat.CPUSeconds(os.Getpid())
+	if err != nil {
+		return counters{}, err
+	}
+	return counters{cpu: cpu, self: self, procs: processTicks(), responses: fl.totalResponses(), edsBytes: fl.edsBytes.Load()}, nil
+}
+
+// windowDelta is a window's counters less its start's; others is the
+// CPU seconds of every other process.
+type windowDelta struct {
+	counters
+	others float64
+}
+
+// since reads the counters again and returns what the window added since
+// start. The driver's CPU stays 0 if it cannot be read.
+func (m *meter) since(fl *fleet, start counters) (windowDelta, error) {
+	var d windowDelta
+	cpu, err := serverCPU(m.srv.pid())
+	if err != nil {
+		return d, err
+	}
+	d.cpu = cpu - start.cpu
+	if self, err := procstat.CPUSeconds(os.Getpid()); err == nil {
+		d.self = self - start.self
+	}
+	d.others = otherCPUSeconds(start.procs, processTicks(), m.srv.pid(), os.Getpid())
+	resp := fl.totalResponses()
+	for j := range resp {
+		d.responses[j] = resp[j] - start.responses[j]
+	}
+	d.edsBytes = fl.edsBytes.Load() - start.edsBytes
+	return d, nil
+}
+
 // churn makes the churn window's registrations at --churn a second, one
 // call at a time (a late call is not made up for by sending faster),
 // then waits until every stream of each changed service has seen that
@@ -1171,17 +1206,10 @@ func (m *meter) change(ctx context.Context, fl *fleet, c benchdata.Change, r *re
 // draining.
 func (m *meter) churn(ctx context.Context, fl *fleet, plan []benchdata.Change, r *result) error {
 	c := &r.churn
-	cpu0, err := serverCPU(m.srv.pid())
+	start, err := m.read(fl)
 	if err != nil {
 		return err
 	}
-	self0, err := procstat.CPUSeconds(os.Getpid())
-	if err != nil {
-		return err
-	}
-	procs0 := processTicks()
-	resp0 := fl.totalResponses()[edsIndex]
-	bytes0 := fl.edsBytes.Load()
 	last := map[int]*pendingChange{}
 	interval := time.Second / time.Duration(m.cfg.churnRate)
 	t0 := time.Now()
@@ -1237,17 +1265,11 @@ wait:
 		m.say("churn: streams still receiving after %v", m.cfg.changeTimeout)
 	}
 	c.window = time.Since(t0)
-	cpu1, err := serverCPU(m.srv.pid())
+	d, err := m.since(fl, start)
 	if err != nil {
 		return err
 	}
-	c.cpu = cpu1 - cpu0
-	if self1, err := procstat.CPUSeconds(os.Getpid()); err == nil {
-		c.clientCPU = self1 - self0
-	}
-	c.others = otherCPUSeconds(procs0, processTicks(), m.srv.pid(), os.Getpid())
-	c.responses = fl.totalResponses()[edsIndex] - resp0
-	c.edsBytes = fl.edsBytes.Load() - bytes0
+	c.cpu, c.clientCPU, c.others, c.responses, c.edsBytes = d.cpu, d.self, d.others, d.responses[edsIndex], d.edsBytes
 	m.say("churn: %d registrations on %d services in %v (%.0f/s), every stream final and quiet after %v: server CPU %.2f s (%.2f cores), driver CPU %.2f s, other processes %.2f s; %d stream changes, %d EDS responses holding %.1f MB; each service's last change: over streams p50 %s ms, p99 %s ms; to the service's last stream, over services p50 %s ms, p99 %s ms, max %s ms; %d streams missed it",
 		c.changes, c.services, c.sending.Round(time.Millisecond), c.rate(), c.window.Round(time.Millisecond), c.cpu, c.cores(), c.clientCPU, c.others, c.needed, c.responses, float64(c.edsBytes)/1e6, ms(c.p(0.5)), ms(c.p(0.99)), ms(c.pLast(0.5)), ms(c.pLast(0.99)), ms(c.pLast(1)), c.missed)
 	if c.missed > 0 {
