@@ -56,11 +56,13 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"math/bits"
 	"net/netip"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	v1udpatypepb "github.com/cncf/xds/go/udpa/type/v1"
@@ -146,20 +148,14 @@ func checkEDS(cla *v3endpointpb.ClusterLoadAssignment) error {
 	}
 	localities := map[localityKey]bool{}
 	sums := map[uint32]uint64{}
-	type addrKey struct {
-		host string
-		port uint32
-	}
-	// Sized up front: grown one endpoint at a time, the map's rehashing
-	// was most of this check's cost for a service of thousands of
-	// endpoints (BenchmarkBuildEDS).
 	n := 0
 	for _, lle := range cla.GetEndpoints() {
 		for _, lb := range lle.GetLbEndpoints() {
 			n += 1 + len(lb.GetEndpoint().GetAdditionalAddresses())
 		}
 	}
-	addrs := make(map[addrKey][2]int, n) // -> the locality and endpoint indexes holding it
+	addrs := takeAddrSet(n) // -> the locality and endpoint indexes holding it
+	defer putAddrSet(addrs, n)
 	for i, lle := range cla.GetEndpoints() {
 		// Field names are built only for an error: this runs on every
 		// endpoint of every EDS resource.
@@ -237,6 +233,47 @@ func checkEDS(cla *v3endpointpb.ClusterLoadAssignment) error {
 		}
 	}
 	return nil
+}
+
+// addrKey is an address as grpc-go compares it: host and port as written.
+type addrKey struct {
+	host string
+	port uint32
+}
+
+// addrSets keeps checkEDS's duplicate-address sets between checks, one
+// pool per power of two of the addresses they were sized for, from
+// minPooledAddrs up. Every build of a service's EDS is checked, and a map
+// sized for a service of thousands of endpoints was most of a build's
+// allocations (BenchmarkBuildEDS); grown one endpoint at a time instead,
+// its rehashing was most of the check's time. Sets for fewer addresses
+// are allocated each time: clearing a pooled map costs in proportion to
+// its capacity, and a small one is cheap to make.
+var addrSets [33]sync.Pool
+
+const minPooledAddrs = 256
+
+// takeAddrSet returns an empty set with room for n addresses.
+func takeAddrSet(n int) map[addrKey][2]int {
+	c := bits.Len(uint(n - 1)) // n <= 1<<c
+	if n < minPooledAddrs || c >= len(addrSets) {
+		return make(map[addrKey][2]int, n)
+	}
+	if m, ok := addrSets[c].Get().(map[addrKey][2]int); ok {
+		return m
+	}
+	return make(map[addrKey][2]int, 1<<c)
+}
+
+// putAddrSet empties m, which takeAddrSet(n) returned, and keeps it for
+// the next check of about n addresses. The set holds no string after.
+func putAddrSet(m map[addrKey][2]int, n int) {
+	c := bits.Len(uint(n - 1))
+	if n < minPooledAddrs || c >= len(addrSets) {
+		return
+	}
+	clear(m)
+	addrSets[c].Put(m)
 }
 
 func netJoin(host string, port uint32) string {

@@ -668,6 +668,46 @@ func TestDuplicateAddressNeverSent(t *testing.T) {
 	}
 }
 
+// TestCheckEDSReusedAddressSets: the duplicate-address sets checkEDS
+// keeps between checks (from minPooledAddrs addresses up) find a
+// duplicate wherever it is, and hold nothing of one check into the next:
+// a clean assignment passes after one that was rejected, at sizes on both
+// sides of the pool's threshold and of a power of two.
+func TestCheckEDSReusedAddressSets(t *testing.T) {
+	build := func(t *testing.T, n int) *v3endpointpb.ClusterLoadAssignment {
+		t.Helper()
+		var eps []*registry.Endpoint
+		for i := range n {
+			eps = append(eps, ep(fmt.Sprintf("e%05d", i), fmt.Sprintf("10.%d.%d.%d", i>>16, i>>8&0xff, i&0xff), fmt.Sprintf("zone-%d", i%3), registry.Healthy, 100))
+		}
+		cla, err := clusterLoadAssignment(svcWith(eps...), "grpc", "zone-a", healthyCountWeights)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cla
+	}
+	for _, n := range []int{minPooledAddrs - 1, minPooledAddrs, minPooledAddrs + 1, 1000, 1024, 1025} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			for round := range 3 {
+				clean := build(t, n)
+				if err := checkForGRPC(EndpointType, clean); err != nil {
+					t.Fatalf("round %d: clean assignment of %d endpoints: %v", round, n, err)
+				}
+				dup := build(t, n)
+				last := dup.Endpoints[len(dup.Endpoints)-1]
+				first := dup.Endpoints[0].LbEndpoints[0].GetEndpoint().GetAddress().GetSocketAddress()
+				sa := last.LbEndpoints[len(last.LbEndpoints)-1].GetEndpoint().GetAddress().GetSocketAddress()
+				sa.Address = first.GetAddress()
+				err := checkForGRPC(EndpointType, dup)
+				want := fmt.Sprintf("endpoints[%d].lb_endpoints[%d].endpoint.address.socket_address", len(dup.Endpoints)-1, len(last.LbEndpoints)-1)
+				if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "also endpoints[0].lb_endpoints[0]") {
+					t.Fatalf("round %d: duplicate of the first address in the last endpoint of %d: got %v, want a rejection of %s", round, n, err, want)
+				}
+			}
+		})
+	}
+}
+
 // BenchmarkCheckEDS: the cost of the client checks on an EDS resource,
 // next to encoding it, at two sizes.
 func BenchmarkCheckEDS(b *testing.B) {
