@@ -186,3 +186,47 @@ func (c *burst) expire() (dispatch bool, arm time.Duration) {
 	c.window = min(2*c.window, c.max)
 	return true, c.window
 }
+
+// alarm is the Run loop's wake-up for the end of the soonest coalescing
+// window. It never moves a timer that is pending: the Go runtime answers
+// a pending timer moved by Reset by walking every timer of its P when
+// the moved one comes due (runtime.(*timers).adjust), and a replica of a
+// region holds some fifty thousand of them (three per grpc-go
+// connection). Under a region's churn the window timer was moved on
+// nearly every registration, and those walks took about 7% of the
+// server's CPU (BenchmarkAlarm). So an alarm asked for a time later than
+// the one it will ring at keeps ringing at the earlier one (the loop
+// finds nothing due and asks again), and one asked for an earlier time
+// stops its timer, which the runtime drops cheaply, and starts a new one.
+// It is plain state for the Run loop.
+type alarm struct {
+	t  *time.Timer
+	at time.Time // when t rings; zero when there is no t or it rang
+}
+
+// C is the channel the alarm rings on; nil before the first set.
+func (a *alarm) C() <-chan time.Time {
+	if a.t == nil {
+		return nil
+	}
+	return a.t.C
+}
+
+// rang is called after a value was received from C.
+func (a *alarm) rang() { a.at = time.Time{} }
+
+// set makes the alarm ring at at, or before if it already would.
+func (a *alarm) set(at time.Time) {
+	switch {
+	case !a.at.IsZero() && !at.Before(a.at):
+		return // rings early enough
+	case a.t != nil && a.at.IsZero():
+		a.t.Reset(time.Until(at)) // it rang and was read: nothing to move
+	default:
+		if a.t != nil {
+			a.t.Stop()
+		}
+		a.t = time.NewTimer(time.Until(at))
+	}
+	a.at = at
+}

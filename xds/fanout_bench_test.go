@@ -21,28 +21,7 @@ import (
 func BenchmarkFanoutTimers(b *testing.B) {
 	for _, n := range []int{0, 50_000} {
 		b.Run(fmt.Sprintf("timers=%d", n), func(b *testing.B) {
-			// Made by many goroutines, as connections make theirs, so
-			// that every P's timer heap holds some, and spread over a
-			// large heap as a server's are, so that a scan of them
-			// misses the CPU's caches.
-			others := make([]*time.Timer, n)
-			spread := make([][]byte, n)
-			var made sync.WaitGroup
-			for g := range 1000 {
-				made.Go(func() {
-					for i := g; i < n; i += 1000 {
-						spread[i] = make([]byte, 4096)
-						others[i] = time.AfterFunc(time.Hour+time.Duration(i)*time.Millisecond, func() {})
-					}
-				})
-			}
-			made.Wait()
-			defer func() {
-				clear(spread)
-				for _, t := range others {
-					t.Stop()
-				}
-			}()
+			defer otherTimers(n)()
 			f := newFanout()
 			const streams = 64
 			var pushes sync.WaitGroup
@@ -60,8 +39,7 @@ func BenchmarkFanoutTimers(b *testing.B) {
 				}
 				cores[i] = c
 			}
-			var r0, r1 syscall.Rusage
-			syscall.Getrusage(syscall.RUSAGE_SELF, &r0)
+			cpu0 := processCPU()
 			b.ResetTimer()
 			for i := 0; i < b.N; i += streams {
 				k := min(streams, b.N-i)
@@ -72,12 +50,44 @@ func BenchmarkFanoutTimers(b *testing.B) {
 				pushes.Wait()
 			}
 			b.StopTimer()
-			syscall.Getrusage(syscall.RUSAGE_SELF, &r1)
-			cpu := r1.Utime.Nano() + r1.Stime.Nano() - r0.Utime.Nano() - r0.Stime.Nano()
-			b.ReportMetric(float64(cpu)/float64(b.N), "cpu-ns/op")
+			b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N), "cpu-ns/op")
 			for _, c := range cores {
 				c.wg.Wait()
 			}
 		})
 	}
+}
+
+// otherTimers starts n timers that do not ring during a benchmark, as a
+// server with n/3 client connections holds (grpc-go keeps three per
+// connection), and returns what stops them. They are made by many
+// goroutines, as connections make theirs, so that every P's timer heap
+// holds some, and spread over a large heap as a server's are, so that a
+// walk over them misses the CPU's caches.
+func otherTimers(n int) (stop func()) {
+	others := make([]*time.Timer, n)
+	spread := make([][]byte, n)
+	var made sync.WaitGroup
+	for g := range 1000 {
+		made.Go(func() {
+			for i := g; i < n; i += 1000 {
+				spread[i] = make([]byte, 4096)
+				others[i] = time.AfterFunc(time.Hour+time.Duration(i)*time.Millisecond, func() {})
+			}
+		})
+	}
+	made.Wait()
+	return func() {
+		clear(spread)
+		for _, t := range others {
+			t.Stop()
+		}
+	}
+}
+
+// processCPU is the CPU time the process has used.
+func processCPU() time.Duration {
+	var r syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &r)
+	return time.Duration(r.Utime.Nano() + r.Stime.Nano())
 }

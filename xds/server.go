@@ -269,8 +269,7 @@ func (s *Server) Run(ctx context.Context) error {
 	defer sub.Close()
 	resync := time.NewTicker(s.cfg.Resync)
 	defer resync.Stop()
-	window := time.NewTimer(0)
-	<-window.C
+	var window alarm
 	co := newCoalescer(s.cfg.Debounce, s.cfg.MaxDelay)
 	wildWindow := time.NewTimer(0)
 	<-wildWindow.C
@@ -284,12 +283,11 @@ func (s *Server) Run(ctx context.Context) error {
 		s.hub.dispatch(sub.Changed(), time.Now())
 	default:
 	}
-	// arm sets the timer to the end of the soonest open window.
+	// arm sets the alarm to the end of the soonest open window, if any (an
+	// alarm left set rings, and the loop finds nothing due).
 	arm := func() {
 		if end, ok := co.next(); ok {
-			window.Reset(time.Until(end))
-		} else {
-			window.Stop()
+			window.set(end)
 		}
 	}
 	// Route rules: a change of rules pushes the services that have (or
@@ -367,7 +365,8 @@ func (s *Server) Run(ctx context.Context) error {
 			if next > 0 {
 				wildWindow.Reset(next)
 			}
-		case <-window.C:
+		case <-window.C():
+			window.rang()
 			if names, first := co.expire(time.Now()); len(names) > 0 {
 				changed(names, first, toNamed)
 			}
