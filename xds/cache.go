@@ -31,6 +31,9 @@ type entry struct {
 	rules  uint64               // region rules version the eds map is for
 	eds    map[string]*resource // by zone and region variant, for svc, gen and rules
 	good   map[string]*resource // last valid, by zone and region variant, any version
+	// shared is what the variants of eds share (edsshare.go); nil until
+	// one is built in full.
+	shared *edsShared
 	// subIn[v] fingerprints what built good[v] for a subset variant v
 	// (subsetFingerprint): under a new service version or plan
 	// generation, a slot whose endpoints and weights are the same takes
@@ -142,6 +145,7 @@ func (s *Server) lookupFor(t int, name string, node nodeInfo, w *watcher, snap *
 		}
 		e.svc, e.gen, e.rules = svc, gen, rulesVer
 		clear(e.eds)
+		e.shared = nil
 		clear(e.subs)
 	}
 	if e.regions == nil {
@@ -177,7 +181,13 @@ func (s *Server) lookupFor(t int, name string, node nodeInfo, w *watcher, snap *
 		built = &registry.Service{Name: svc.Name, Version: svc.Version, Endpoints: eps}
 		epw.edge = edge
 	}
-	r, err := s.buildEDS(built, zone, lw, epw, prio)
+	var r *resource
+	var err error
+	if subset {
+		r, err = s.buildEDS(built, zone, lw, epw, prio)
+	} else {
+		r, err = s.buildEDSShared(e, svc, zone, lw, epw, prio)
+	}
 	if err != nil {
 		s.metrics.invalid.WithLabelValues("EDS").Inc()
 		s.log.Error("endpoints not pushed: the new version is invalid, clients keep the last valid one", "service", name, "zone", zone, "err", err)

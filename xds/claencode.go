@@ -149,7 +149,19 @@ func appendU32(b []byte, num protowire.Number, w *wrapperspb.UInt32Value) []byte
 }
 
 func sizeLocality(l *v3corepb.Locality) int {
-	return sizeString(l.Region) + sizeString(l.Zone) + sizeString(l.SubZone)
+	return sizeLocalityOf(l.Region, l.Zone, l.SubZone)
+}
+
+func sizeLocalityOf(region, zone, subZone string) int {
+	return sizeString(region) + sizeString(zone) + sizeString(subZone)
+}
+
+// appendLocality appends a LocalityLbEndpoints' locality field.
+func appendLocality(b []byte, region, zone, subZone string) []byte {
+	b = appendMessageHeader(b, lleLocality, sizeLocalityOf(region, zone, subZone))
+	b = appendString(b, locRegion, region)
+	b = appendString(b, locZone, zone)
+	return appendString(b, locSubZone, subZone)
 }
 
 func sizeSocketAddress(sa *v3corepb.SocketAddress) int {
@@ -211,15 +223,23 @@ func sizeCLA(cla *v3endpointpb.ClusterLoadAssignment) int {
 
 // appendCLA appends cla's encoding, sizeCLA bytes, to b.
 func appendCLA(b []byte, cla *v3endpointpb.ClusterLoadAssignment) []byte {
+	return appendCLASpans(b, cla, nil)
+}
+
+// span is where the encoded endpoints of one locality lie in a buffer:
+// its lb_endpoints fields, b[start:end].
+type span struct{ start, end int }
+
+// appendCLASpans is appendCLA; spans, if not nil, has one element per
+// locality of cla and gets where each one's endpoints went in b.
+func appendCLASpans(b []byte, cla *v3endpointpb.ClusterLoadAssignment, spans []span) []byte {
 	b = appendString(b, claClusterName, cla.ClusterName)
-	for _, lle := range cla.Endpoints {
+	for i, lle := range cla.Endpoints {
 		b = appendMessageHeader(b, claEndpoints, sizeLocalityLbEndpoints(lle))
 		if l := lle.Locality; l != nil {
-			b = appendMessageHeader(b, lleLocality, sizeLocality(l))
-			b = appendString(b, locRegion, l.Region)
-			b = appendString(b, locZone, l.Zone)
-			b = appendString(b, locSubZone, l.SubZone)
+			b = appendLocality(b, l.Region, l.Zone, l.SubZone)
 		}
+		start := len(b)
 		for _, lb := range lle.LbEndpoints {
 			b = appendMessageHeader(b, lleLbEndpoints, sizeLbEndpoint(lb))
 			// The marshaler writes a message's oneof members after its
@@ -242,6 +262,9 @@ func appendCLA(b []byte, cla *v3endpointpb.ClusterLoadAssignment) []byte {
 				}
 				b = appendString(b, epHostname, ep.Hostname)
 			}
+		}
+		if spans != nil {
+			spans[i] = span{start, len(b)}
 		}
 		b = appendU32(b, lleWeight, lle.LoadBalancingWeight)
 		b = appendVarint(b, llePriority, uint64(lle.Priority))

@@ -165,8 +165,10 @@
 //
 // A resource is marshaled once per content (per service version and zone
 // variant; EDS from pooled messages, written field by field (appendCLA)
-// into one buffer with its response field and Any, BenchmarkBuildEDS),
-// and shared by every stream that
+// into one buffer with its response field and Any, BenchmarkBuildEDS;
+// the zone variants of a service version after the first copy its
+// encoded endpoints and write only their own locality fields, edsShared,
+// BenchmarkEDSVariants), and shared by every stream that
 // gets it; a state-of-the-world response is those bytes plus a few bytes of
 // framing per stream (one allocation for a one-resource response), written
 // by the codec (Codec) without copying them into a new message. Spillway's

@@ -38,6 +38,11 @@ type claBuilder struct {
 	u32s    []wrapperspb.UInt32Value
 	ws      []uint64
 	fitted  []uint32
+	// weights are the last build's locality weights, one per locality of
+	// groups, and included the localities it put in the assignment, in
+	// order (build leaves out those of a region prio leaves out).
+	weights  []uint32
+	included []int
 }
 
 // claBuilders are the builders buildEDS reuses. A builder grown past
@@ -94,9 +99,11 @@ func (b *claBuilder) build(svc *registry.Service, port, zone string, weights Loc
 	} else {
 		w = weights(svc, zone, locs)
 	}
-	if len(w) != len(locs) {
-		return nil, fmt.Errorf("cluster load assignment %s: %d locality weights for %d localities", svc.Name, len(w), len(locs))
+	if err := checkLocalityWeights(svc.Name, locs, w); err != nil {
+		return nil, err
 	}
+	b.weights = w
+	b.included = b.included[:0]
 	total := 0
 	for i := range eps {
 		total += len(eps[i])
@@ -105,9 +112,6 @@ func (b *claBuilder) build(svc *registry.Service, port, zone string, weights Loc
 	cla.Endpoints = b.llePtrs[:0]
 	next := 0 // the next endpoint's index in b's slices
 	for i, l := range locs {
-		if w[i] < 1 {
-			return nil, fmt.Errorf("cluster load assignment %s: locality %s/%s/%s has weight 0; gRPC would drop it", svc.Name, l.Region, l.Zone, l.SubZone)
-		}
 		var priority int
 		if prio != nil {
 			p, ok := prio[l.Region]
@@ -156,8 +160,23 @@ func (b *claBuilder) build(svc *registry.Service, port, zone string, weights Loc
 		}
 		next += len(eps[i])
 		cla.Endpoints = append(cla.Endpoints, lle)
+		b.included = append(b.included, i)
 	}
 	return cla, nil
+}
+
+// checkLocalityWeights says why gRPC could not take w as the weights of
+// svc's localities locs: one weight per locality, none of them 0.
+func checkLocalityWeights(svc string, locs []Locality, w []uint32) error {
+	if len(w) != len(locs) {
+		return fmt.Errorf("cluster load assignment %s: %d locality weights for %d localities", svc, len(w), len(locs))
+	}
+	for i, l := range locs {
+		if w[i] < 1 {
+			return fmt.Errorf("cluster load assignment %s: locality %s/%s/%s has weight 0; gRPC would drop it", svc, l.Region, l.Zone, l.SubZone)
+		}
+	}
+	return nil
 }
 
 // size makes room for localities and endpoints.

@@ -379,23 +379,41 @@ type validator interface{ ValidateAll() error }
 // version. A resource that fails is never published. The response field,
 // the Any and its value share one buffer: m is marshaled once, into it.
 func encode(name string, m proto.Message) (*resource, error) {
+	r, _, err := encodeSpans(name, m, nil)
+	return r, err
+}
+
+// encodeSpans is encode; for a ClusterLoadAssignment the field by field
+// encoder takes (claEncodable), it also records in spans, one per
+// locality of m, where that locality's endpoints lie in the resource's
+// buffer (edsShared), and reports that it did.
+func encodeSpans(name string, m proto.Message, spans []span) (*resource, bool, error) {
 	if v, ok := m.(validator); ok {
 		if err := v.ValidateAll(); err != nil {
-			return nil, fmt.Errorf("resource %s is invalid: %w", name, err)
+			return nil, false, fmt.Errorf("resource %s is invalid: %w", name, err)
 		}
 	}
 	typeURL := anyPrefix + string(m.ProtoReflect().Descriptor().FullName())
 	if err := checkForGRPC(typeURL, m); err != nil {
-		return nil, fmt.Errorf("resource %s: %w", name, err)
+		return nil, false, fmt.Errorf("resource %s: %w", name, err)
 	}
 	cla, _ := m.(*v3endpointpb.ClusterLoadAssignment)
-	fast := cla != nil && claEncodable(cla) // claencode.go
-	var size int
-	if fast {
-		size = sizeCLA(cla)
-	} else {
-		size = proto.MarshalOptions{Deterministic: true}.Size(m)
+	if cla != nil && claEncodable(cla) { // claencode.go
+		r, err := frame(name, typeURL, sizeCLA(cla), func(b []byte) ([]byte, error) {
+			return appendCLASpans(b, cla, spans), nil
+		})
+		return r, spans != nil && err == nil, err
 	}
+	r, err := frame(name, typeURL, proto.MarshalOptions{Deterministic: true}.Size(m), func(b []byte) ([]byte, error) {
+		return proto.MarshalOptions{Deterministic: true, UseCachedSize: true}.MarshalAppend(b, m)
+	})
+	return r, false, err
+}
+
+// frame makes the resource whose Any holds a message of typeURL, size
+// bytes that write appends: the response field, the Any and its value
+// share one buffer, of exactly the size they need.
+func frame(name, typeURL string, size int, write func([]byte) ([]byte, error)) (*resource, error) {
 	// The Any: type_url (1) and value (2), in field order, as proto.Marshal
 	// of an anypb.Any writes them.
 	rawLen := protowire.SizeTag(anyFieldTypeURL) + protowire.SizeBytes(len(typeURL)) +
@@ -409,10 +427,8 @@ func encode(name string, m proto.Message) (*resource, error) {
 	buf = protowire.AppendTag(buf, anyFieldValue, protowire.BytesType)
 	buf = protowire.AppendVarint(buf, uint64(size))
 	value := len(buf)
-	var err error
-	if fast {
-		buf = appendCLA(buf, cla)
-	} else if buf, err = (proto.MarshalOptions{Deterministic: true, UseCachedSize: true}).MarshalAppend(buf, m); err != nil {
+	buf, err := write(buf)
+	if err != nil {
 		return nil, fmt.Errorf("resource %s: %w", name, err)
 	}
 	if len(buf)-value != size || len(buf) != cap(buf) {
