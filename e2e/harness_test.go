@@ -254,7 +254,10 @@ func endpointIDs(t *testing.T, c pb.RegistryClient, service string) map[string]b
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	resp, err := c.ListEndpoints(ctx, &pb.ListEndpointsRequest{Service: service})
+	// Waits for the connection: after a server restart, a client whose
+	// last dial was refused while it was down fails an RPC at once until
+	// its next dial, however ready the server is by then.
+	resp, err := c.ListEndpoints(ctx, &pb.ListEndpointsRequest{Service: service}, grpc.WaitForReady(true))
 	if err != nil {
 		t.Fatalf("ListEndpoints(%s): %v", service, err)
 	}
