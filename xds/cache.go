@@ -32,8 +32,10 @@ type entry struct {
 	eds    map[string]*resource // by zone and region variant, for svc, gen and rules
 	good   map[string]*resource // last valid, by zone and region variant, any version
 	// shared is what the variants of eds share (edsshare.go); nil until
-	// one is built in full.
-	shared *edsShared
+	// one is built in full, and again after two sweeps (cache.sweep).
+	// sharedAged says a sweep has seen it.
+	shared     *edsShared
+	sharedAged bool
 	// subIn[v] fingerprints what built good[v] for a subset variant v
 	// (subsetFingerprint): under a new service version or plan
 	// generation, a slot whose endpoints and weights are the same takes
@@ -362,15 +364,32 @@ func (s *Server) buildEDS(svc *registry.Service, zone string, weights LocalityWe
 // encoded resources (a deleted service's last valid endpoints among
 // them). A service that comes back builds a new entry at its next lookup.
 // It returns how many entries it dropped.
+//
+// It also ages what the entries' EDS variants share (edsShared): what a
+// sweep finds already aged goes, so that it lasts from one to two
+// sweeps after its version's first build, long enough for the fan-out
+// of that version to every client zone, and a region's quiet services
+// hold none of it.
 func (c *cache) sweep(snap *registry.Snapshot) int {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	n := 0
-	for name := range c.entries {
+	kept := make([]*entry, 0, len(c.entries))
+	for name, e := range c.entries {
 		if _, ok := snap.Service(name); !ok {
 			delete(c.entries, name)
 			n++
+			continue
 		}
+		kept = append(kept, e)
+	}
+	c.mu.Unlock()
+	for _, e := range kept {
+		e.mu.Lock()
+		if e.sharedAged {
+			e.shared = nil
+		}
+		e.sharedAged = e.shared != nil
+		e.mu.Unlock()
 	}
 	return n
 }

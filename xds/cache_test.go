@@ -51,3 +51,43 @@ func TestCacheSweep(t *testing.T) {
 		t.Fatal("web back in the registry: no EDS")
 	}
 }
+
+// TestCacheSweepAgesShared: what a service version's EDS variants share
+// lasts through one sweep and goes at the second, and a variant looked up
+// after that is the same resource a full build gives.
+func TestCacheSweepAgesShared(t *testing.T) {
+	store := pidStore(t)
+	s, err := New(Config{Store: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared := func() *edsShared {
+		e := s.cache.entry("web")
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		return e.shared
+	}
+	if r, ok := s.lookup(3, "web", "a", store.Snapshot()); !ok || r == nil {
+		t.Fatal("no EDS for web in zone a")
+	}
+	if shared() == nil {
+		t.Fatal("no shared endpoints after web's first EDS build")
+	}
+	s.sweep(time.Now())
+	if shared() == nil {
+		t.Fatal("the shared endpoints went at the first sweep after they were made")
+	}
+	s.sweep(time.Now())
+	if shared() != nil {
+		t.Fatal("the shared endpoints outlived a second sweep")
+	}
+	svc, _ := store.Snapshot().Service("web")
+	want, err := s.buildEDS(svc, "b", s.cfg.Weights, endpointWeights{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, ok := s.lookup(3, "web", "b", store.Snapshot())
+	if !ok || got == nil || got.version != want.version {
+		t.Fatalf("zone b after the shared endpoints went: %v, want version %s", got, want.version)
+	}
+}

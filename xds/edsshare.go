@@ -29,7 +29,10 @@ import (
 //
 // It lives in the service's cache entry, for the service version, plan
 // generation and region rules of its EDS map, and keeps no bytes of its
-// own: buf is the first variant's, which the entry keeps anyway.
+// own: buf is the first variant's, which the entry keeps anyway. Its
+// own few hundred bytes (the localities) go at the second resync sweep
+// after it is made (cache.sweep), so a region's 50,000 services do not
+// each keep them while they do not change.
 type edsShared struct {
 	epw   endpointWeights // what the endpoints were weighed with
 	locs  []Locality      // the service's localities, as build grouped them
@@ -171,7 +174,7 @@ func (s *Server) buildEDSShared(e *entry, svc *registry.Service, zone string, we
 		return nil, err
 	}
 	if recorded && len(b.included) == len(cla.Endpoints) && (e.shared == nil || len(b.included) > e.shared.count) {
-		e.shared = newEDSShared(b, epw, r, spans)
+		e.shared, e.sharedAged = newEDSShared(b, epw, r, spans), false
 	}
 	return r, nil
 }
