@@ -144,8 +144,13 @@ func appendU32(b []byte, num protowire.Number, w *wrapperspb.UInt32Value) []byte
 	if w == nil {
 		return b
 	}
-	b = appendMessageHeader(b, num, sizeU32(w))
-	return appendVarint(b, u32Value, uint64(w.GetValue()))
+	return appendU32Value(b, num, w.GetValue())
+}
+
+// appendU32Value appends a set UInt32Value field holding v.
+func appendU32Value(b []byte, num protowire.Number, v uint32) []byte {
+	b = appendMessageHeader(b, num, sizeVarint(uint64(v)))
+	return appendVarint(b, u32Value, uint64(v))
 }
 
 func sizeLocality(l *v3corepb.Locality) int {

@@ -79,6 +79,7 @@ func clusterLoadAssignmentWith(svc *registry.Service, port, zone string, weights
 // ratios count. The message is b's: it is valid until b builds again.
 func (b *claBuilder) build(svc *registry.Service, port, zone string, weights LocalityWeights, epw endpointWeights, prio map[string]int) (*v3endpointpb.ClusterLoadAssignment, error) {
 	locs, eps := b.groups.group(svc, port)
+	b.weights, b.included = nil, b.included[:0]
 	cla := &b.cla
 	*cla = v3endpointpb.ClusterLoadAssignment{}
 	cla.ClusterName = svc.Name
@@ -103,7 +104,6 @@ func (b *claBuilder) build(svc *registry.Service, port, zone string, weights Loc
 		return nil, err
 	}
 	b.weights = w
-	b.included = b.included[:0]
 	total := 0
 	for i := range eps {
 		total += len(eps[i])

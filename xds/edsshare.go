@@ -134,8 +134,7 @@ func (sh *edsShared) assemble(svc *registry.Service, zone string, weights Locali
 			b = appendMessageHeader(b, claEndpoints, sh.lleSize(i, w[i], prios[i]))
 			b = appendLocality(b, l.Region, l.Zone, l.SubZone)
 			b = append(b, sh.buf[sp.start:sp.end]...)
-			b = appendMessageHeader(b, lleWeight, sizeVarint(uint64(w[i])))
-			b = appendVarint(b, u32Value, uint64(w[i]))
+			b = appendU32Value(b, lleWeight, w[i])
 			b = appendVarint(b, llePriority, uint64(prios[i]))
 		}
 		return b, nil
@@ -173,7 +172,7 @@ func (s *Server) buildEDSShared(e *entry, svc *registry.Service, zone string, we
 	if err != nil {
 		return nil, err
 	}
-	if recorded && len(b.included) == len(cla.Endpoints) && (e.shared == nil || len(b.included) > e.shared.count) {
+	if recorded && (e.shared == nil || len(b.included) > e.shared.count) {
 		e.shared, e.sharedAged = newEDSShared(b, epw, r, spans), false
 	}
 	return r, nil
