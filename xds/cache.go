@@ -353,6 +353,7 @@ func (s *Server) policyFailed(t int, name string, prev *resource, err error) (*r
 func (s *Server) buildEDS(svc *registry.Service, zone string, weights LocalityWeights, epw endpointWeights, prio map[string]int) (*resource, error) {
 	b := claBuilders.Get().(*claBuilder)
 	defer b.release()
+	b.omitHostnames = s.cfg.OmitHostnames
 	cla, err := b.build(svc, s.cfg.PortName, zone, weights, epw, prio)
 	if err != nil {
 		return nil, err

@@ -43,6 +43,9 @@ type claBuilder struct {
 	// order (build leaves out those of a region prio leaves out).
 	weights  []uint32
 	included []int
+	// omitHostnames leaves each endpoint's hostname (its id) out
+	// (Config.OmitHostnames); whoever takes a builder from the pool sets it.
+	omitHostnames bool
 }
 
 // claBuilders are the builders buildEDS reuses. A builder grown past
@@ -149,7 +152,10 @@ func (b *claBuilder) build(svc *registry.Service, port, zone string, weights Loc
 			addr.Address = &b.sockets[k]
 			ep := &b.eps[k]
 			*ep = v3endpointpb.Endpoint{}
-			ep.Address, ep.Hostname = addr, e.ID
+			ep.Address = addr
+			if !b.omitHostnames {
+				ep.Hostname = e.ID
+			}
 			b.hosts[k] = v3endpointpb.LbEndpoint_Endpoint{Endpoint: ep}
 			lb := &b.lbs[k]
 			*lb = v3endpointpb.LbEndpoint{}

@@ -163,6 +163,7 @@ func (s *Server) buildEDSShared(e *entry, svc *registry.Service, zone string, we
 	}
 	b := claBuilders.Get().(*claBuilder)
 	defer b.release()
+	b.omitHostnames = s.cfg.OmitHostnames
 	cla, err := b.build(svc, s.cfg.PortName, zone, weights, epw, prio)
 	if err != nil {
 		return nil, err

@@ -17,7 +17,7 @@ import (
 // refused exactly when a full build is, over random services, endpoint
 // weights, client zones, region priorities and locality weights
 // (including weights of 0, the wrong number of them, and sums past
-// uint32). Each service takes a series of variants on one cache entry, as
+// uint32), with hostnames and without. Each service takes a series of variants on one cache entry, as
 // its streams' lookups do under one version and plan generation.
 func TestEDSSharedMatchesBuild(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
@@ -28,6 +28,7 @@ func TestEDSSharedMatchesBuild(t *testing.T) {
 	for i := range 400 {
 		svc := randomService(t, rng, fmt.Sprintf("svc%d", i))
 		_, epw := randomBuild(rng, svc)
+		s.cfg.OmitHostnames = i%2 == 1 // both forms of every endpoint
 		// A quarter of the services get, for one client zone, weights
 		// gRPC refuses: a 0, a sum past uint32, or one too few.
 		odd, oddZone := rng.IntN(12), fmt.Sprintf("z%d", rng.IntN(4))

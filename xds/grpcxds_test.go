@@ -65,31 +65,46 @@ func dialXDS(t *testing.T, server, service, zone, node string) *grpc.ClientConn 
 	return xdstest.Dial(t, server, service, xdstest.Node{ID: node, Cluster: "checkout", Region: "r1", Zone: zone})
 }
 
+// TestGRPCClientSmoke: the real grpc-go xDS client dials a service and
+// reaches its endpoints in every zone, with the endpoints' ids as EDS
+// hostnames (the default) and without them (Config.OmitHostnames).
 func TestGRPCClientSmoke(t *testing.T) {
-	store := registry.NewStore()
-	store.MarkSynced()
-	var backends []*backend
-	for i, z := range []string{"zone-a", "zone-b", "zone-c"} {
-		b := startBackend(t, z)
-		backends = append(backends, b)
-		if _, err := store.Apply(registry.Upsert("web", b.endpoint(fmt.Sprintf("b%d", i)))); err != nil {
-			t.Fatal(err)
-		}
-	}
-	addr, _ := startXDS(t, store)
-	conn := dialXDS(t, addr, "web", "zone-a", "client-1")
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	hc := healthpb.NewHealthClient(conn)
-	for i := range 300 {
-		if _, err := hc.Check(ctx, &healthpb.HealthCheckRequest{}, grpc.WaitForReady(true)); err != nil {
-			t.Fatalf("RPC %d: %v", i, err)
-		}
-	}
-	for _, b := range backends {
-		t.Logf("%s: %d calls", b.zone, b.calls.Load())
-		if b.calls.Load() == 0 {
-			t.Errorf("backend in %s got no calls", b.zone)
-		}
+	for _, tc := range []struct {
+		name string
+		cfg  xds.Config
+	}{
+		{"hostnames", xds.Config{}},
+		{"no_hostnames", xds.Config{OmitHostnames: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			store := registry.NewStore()
+			store.MarkSynced()
+			var backends []*backend
+			for i, z := range []string{"zone-a", "zone-b", "zone-c"} {
+				b := startBackend(t, z)
+				backends = append(backends, b)
+				if _, err := store.Apply(registry.Upsert("web", b.endpoint(fmt.Sprintf("b%d", i)))); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cfg := tc.cfg
+			cfg.Store = store
+			s := xdstest.Start(t, cfg) // Debounce 10 ms, LRSInterval 1 s
+			conn := dialXDS(t, s.Addr, "web", "zone-a", "client-1")
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			hc := healthpb.NewHealthClient(conn)
+			for i := range 300 {
+				if _, err := hc.Check(ctx, &healthpb.HealthCheckRequest{}, grpc.WaitForReady(true)); err != nil {
+					t.Fatalf("RPC %d: %v", i, err)
+				}
+			}
+			for _, b := range backends {
+				t.Logf("%s: %d calls", b.zone, b.calls.Load())
+				if b.calls.Load() == 0 {
+					t.Errorf("backend in %s got no calls", b.zone)
+				}
+			}
+		})
 	}
 }

@@ -252,7 +252,8 @@ func (s *server) serving(ctx context.Context) (err error) {
 		RegionPreference: cfg.RegionPreference, RegionRules: s.regionRules, Store: s.store, Replica: replicaID(cfg.Store.Replica),
 		PortName: cfg.XDS.PortName, Debounce: cfg.XDS.Debounce, MaxDelay: cfg.XDS.MaxDelay, Resync: cfg.XDS.Resync,
 		LRSInterval: cfg.XDS.LRSInterval, Loads: s.loads, Plans: s.plans, MaxZones: cfg.XDS.MaxZones,
-		Authorizer: s.policy, Routes: s.routes.store, Policies: s.svcCfg.store, Logger: s.component("xds"), Registerer: s.metrics,
+		OmitHostnames: cfg.XDS.EndpointHostname == "none",
+		Authorizer:    s.policy, Routes: s.routes.store, Policies: s.svcCfg.store, Logger: s.component("xds"), Registerer: s.metrics,
 	})
 	if err != nil {
 		return fmt.Errorf("xds config: %w", err)

@@ -106,6 +106,9 @@ type XDSConfig struct {
 	// the load table and zone-aware routes; later ones share "other" and
 	// the zoneless route (xds.Config.MaxZones).
 	MaxZones int `yaml:"max_zones"`
+	// EndpointHostname is what an EDS endpoint's hostname holds: "id",
+	// the endpoint's id (the default), or "none" (xds.Config.OmitHostnames).
+	EndpointHostname string `yaml:"endpoint_hostname"`
 }
 
 // DNSConfig tunes the DNS server; zero values take the resolver's defaults.
@@ -191,6 +194,8 @@ func defaultConfig() Config {
 			WeightsInterval: 10 * time.Second,
 			ProbeShare:      0.01,
 			MaxZones:        64,
+			// The id, as every release before the option had.
+			EndpointHostname: "id",
 		},
 		Store: StoreConfig{Replica: ReplicaConfig{Mesh: MeshConfig{Load: true}}},
 		Leases: LeaseConfig{
@@ -297,6 +302,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("--probe-share (xds.probe_share): %v, want 0..0.2", x.ProbeShare)
 	case x.MaxZones < 1 || x.MaxZones > 10000:
 		return fmt.Errorf("--xds-max-zones (xds.max_zones): %d, want 1..10000", x.MaxZones)
+	case x.EndpointHostname != "id" && x.EndpointHostname != "none":
+		return fmt.Errorf("--xds-endpoint-hostname (xds.endpoint_hostname): %q, want id or none", x.EndpointHostname)
 	}
 	if err := c.GRPC.validate(); err != nil {
 		return err

@@ -26,6 +26,14 @@ func TestParseConfig(t *testing.T) {
 	if err := os.WriteFile(zonesFile, []byte("xds:\n  max_zones: 12\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	hostnameFile := filepath.Join(dir, "hostname.yaml")
+	if err := os.WriteFile(hostnameFile, []byte("xds:\n  endpoint_hostname: none\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	badHostnameFile := filepath.Join(dir, "bad-hostname.yaml")
+	if err := os.WriteFile(badHostnameFile, []byte("xds:\n  endpoint_hostname: \"\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name    string
 		args    []string
@@ -58,6 +66,11 @@ func TestParseConfig(t *testing.T) {
 		{name: "max_zones_flag", args: []string{"--xds-max-zones", "8"}, check: func(c Config) bool { return c.XDS.MaxZones == 8 }},
 		{name: "max_zones_file", args: []string{"--config", zonesFile}, check: func(c Config) bool { return c.XDS.MaxZones == 12 }},
 		{name: "bad_max_zones", args: []string{"--xds-max-zones", "0"}, wantErr: "--xds-max-zones (xds.max_zones)"},
+		{name: "endpoint_hostname_default", args: nil, check: func(c Config) bool { return c.XDS.EndpointHostname == "id" }},
+		{name: "endpoint_hostname_flag", args: []string{"--xds-endpoint-hostname", "none"}, check: func(c Config) bool { return c.XDS.EndpointHostname == "none" }},
+		{name: "endpoint_hostname_file", args: []string{"--config", hostnameFile}, check: func(c Config) bool { return c.XDS.EndpointHostname == "none" }},
+		{name: "bad_endpoint_hostname", args: []string{"--xds-endpoint-hostname", "address"}, wantErr: "--xds-endpoint-hostname (xds.endpoint_hostname)"},
+		{name: "bad_endpoint_hostname_file", args: []string{"--config", badHostnameFile}, wantErr: "--xds-endpoint-hostname (xds.endpoint_hostname)"},
 		{name: "stray_argument", args: []string{"serve"}, wantErr: "serve"},
 		{name: "unknown_flag", args: []string{"--grpc-port", "1"}, wantErr: "grpc-port"},
 	}
