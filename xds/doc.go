@@ -16,8 +16,9 @@
 // localities, in round_robin's locality_lb_config and in
 // common_lb_config) and
 // ClusterLoadAssignment S (one LocalityLbEndpoints per region/zone/sub-zone
-// holding at least one healthy endpoint, health status per endpoint,
-// endpoint weights >= 1 (the plan's per-endpoint PID weights when it has
+// holding at least one healthy endpoint, health status per endpoint, the
+// endpoint's id as its hostname unless Config.OmitHostnames, endpoint
+// weights >= 1 (the plan's per-endpoint PID weights when it has
 // them, weights.Plan.Endpoints, else the registry weights), locality
 // weights from the plan or Config.Weights, by default the count of healthy
 // endpoints (with PID alone, the sum of the healthy endpoints' weights;
