@@ -229,3 +229,47 @@ func BenchmarkPlannerCycleRegion(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkPlannerHeldRegion is what a planner holds between cycles for
+// the region of issue 31 at 50,000 services: the live heap it keeps
+// (every service's zone-aware state and published plan), per service,
+// after idle cycles and after one where a tenth of the services' demand
+// moved. It is read as the heap after a GC with the planner, less the
+// heap after one without it (the registry and the inputs kept).
+//
+//	go test -run '^$' -bench BenchmarkPlannerHeldRegion -benchtime 1x ./weights/
+func BenchmarkPlannerHeldRegion(b *testing.B) {
+	const n = 50_000
+	for _, pct := range []int{0, 10} {
+		b.Run(fmt.Sprintf("services=%d/changed=%d%%", n, pct), func(b *testing.B) {
+			var held float64
+			for b.Loop() {
+				b.StopTimer()
+				rb := newRegionBench(b, n)
+				for range 2 {
+					rb.prepare(0)
+					rb.p.cycle(rb.now)
+				}
+				rb.prepare(n * pct / 100)
+				rb.p.cycle(rb.now)
+				cfg := rb.p.cfg
+				with := liveHeap()
+				rb.p = nil
+				without := liveHeap()
+				runtime.KeepAlive(cfg)
+				runtime.KeepAlive(rb)
+				held += float64(with) - float64(without)
+				b.StartTimer()
+			}
+			b.ReportMetric(held/float64(b.N)/n, "held-B/service")
+		})
+	}
+}
+
+// liveHeap is the heap in use after a GC.
+func liveHeap() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}

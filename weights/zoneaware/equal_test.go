@@ -2,6 +2,7 @@ package zoneaware
 
 import (
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 )
@@ -105,5 +106,74 @@ func TestResultEqualSeesEveryField(t *testing.T) {
 	c.Routes = c.Routes[:1]
 	if r.Equal(c) {
 		t.Error("fewer routes is Equal")
+	}
+}
+
+// TestResultCopyFrom: a copy is Equal to its source, shares no memory
+// with it (changing any field of the source, one at a time, leaves the
+// copy as it was), refers to its own zones, keeps each route's weights
+// and spill shares apart, and costs at most ReserveLike's allocations.
+func TestResultCopyFrom(t *testing.T) {
+	r := sampleResult()
+	// As Compute leaves them, a route's capacity zone is one of Zones.
+	r.Routes[1].Explain.Capacity = RefTo(&r.Zones[0])
+	for _, src := range []*Result{r, {}, {Source: SourceLRS, Reason: "no routes"}} {
+		c := &Result{}
+		c.CopyFrom(src)
+		if !c.Equal(src) {
+			t.Fatalf("copy differs:\n got %+v\nwant %+v", c, src)
+		}
+	}
+	n := 0
+	leaves(reflect.ValueOf(r).Elem(), func(reflect.Value) { n++ })
+	for k := range n {
+		src := r.Clone()
+		c := &Result{}
+		c.CopyFrom(src)
+		i := 0
+		var path reflect.Value
+		leaves(reflect.ValueOf(src).Elem(), func(v reflect.Value) {
+			if i == k {
+				bump(v)
+				path = v
+			}
+			i++
+		})
+		if !c.Equal(r) {
+			t.Errorf("field %d (%s) of the source changed, and the copy with it", k, path.Type())
+		}
+	}
+	c := &Result{}
+	c.CopyFrom(r)
+	refs := 0
+	for i := range r.Routes {
+		ref := r.Routes[i].Explain.Capacity.z
+		for j := range r.Zones {
+			if ref == &r.Zones[j] {
+				refs++
+				if c.Routes[i].Explain.Capacity.z != &c.Zones[j] {
+					t.Errorf("route %d: the copy's capacity zone is not its own zone %d", i, j)
+				}
+			}
+		}
+	}
+	if refs == 0 {
+		t.Fatal("the sample has no capacity zone: the test checks no reference")
+	}
+	if len(c.Routes) > 1 {
+		w, s := slices.Clone(c.Routes[1].Weights), slices.Clone(c.Routes[1].Explain.Spill)
+		c.Routes[0].Weights = append(c.Routes[0].Weights, ZoneWeight{Zone: "zz", Weight: 9})
+		c.Routes[0].Explain.Spill = append(c.Routes[0].Explain.Spill, ZoneShare{Zone: "zz", Share: 1})
+		if !slices.Equal(c.Routes[1].Weights, w) || !slices.Equal(c.Routes[1].Explain.Spill, s) {
+			t.Fatal("appending to the copy's route 0 wrote its route 1")
+		}
+	}
+	allocs := testing.AllocsPerRun(20, func() {
+		c := &Result{}
+		c.CopyFrom(r)
+	})
+	// ReserveLike's: the Result, routes, weights, spill, zones.
+	if allocs > 5 {
+		t.Errorf("allocations per copy = %v, want at most 5", allocs)
 	}
 }
