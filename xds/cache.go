@@ -350,10 +350,17 @@ func (s *Server) policyFailed(t int, name string, prev *resource, err error) (*r
 	return s.buildStatic(t, name)
 }
 
-func (s *Server) buildEDS(svc *registry.Service, zone string, weights LocalityWeights, epw endpointWeights, prio map[string]int) (*resource, error) {
+// claBuilder takes a builder from the pool, set for this server's
+// config; the caller releases it.
+func (s *Server) claBuilder() *claBuilder {
 	b := claBuilders.Get().(*claBuilder)
-	defer b.release()
 	b.omitHostnames = s.cfg.OmitHostnames
+	return b
+}
+
+func (s *Server) buildEDS(svc *registry.Service, zone string, weights LocalityWeights, epw endpointWeights, prio map[string]int) (*resource, error) {
+	b := s.claBuilder()
+	defer b.release()
 	cla, err := b.build(svc, s.cfg.PortName, zone, weights, epw, prio)
 	if err != nil {
 		return nil, err

@@ -44,7 +44,7 @@ type claBuilder struct {
 	weights  []uint32
 	included []int
 	// omitHostnames leaves each endpoint's hostname (its id) out
-	// (Config.OmitHostnames); whoever takes a builder from the pool sets it.
+	// (Config.OmitHostnames); Server.claBuilder sets it.
 	omitHostnames bool
 }
 

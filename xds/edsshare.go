@@ -161,9 +161,8 @@ func (s *Server) buildEDSShared(e *entry, svc *registry.Service, zone string, we
 			return r, err
 		}
 	}
-	b := claBuilders.Get().(*claBuilder)
+	b := s.claBuilder()
 	defer b.release()
-	b.omitHostnames = s.cfg.OmitHostnames
 	cla, err := b.build(svc, s.cfg.PortName, zone, weights, epw, prio)
 	if err != nil {
 		return nil, err

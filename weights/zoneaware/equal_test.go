@@ -2,7 +2,6 @@ package zoneaware
 
 import (
 	"reflect"
-	"slices"
 	"testing"
 	"time"
 )
@@ -69,6 +68,20 @@ func bump(v reflect.Value) {
 	}
 }
 
+// bumpField changes the k-th field leaves walks in r and returns it.
+func bumpField(r *Result, k int) reflect.Value {
+	i := 0
+	var path reflect.Value
+	leaves(reflect.ValueOf(r).Elem(), func(v reflect.Value) {
+		if i == k {
+			bump(v)
+			path = v
+		}
+		i++
+	})
+	return path
+}
+
 // TestResultEqualSeesEveryField changes each field of a Result, its
 // routes, weights, explanations and zones, one at a time: Equal must see
 // every change, so a field added later without Equal fails here.
@@ -81,15 +94,7 @@ func TestResultEqualSeesEveryField(t *testing.T) {
 	leaves(reflect.ValueOf(r).Elem(), func(reflect.Value) { n++ })
 	for k := range n {
 		c := r.Clone()
-		i := 0
-		var path reflect.Value
-		leaves(reflect.ValueOf(c).Elem(), func(v reflect.Value) {
-			if i == k {
-				bump(v)
-				path = v
-			}
-			i++
-		})
+		path := bumpField(c, k)
 		if r.Equal(c) {
 			t.Errorf("field %d (%s) changed, Equal still true", k, path.Type())
 		}
@@ -130,15 +135,7 @@ func TestResultCopyFrom(t *testing.T) {
 		src := r.Clone()
 		c := &Result{}
 		c.CopyFrom(src)
-		i := 0
-		var path reflect.Value
-		leaves(reflect.ValueOf(src).Elem(), func(v reflect.Value) {
-			if i == k {
-				bump(v)
-				path = v
-			}
-			i++
-		})
+		path := bumpField(src, k)
 		if !c.Equal(r) {
 			t.Errorf("field %d (%s) of the source changed, and the copy with it", k, path.Type())
 		}
@@ -160,14 +157,7 @@ func TestResultCopyFrom(t *testing.T) {
 	if refs == 0 {
 		t.Fatal("the sample has no capacity zone: the test checks no reference")
 	}
-	if len(c.Routes) > 1 {
-		w, s := slices.Clone(c.Routes[1].Weights), slices.Clone(c.Routes[1].Explain.Spill)
-		c.Routes[0].Weights = append(c.Routes[0].Weights, ZoneWeight{Zone: "zz", Weight: 9})
-		c.Routes[0].Explain.Spill = append(c.Routes[0].Explain.Spill, ZoneShare{Zone: "zz", Share: 1})
-		if !slices.Equal(c.Routes[1].Weights, w) || !slices.Equal(c.Routes[1].Explain.Spill, s) {
-			t.Fatal("appending to the copy's route 0 wrote its route 1")
-		}
-	}
+	checkRoutesApart(t, c)
 	allocs := testing.AllocsPerRun(20, func() {
 		c := &Result{}
 		c.CopyFrom(r)

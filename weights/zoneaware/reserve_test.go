@@ -115,14 +115,7 @@ func TestReserveLike(t *testing.T) {
 				if !got.Equal(want) {
 					t.Fatalf("cycle %d: reserved result differs from a fresh one:\n got %+v\nwant %+v", c, got, want)
 				}
-				if len(got.Routes) > 1 {
-					w, s := slices.Clone(got.Routes[1].Weights), slices.Clone(got.Routes[1].Explain.Spill)
-					got.Routes[0].Weights = append(got.Routes[0].Weights, ZoneWeight{Zone: "zz", Weight: 9})
-					got.Routes[0].Explain.Spill = append(got.Routes[0].Explain.Spill, ZoneShare{Zone: "zz", Share: 1})
-					if !slices.Equal(got.Routes[1].Weights, w) || !slices.Equal(got.Routes[1].Explain.Spill, s) {
-						t.Fatalf("appending to route 0 wrote route 1's weights or spill")
-					}
-				}
+				checkRoutesApart(t, got)
 			}
 			if tc.wantNoExtraAllocs {
 				allocs := testing.AllocsPerRun(20, func() {
@@ -136,5 +129,20 @@ func TestReserveLike(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// checkRoutesApart fails t if appending to r's first route's weights or
+// spill shares writes its second route's (r is changed).
+func checkRoutesApart(t *testing.T, r *Result) {
+	t.Helper()
+	if len(r.Routes) < 2 {
+		return
+	}
+	w, s := slices.Clone(r.Routes[1].Weights), slices.Clone(r.Routes[1].Explain.Spill)
+	r.Routes[0].Weights = append(r.Routes[0].Weights, ZoneWeight{Zone: "zz", Weight: 9})
+	r.Routes[0].Explain.Spill = append(r.Routes[0].Explain.Spill, ZoneShare{Zone: "zz", Share: 1})
+	if !slices.Equal(r.Routes[1].Weights, w) || !slices.Equal(r.Routes[1].Explain.Spill, s) {
+		t.Fatal("appending to route 0 wrote route 1's weights or spill")
 	}
 }
