@@ -159,8 +159,9 @@
 // connected streams (ClientCounts) and the zone set (Has), and calls
 // Dispatch with the services whose plan changed.
 // Node ids are kept only per connected stream, and logged. The encoded
-// resources of a service go at the first resync (Config.Resync) after it
-// leaves the registry.
+// resources of a service go at the first sweep after it leaves the
+// registry (every 10 s, or every Config.Resync when that is shorter), as
+// do idle client zones' slots and stale load-table entries.
 //
 // # Cost
 //

@@ -30,8 +30,8 @@ import (
 // It lives in the service's cache entry, for the service version, plan
 // generation and region rules of its EDS map, and keeps no bytes of its
 // own: buf is the first variant's, which the entry keeps anyway. Its
-// own few hundred bytes (the localities) go at the second resync sweep
-// after it is made (cache.sweep), so a region's 50,000 services do not
+// own few hundred bytes (the localities) go at the second sweep after
+// it is made (cache.sweep), so a region's 50,000 services do not
 // each keep them while they do not change.
 type edsShared struct {
 	epw   endpointWeights // what the endpoints were weighed with

@@ -54,7 +54,12 @@ type Config struct {
 	// 8×Debounce. Less than Debounce means Debounce.
 	MaxDelay time.Duration
 	// Resync is the period of a full re-evaluation of every stream; zero
-	// means 10 s. Unchanged content is not re-sent.
+	// means 1 min. Unchanged content is not re-sent. Every source of
+	// change wakes the streams it changes on its own (store, planner,
+	// route and policy rules, region rules as they expire, subset
+	// slots, route warm-up); the resync is the safety net under them,
+	// and costs about 9 µs a stream (45 ms of CPU a second at 50,000
+	// streams with 10 s; docs/capacity.md).
 	Resync time.Duration
 	// LRSInterval is the load reporting interval asked of clients; zero
 	// means 10 s.
@@ -164,7 +169,7 @@ func (c *Config) validate() error {
 		def  time.Duration
 	}{
 		{"Debounce", &c.Debounce, 100 * time.Millisecond},
-		{"Resync", &c.Resync, 10 * time.Second},
+		{"Resync", &c.Resync, time.Minute},
 		{"LRSInterval", &c.LRSInterval, 10 * time.Second},
 		{"MaxDelay", &c.MaxDelay, 0},
 	} {
@@ -218,7 +223,15 @@ type Server struct {
 	fan   *fanout
 	loads *load.Table
 	zones *labelSet // client zones that keep their name
+	// sweepEvery is the period of sweep: sweepPeriod, or Config.Resync
+	// when that is shorter.
+	sweepEvery time.Duration
 }
+
+// sweepPeriod is how often the server frees what clients stopped using
+// (sweep). It was the resync's period, 10 s, until the resync's default
+// became a minute; the sweep kept its own.
+const sweepPeriod = 10 * time.Second
 
 // labelIdle is how long a client-chosen value (a client zone, a load
 // table flow) with no stream and no report is kept.
@@ -243,6 +256,7 @@ func New(cfg Config) (*Server, error) {
 		loads: cfg.Loads,
 		fan:   newFanout(),
 	}
+	s.sweepEvery = min(sweepPeriod, cfg.Resync)
 	if s.loads == nil {
 		s.loads = load.NewTable(LoadIdle)
 	}
@@ -269,13 +283,16 @@ func (s *Server) Loads() *load.Table { return s.loads }
 // bursts are gathered for Debounce, doubling up to MaxDelay (coalescer);
 // the streams with a wildcard subscription, which every change wakes, get
 // the registry's changes through one window for the whole store (burst);
-// and every Resync every stream re-evaluates everything it subscribes to.
-// It returns nil when ctx ends.
+// every Resync every stream re-evaluates everything it subscribes to; and
+// every sweepEvery what clients stopped using is freed (sweep). It returns
+// nil when ctx ends.
 func (s *Server) Run(ctx context.Context) error {
 	sub := s.store.Subscribe("")
 	defer sub.Close()
 	resync := time.NewTicker(s.cfg.Resync)
 	defer resync.Stop()
+	sweep := time.NewTicker(s.sweepEvery)
+	defer sweep.Stop()
 	var window alarm
 	co := newCoalescer(s.cfg.Debounce, s.cfg.MaxDelay)
 	wildWindow := time.NewTimer(0)
@@ -389,6 +406,7 @@ func (s *Server) Run(ctx context.Context) error {
 			}
 		case now := <-resync.C:
 			s.hub.dispatchAll(now)
+		case now := <-sweep.C:
 			s.sweep(now)
 		}
 	}

@@ -188,7 +188,7 @@ func defaultConfig() Config {
 			PortName:        "grpc",
 			Debounce:        100 * time.Millisecond,
 			MaxDelay:        800 * time.Millisecond,
-			Resync:          10 * time.Second,
+			Resync:          time.Minute,
 			LRSInterval:     10 * time.Second,
 			ZoneAware:       true,
 			WeightsInterval: 10 * time.Second,
