@@ -244,7 +244,8 @@ func (c *Calculator) capacities(st *State, in *Input, lrs bool) float64 {
 			z.hidx = len(next)
 			next = append(next, zoneHealth{zone: z.name, h: z.health, at: in.Now, limit: z.limit, hist: hist, n: nh})
 		}
-		st.health, st.healthNext = next, st.health[:0]
+		st.healthNext = next[:0]
+		st.health = append(st.health[:0], next...)
 	}
 	total := 0.0
 	for i := range st.zones {

@@ -27,8 +27,24 @@ func (c *Calculator) Config() Config { return c.p.config() }
 
 // Compute runs one cycle for one service: it reads in and st, advances
 // st, and writes the vectors into out. It is deterministic: the same
-// Config, Input and State give the same Result and State.
+// Config, Input and State give the same Result and State. st keeps the
+// scratch memory it computed in, for its next Compute.
 func (c *Calculator) Compute(st *State, in *Input, out *Result) {
+	c.compute(st, in, out)
+}
+
+// ComputeWith is Compute working in sc's memory instead of st's own, so
+// that st keeps between calls only what it carries to the next (a
+// planner of 50,000 services holds one Scratch instead of 50,000). Its
+// Result and State are Compute's (TestComputeWithMatchesCompute). sc
+// must not be used by two calls at once.
+func (c *Calculator) ComputeWith(sc *Scratch, st *State, in *Input, out *Result) {
+	st.scratch, sc.scratch = sc.scratch, st.scratch
+	c.compute(st, in, out)
+	st.scratch, sc.scratch = sc.scratch, st.scratch
+}
+
+func (c *Calculator) compute(st *State, in *Input, out *Result) {
 	now := in.Now
 	var dt time.Duration
 	if !st.last.IsZero() && now.After(st.last) {
@@ -216,7 +232,8 @@ func (c *Calculator) routes(st *State, cy *cycle, out *Result) {
 
 		cy.explain(st, rt, iz, rfb, localFirst, held, moved)
 	}
-	st.pushed, st.pushedNext = next, st.pushed[:0]
+	st.pushedNext = next[:0]
+	st.pushed = copyPushed(st.pushed, next)
 }
 
 // routeFallback decides the fallback of the route of client zone iz (-1
@@ -332,6 +349,16 @@ func appendPushed(next []pushedRoute, zone string, fb Fallback, w []ZoneWeight) 
 	nx := &next[len(next)-1]
 	nx.zone, nx.fallback, nx.w = zone, fb, append(nx.w[:0], w...)
 	return next
+}
+
+// copyPushed copies src into dst, each vector into memory of dst's own
+// (reusing dst's entries and their vectors' arrays), and returns it.
+func copyPushed(dst, src []pushedRoute) []pushedRoute {
+	dst = dst[:0]
+	for i := range src {
+		dst = appendPushed(dst, src[i].zone, src[i].fallback, src[i].w)
+	}
+	return dst
 }
 
 // explain fills rt.Explain for the route of client zone iz (-1 for the

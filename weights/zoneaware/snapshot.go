@@ -211,10 +211,7 @@ func (st *State) Restore(s Snapshot) error {
 		pushed[i] = p
 	}
 	st.last = s.Last
-	st.eps, st.epsNext = eps, st.epsNext[:0]
-	clear(st.epIdx)
-	st.health, st.healthNext = health, st.healthNext[:0]
-	st.pushed, st.pushedNext = pushed, st.pushedNext[:0]
+	st.eps, st.health, st.pushed = eps, health, pushed
 	return nil
 }
 

@@ -234,3 +234,41 @@ func normalise(s Snapshot) Snapshot {
 	}
 	return s
 }
+
+// TestComputeWithMatchesCompute: services computed in turn in one shared
+// Scratch get the Results and States that each gets computing in its own
+// memory, and a Result stays as it was while the Scratch computes other
+// services (it holds none of the Scratch's memory). Generated cycles:
+// membership and health changes, slow start, garbage and stale load
+// data, a clock that jumps.
+func TestComputeWithMatchesCompute(t *testing.T) {
+	const services, cycles = 8, 12
+	calc := mustNew(t, Config{})
+	for round := range uint64(40) {
+		own, shared := make([]State, services), make([]State, services)
+		var sc Scratch
+		ins, ins2 := make([][]*Input, services), make([][]*Input, services)
+		for k := range services {
+			seed := round*services + uint64(k)
+			ins[k], ins2[k] = fuzzInputs(seed, cycles), fuzzInputs(seed, cycles)
+		}
+		for i := range cycles {
+			want, got := make([]Result, services), make([]Result, services)
+			for k := range services {
+				calc.Compute(&own[k], ins[k][i], &want[k])
+				calc.ComputeWith(&sc, &shared[k], ins2[k][i], &got[k])
+			}
+			for k := range services {
+				if diff := cmp.Diff(&want[k], &got[k]); diff != "" {
+					t.Fatalf("round %d cycle %d service %d: result computed in a shared scratch differs (-own +shared):\n%s", round, i, k, diff)
+				}
+				if diff := cmp.Diff(own[k].Snapshot(), shared[k].Snapshot()); diff != "" {
+					t.Fatalf("round %d cycle %d service %d: state computed in a shared scratch differs (-own +shared):\n%s", round, i, k, diff)
+				}
+				if shared[k].zones != nil || shared[k].epsNext != nil || shared[k].pushedNext != nil || shared[k].healthNext != nil {
+					t.Fatalf("round %d cycle %d service %d: the state kept scratch memory after ComputeWith", round, i, k)
+				}
+			}
+		}
+	}
+}
