@@ -17,7 +17,6 @@ import (
 	"github.com/spillway/spillway/load"
 	"github.com/spillway/spillway/registry"
 	"github.com/spillway/spillway/weights/pid"
-	"github.com/spillway/spillway/weights/subset"
 	"github.com/spillway/spillway/weights/zoneaware"
 )
 
@@ -255,10 +254,6 @@ func (p *Planner) cycle(now time.Time) []string {
 	}
 	loads := byService(all)
 	clients := p.cfg.Clients.ClientCounts()
-	var slots map[string]map[subset.Group]int
-	if ss, ok := p.cfg.Clients.(SlotSource); ok {
-		slots = ss.SubsetSlots()
-	}
 	old := *p.plans.Load()
 	next := make(map[string]*Plan, snap.Len())
 	var changed []string
@@ -286,7 +281,7 @@ func (p *Planner) cycle(now time.Time) []string {
 		*plan = Plan{Result: res, Source: SourceLocal}
 		p.endpointWeights(plan, ss, svc, now)
 		if p.cfg.Strategies != nil {
-			p.subsets(plan, prev, ss, svc, p.cfg.Strategies.Strategy(name).Subset, slots[name])
+			p.subsets(plan, prev, ss, svc, p.cfg.Strategies.Strategy(name).Subset)
 		}
 		if plan.Subsets == nil && prev != nil && prev.Subsets != nil {
 			m.forgetSubsets(name)

@@ -67,16 +67,16 @@ func BenchmarkPlannerCycle(b *testing.B) {
 // service's clients of each zone hold that many slots.
 type slotClients struct{ fakeClients }
 
-func (c slotClients) SubsetSlots() map[string]map[subset.Group]int {
-	out := map[string]map[subset.Group]int{}
-	for svc, zones := range c.fakeClients {
-		m := map[subset.Group]int{}
-		for z, n := range zones {
-			m[subset.Group{Zone: z}] = n
-		}
-		out[svc] = m
+func (c slotClients) SubsetSlots(service string) map[subset.Group]int {
+	zones, ok := c.fakeClients[service]
+	if !ok {
+		return nil
 	}
-	return out
+	m := map[subset.Group]int{}
+	for z, n := range zones {
+		m[subset.Group{Zone: z}] = n
+	}
+	return m
 }
 
 // BenchmarkPlannerCycleSubsets is an idle planner cycle over 20 services

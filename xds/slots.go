@@ -113,22 +113,23 @@ func (h *hub) streamSlot(w *watcher, service string) (string, int, bool) {
 	return h.nodes[w].zone, i, ok
 }
 
-// SubsetSlots counts the slots of each service per client zone (service
-// -> group -> streams; the group's Replica is ""): the groups of this
+// SubsetSlots counts service's slots per client zone (group -> streams;
+// the group's Replica is ""), nil when it has none: the groups of this
 // replica's clients that the planner gives subsets to. It implements
-// weights.SlotSource; the counts are ClientCounts'.
-func (s *Server) SubsetSlots() map[string]map[subset.Group]int {
+// weights.SlotSource; the counts are ClientCounts'. It reads only the
+// service's zones (hub.counts), not every service's slots.
+func (s *Server) SubsetSlots(service string) map[subset.Group]int {
 	h := &s.hub
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	out := map[string]map[subset.Group]int{}
-	for k, list := range h.slots.by {
-		m := out[k.service]
-		if m == nil {
-			m = map[subset.Group]int{}
-			out[k.service] = m
+	var out map[subset.Group]int
+	for zone := range h.counts[service] {
+		if list, ok := h.slots.by[slotKey{service, zone}]; ok {
+			if out == nil {
+				out = map[subset.Group]int{}
+			}
+			out[subset.Group{Zone: zone}] = len(list)
 		}
-		m[subset.Group{Zone: k.zone}] = len(list)
 	}
 	return out
 }

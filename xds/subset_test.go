@@ -86,8 +86,8 @@ func TestSubsetStreams(t *testing.T) {
 	plain.c.subscribe(edsURL, "plain")
 	plain.next(t)
 
-	if got := rs.x.SubsetSlots()["web"]; got[subset.Group{Zone: "zone-a"}] != 9 {
-		t.Fatalf("SubsetSlots()[web] = %v, want 9 in zone-a", got)
+	if got := rs.x.SubsetSlots("web"); got[subset.Group{Zone: "zone-a"}] != 9 {
+		t.Fatalf("SubsetSlots(web) = %v, want 9 in zone-a", got)
 	}
 	p.Cycle(time.Now())
 	counts := map[string]int{}
@@ -123,7 +123,7 @@ func TestSubsetStreams(t *testing.T) {
 		t.Errorf("the last stream moved into the freed slot got %v, want that slot's subset %v", got, want0)
 	}
 	clients = clients[1:]
-	registrytestWait(t, "8 slots", func() bool { return rs.x.SubsetSlots()["web"][subset.Group{Zone: "zone-a"}] == 8 })
+	registrytestWait(t, "8 slots", func() bool { return rs.x.SubsetSlots("web")[subset.Group{Zone: "zone-a"}] == 8 })
 	p.Cycle(time.Now())
 	// The streams whose subset changed are pushed; read what each holds.
 	deadline := time.Now().Add(5 * time.Second)
@@ -268,7 +268,7 @@ func TestSubsetZonePlan(t *testing.T) {
 	}
 	registrytestWait(t, "16 slots", func() bool {
 		total := 0
-		for _, k := range rs.x.SubsetSlots()["web"] {
+		for _, k := range rs.x.SubsetSlots("web") {
 			total += k
 		}
 		return total == 16
@@ -347,7 +347,7 @@ func TestSubsetThousandStreams(t *testing.T) {
 			for _, sc := range clients {
 				sc.next(t)
 			}
-			registrytestWait(t, "1,000 slots", func() bool { return rs.x.SubsetSlots()["web"][subset.Group{Zone: "zone-a"}] == m })
+			registrytestWait(t, "1,000 slots", func() bool { return rs.x.SubsetSlots("web")[subset.Group{Zone: "zone-a"}] == m })
 			p.Cycle(time.Now())
 			counts := map[string]int{}
 			for i, sc := range clients {
@@ -405,7 +405,7 @@ func TestSubsetEdgeWeights(t *testing.T) {
 		c.ack(c.recvType(edsURL))
 		clients = append(clients, c)
 	}
-	registrytestWait(t, "7 slots", func() bool { return rs.x.SubsetSlots()["web"][subset.Group{Zone: "zone-a"}] == 7 })
+	registrytestWait(t, "7 slots", func() bool { return rs.x.SubsetSlots("web")[subset.Group{Zone: "zone-a"}] == 7 })
 	p.Cycle(time.Now())
 	counts, load := map[string]float64{}, map[string]float64{}
 	for i, c := range clients {

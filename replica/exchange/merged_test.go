@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/spillway/spillway/load"
+	"github.com/spillway/spillway/weights/subset"
 )
 
 func flow(cz, z string, issued float64, reporters int, updated time.Time) load.Flow {
@@ -59,6 +60,13 @@ func TestMergedSumsFreshSenders(t *testing.T) {
 		if diff := cmp.Diff(map[string]map[string]int{"svc": {"zone-a": 4, "zone-b": 2}}, m.ClientCounts()); diff != "" {
 			t.Errorf("ClientCounts (-want +got):\n%s", diff)
 		}
+		wantSlots := map[subset.Group]int{{Replica: "r1", Zone: "zone-a"}: 3, {Replica: "r2", Zone: "zone-a"}: 1, {Replica: "r2", Zone: "zone-b"}: 2}
+		if diff := cmp.Diff(wantSlots, m.SubsetSlots("svc")); diff != "" {
+			t.Errorf("SubsetSlots(svc) (-want +got):\n%s", diff)
+		}
+		if got := m.SubsetSlots("other"); got != nil {
+			t.Errorf("SubsetSlots(other) = %v, want nil for a service no summary has", got)
+		}
 
 		// 3.5 s later r1 (1 s interval) is stale, r2 (2 s) is not.
 		time.Sleep(3500 * time.Millisecond)
@@ -76,6 +84,10 @@ func TestMergedSumsFreshSenders(t *testing.T) {
 		}
 		if diff := cmp.Diff(map[string]map[string]int{"svc": {"zone-a": 1, "zone-b": 2}}, m.ClientCounts()); diff != "" {
 			t.Errorf("ClientCounts after r1 went silent (-want +got):\n%s", diff)
+		}
+		wantSlots = map[subset.Group]int{{Replica: "r2", Zone: "zone-a"}: 1, {Replica: "r2", Zone: "zone-b"}: 2}
+		if diff := cmp.Diff(wantSlots, m.SubsetSlots("svc")); diff != "" {
+			t.Errorf("SubsetSlots(svc) after r1 went silent (-want +got):\n%s", diff)
 		}
 
 		// r1 comes back: fresh again, and Fresh says so for a shard taken before.
