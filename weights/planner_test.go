@@ -392,3 +392,65 @@ func TestPlannerLoadAppender(t *testing.T) {
 		t.Errorf("AppendLoads calls = %d, want 4", calls)
 	}
 }
+
+// TestPlannerFollowsServiceSet: a service that joins the registry gets a
+// plan at the next cycle, and one the registry forgets loses its plan and
+// state, while the cycles in between keep the names they read once.
+func TestPlannerFollowsServiceSet(t *testing.T) {
+	store := testStore(t, t0.Add(-time.Hour))
+	p, err := NewPlanner(Config{
+		Registry: store, Loads: fakeLoads{}, Clients: fakeClients{"web": {"a": 1}}, Zones: fakeZones{},
+		ZoneAware: zoneaware.Config{ReportInterval: 10 * time.Second},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := t0
+	cycle := func() {
+		now = now.Add(10 * time.Second)
+		p.Cycle(now)
+	}
+	planned := func() []string {
+		var out []string
+		for _, s := range []string{"api", "db", "web"} {
+			if p.Plan(s) != nil {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	cycle()
+	cycle()
+	if got, want := planned(), []string{"api", "web"}; !slices.Equal(got, want) {
+		t.Fatalf("planned %v, want %v", got, want)
+	}
+	if _, err := store.Apply(registry.Upsert("db", &registry.Endpoint{
+		ID: "a-0", Address: netip.MustParseAddr("10.0.1.1"),
+		Ports:    []registry.Port{{Name: "grpc", Number: 8080, Protocol: registry.TCP}},
+		Locality: registry.Locality{Region: "r1", Zone: "a"}, Health: registry.Healthy,
+		Source: registry.SourceStatic, Registered: t0,
+	})); err != nil {
+		t.Fatal(err)
+	}
+	cycle()
+	if got, want := planned(), []string{"api", "db", "web"}; !slices.Equal(got, want) {
+		t.Fatalf("after db joined: planned %v, want %v", got, want)
+	}
+	var ops []registry.Op
+	for i, zone := range []string{"a", "a", "b", "b"} {
+		ops = append(ops, registry.Remove("api", fmt.Sprintf("%s-%d", zone, i), registry.SourceStatic))
+	}
+	if _, err := store.Apply(append(ops, registry.Forget("api"))...); err != nil {
+		t.Fatal(err)
+	}
+	cycle()
+	if got, want := planned(), []string{"db", "web"}; !slices.Equal(got, want) {
+		t.Fatalf("after api was forgotten: planned %v, want %v", got, want)
+	}
+	p.mu.Lock()
+	_, kept := p.states["api"]
+	p.mu.Unlock()
+	if kept {
+		t.Fatal("the planner kept api's state after the registry forgot it")
+	}
+}
