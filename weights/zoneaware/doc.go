@@ -32,6 +32,11 @@
 //	// A client whose zone has no route (new zone, no zone) uses out.Route(zone),
 //	// which falls back to the capacity-proportional zoneless route.
 //
+// A caller of many services computes them in turn with ComputeWith and
+// one Scratch, so that each State keeps only what it carries to the next
+// cycle, not the memory a cycle works in (the weights planner: 2.3 KiB a
+// service less).
+//
 // Loads and Demand are two sums of the same load reports (by upstream zone
 // and by client zone), so their totals must agree; Updated is the time of
 // the newest report summed. A Result's memory is reused by the next

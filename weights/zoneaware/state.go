@@ -24,8 +24,8 @@ type State struct {
 // many services: a State that Compute alone runs on keeps its own, about
 // 2.3 KiB for a service of 3 zones and 20 endpoints (zone scratch, and
 // the buffers its endpoints, zone health and vectors are built in before
-// they are copied into the State; BenchmarkPlannerHeldRegion in weights). The zero Scratch is ready; one
-// ComputeWith uses it at a time.
+// they are copied into the State; BenchmarkPlannerHeldRegion in
+// weights). The zero Scratch is ready; one ComputeWith uses it at a time.
 type Scratch struct{ scratch }
 
 // scratch is valid during one Compute; nothing in it is read before it
