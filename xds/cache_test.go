@@ -35,14 +35,7 @@ func TestCacheSweep(t *testing.T) {
 	if n := s.cache.len(); n != 1 {
 		t.Fatalf("after a sweep with web registered: %d entries, want 1", n)
 	}
-	var ops []registry.Op
-	for _, id := range []string{"a-0", "a-1", "b-0", "b-1"} {
-		ops = append(ops, registry.Remove("web", id, registry.SourceStatic))
-	}
-	ops = append(ops, registry.Forget("web"))
-	if _, err := store.Apply(ops...); err != nil {
-		t.Fatal(err)
-	}
+	forgetWeb(t, store)
 	s.sweep(time.Now())
 	if n := s.cache.len(); n != 0 {
 		t.Fatalf("after web left the registry and a sweep: %d entries, want 0", n)
@@ -150,14 +143,7 @@ func TestRunSweepsWithoutResync(t *testing.T) {
 		}
 	})
 
-	var ops []registry.Op
-	for _, id := range []string{"a-0", "a-1", "b-0", "b-1"} {
-		ops = append(ops, registry.Remove("web", id, registry.SourceStatic))
-	}
-	ops = append(ops, registry.Forget("web"))
-	if _, err := store.Apply(ops...); err != nil {
-		t.Fatal(err)
-	}
+	forgetWeb(t, store)
 	deadline := time.Now().Add(10 * time.Second)
 	for s.cache.len() != 0 {
 		if time.Now().After(deadline) {
@@ -176,5 +162,19 @@ func TestRunSweepsWithoutResync(t *testing.T) {
 		if <-resyncs {
 			t.Fatal("a stream was woken for a resync with the resync an hour away")
 		}
+	}
+}
+
+// forgetWeb removes pidStore's service web from store: its endpoints,
+// then the service.
+func forgetWeb(t *testing.T, store *registry.Store) {
+	t.Helper()
+	var ops []registry.Op
+	for _, id := range []string{"a-0", "a-1", "b-0", "b-1"} {
+		ops = append(ops, registry.Remove("web", id, registry.SourceStatic))
+	}
+	ops = append(ops, registry.Forget("web"))
+	if _, err := store.Apply(ops...); err != nil {
+		t.Fatal(err)
 	}
 }
