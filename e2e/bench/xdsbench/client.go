@@ -2,12 +2,16 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
+	"regexp"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -53,6 +57,10 @@ type fleet struct {
 	reopened  atomic.Int64                // times a failed stream was opened again
 	edsBytes  atomic.Int64                // bytes of the assignments in EDS responses received
 	syncedCh  chan struct{}               // closed when synced reaches k
+	// failures counts the errors that made streams reopen, by text (at
+	// most maxFailureKinds kinds; the rest count as "other").
+	failuresMu sync.Mutex
+	failures   map[string]int
 	// badInitial counts initial EDS responses whose endpoint count is not
 	// the service's.
 	badInitial atomic.Int64
@@ -276,6 +284,7 @@ const maxReopens = 5
 // ctx ends or maxReopens attempts failed. A change made while the stream
 // was down reaches it with its new initial EDS, or counts as missed.
 func (f *fleet) reopen(ctx context.Context, st *stream, err error) bool {
+	f.noteFailure(err)
 	for ctx.Err() == nil && st.reopens < maxReopens {
 		st.reopens++
 		f.reopened.Add(1)
@@ -289,6 +298,46 @@ func (f *fleet) reopen(ctx context.Context, st *stream, err error) bool {
 		}
 	}
 	return false
+}
+
+// addrPattern matches the IPv4 address and port in an error's text, so
+// that failures of different connections count as one kind.
+var addrPattern = regexp.MustCompile(`\d+\.\d+\.\d+\.\d+:\d+`)
+
+// maxFailureKinds bounds the distinct error texts fleet.failures keeps.
+const maxFailureKinds = 8
+
+// noteFailure counts err in f.failures.
+func (f *fleet) noteFailure(err error) {
+	key := addrPattern.ReplaceAllString(err.Error(), "ADDR")
+	if len(key) > 200 {
+		key = key[:200]
+	}
+	f.failuresMu.Lock()
+	defer f.failuresMu.Unlock()
+	if f.failures == nil {
+		f.failures = map[string]int{}
+	}
+	if _, ok := f.failures[key]; !ok && len(f.failures) >= maxFailureKinds {
+		key = "other"
+	}
+	f.failures[key]++
+}
+
+// failureSummary is f.failures as text, the most frequent first, or "".
+func (f *fleet) failureSummary() string {
+	f.failuresMu.Lock()
+	defer f.failuresMu.Unlock()
+	keys := slices.Collect(maps.Keys(f.failures))
+	slices.SortFunc(keys, func(a, b string) int { return cmp.Or(f.failures[b]-f.failures[a], strings.Compare(a, b)) })
+	var b strings.Builder
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "%d× %s", f.failures[k], k)
+	}
+	return b.String()
 }
 
 // streamErr turns the io.EOF of a failed Send into the stream's status.

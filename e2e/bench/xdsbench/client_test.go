@@ -1,6 +1,8 @@
 package main
 
 import (
+	"errors"
+	"fmt"
 	"testing"
 
 	v3corepb "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -61,5 +63,38 @@ func TestReflects(t *testing.T) {
 	}
 	if b, err := claNamed(resp, "svc-3"); b != nil || err != nil {
 		t.Errorf("claNamed(svc-3) = %v, %v; want nil, nil", b, err)
+	}
+}
+
+func TestFailureSummary(t *testing.T) {
+	reset := func(from string) error {
+		return errors.New("rpc error: code = Unavailable desc = error reading from server: read tcp " + from + "->127.0.0.1:4000: read: connection reset by peer")
+	}
+	for _, tc := range []struct {
+		name string
+		errs []error
+		want string
+	}{
+		{"none", nil, ""},
+		{"addresses differ, one kind", []error{reset("127.100.0.1:5000"), reset("127.100.0.2:6000")},
+			"2× rpc error: code = Unavailable desc = error reading from server: read tcp ADDR->ADDR: read: connection reset by peer"},
+		{"most frequent first", []error{errors.New("b"), errors.New("a"), errors.New("a")}, "2× a; 1× b"},
+		{"kinds bounded", func() []error {
+			var errs []error
+			for i := range maxFailureKinds + 3 {
+				errs = append(errs, fmt.Errorf("kind %02d", i))
+			}
+			return errs
+		}(), "3× other; 1× kind 00; 1× kind 01; 1× kind 02; 1× kind 03; 1× kind 04; 1× kind 05; 1× kind 06; 1× kind 07"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fleet{}
+			for _, err := range tc.errs {
+				f.noteFailure(err)
+			}
+			if got := f.failureSummary(); got != tc.want {
+				t.Errorf("failureSummary() = %q, want %q", got, tc.want)
+			}
+		})
 	}
 }

@@ -279,6 +279,8 @@ type result struct {
 	updates      int                  // stream updates the changes needed: affected streams, summed
 	idleWindow   time.Duration        // the idle window actually waited
 	idleRaw      float64              // server CPU seconds over idleWindow (unscaled)
+	reopened     int64                // failed streams opened again during the change window
+	drops        int64                // packets the kernel's input backlog dropped in it (-1: unknown)
 
 	// The subset target's streams after the sync: the fewest and most
 	// endpoints a stream holds, and the services whose first stream was
@@ -310,6 +312,8 @@ type churnResult struct {
 	edsBytes  int64
 	clientCPU float64
 	others    float64
+	reopened  int64 // failed streams opened again over window
+	drops     int64 // packets the kernel's input backlog dropped in it (-1: unknown)
 }
 
 // rate is the registrations a second the window achieved.
@@ -1096,8 +1100,10 @@ func (m *meter) changes(ctx context.Context, fl *fleet, plan []benchdata.Change,
 		return err
 	}
 	r.cpu, r.clientCPU, r.others, r.responses, r.edsBytes = d.cpu, d.self, d.others, d.responses, d.edsBytes
+	r.reopened, r.drops = d.reopened, d.drops
 	m.say("%d changes in %v: server CPU %.2f s, driver CPU %.2f s, other processes %.2f cores; %d fan-out samples, %d missed; %d EDS responses holding %.1f MB of assignments; failed streams opened again so far: %d",
 		len(plan), r.window.Round(time.Millisecond), r.cpu, r.clientCPU, r.otherCPU(), len(r.lat), r.missed, r.responses[edsIndex], float64(r.edsBytes)/1e6, fl.reopened.Load())
+	m.warnFailures(fl, d)
 	return nil
 }
 
@@ -1152,6 +1158,10 @@ type counters struct {
 	procs     map[int]int64
 	responses [len(typeURLs)]int64
 	edsBytes  int64
+	// reopened is the fleet's streams opened again after failing, and
+	// drops the packets the kernel dropped from its input backlog
+	// (softnetDrops; -1 where it cannot be read).
+	reopened, drops int64
 }
 
 // read takes the counters at the start of a window.
@@ -1164,7 +1174,60 @@ func (m *meter) read(fl *fleet) (counters, error) {
 	if err != nil {
 		return counters{}, err
 	}
-	return counters{cpu: cpu, self: self, procs: processTicks(), responses: fl.totalResponses(), edsBytes: fl.edsBytes.Load()}, nil
+	return counters{cpu: cpu, self: self, procs: processTicks(), responses: fl.totalResponses(), edsBytes: fl.edsBytes.Load(),
+		reopened: fl.reopened.Load(), drops: softnetDrops()}, nil
+}
+
+// warnFailures says when streams failed or the kernel dropped packets
+// during a window, and why the streams failed: the server's CPU over that
+// window then holds the new initial responses of the streams opened
+// again, so its per-update figures do not compare with a clean run's.
+func (m *meter) warnFailures(fl *fleet, d windowDelta) {
+	if d.reopened > 0 {
+		m.say("WARNING: %d failed streams opened again in this window: its CPU figures hold their initial responses and do not compare with a clean window's; why streams failed so far: %s",
+			d.reopened, fl.failureSummary())
+	}
+	if d.drops > 0 {
+		m.say("WARNING: the kernel dropped %d packets from its input backlog in this window (/proc/net/softnet_stat; on loopback every connection shares it: raise net.core.netdev_max_backlog, now %s)",
+			d.drops, readSysctl("net/core/netdev_max_backlog"))
+	}
+}
+
+// softnetDrops is the packets every CPU's input backlog dropped since boot
+// (the second column of /proc/net/softnet_stat), or -1 where it cannot be
+// read. Loopback traffic passes through that backlog, and a burst from
+// thousands of connections can overflow it (net.core.netdev_max_backlog,
+// 1,000 by default): the dropped segments are sent again after a
+// retransmission timeout, and a connection whose data stays unacknowledged
+// past its TCP_USER_TIMEOUT (grpc-go sets it to the keepalive timeout) is
+// reset.
+func softnetDrops() int64 {
+	b, err := os.ReadFile("/proc/net/softnet_stat")
+	if err != nil {
+		return -1
+	}
+	var sum int64
+	for line := range strings.Lines(string(b)) {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			return -1
+		}
+		n, err := strconv.ParseInt(f[1], 16, 64)
+		if err != nil {
+			return -1
+		}
+		sum += n
+	}
+	return sum
+}
+
+// readSysctl is the value of /proc/sys/NAME, or "unknown".
+func readSysctl(name string) string {
+	b, err := os.ReadFile("/proc/sys/" + name)
+	if err != nil {
+		return "unknown"
+	}
+	return strings.TrimSpace(string(b))
 }
 
 // windowDelta is a window's counters less its start's; others is the
@@ -1192,6 +1255,11 @@ func (m *meter) since(fl *fleet, start counters) (windowDelta, error) {
 		d.responses[j] = resp[j] - start.responses[j]
 	}
 	d.edsBytes = fl.edsBytes.Load() - start.edsBytes
+	d.reopened = fl.reopened.Load() - start.reopened
+	d.drops = -1
+	if now := softnetDrops(); now >= 0 && start.drops >= 0 {
+		d.drops = now - start.drops
+	}
 	return d, nil
 }
 
@@ -1270,6 +1338,8 @@ wait:
 		return err
 	}
 	c.cpu, c.clientCPU, c.others, c.responses, c.edsBytes = d.cpu, d.self, d.others, d.responses[edsIndex], d.edsBytes
+	c.reopened, c.drops = d.reopened, d.drops
+	m.warnFailures(fl, d)
 	m.say("churn: %d registrations on %d services in %v (%.0f/s), every stream final and quiet after %v: server CPU %.2f s (%.2f cores), driver CPU %.2f s, other processes %.2f s; %d stream changes, %d EDS responses holding %.1f MB; each service's last change: over streams p50 %s ms, p99 %s ms; to the service's last stream, over services p50 %s ms, p99 %s ms, max %s ms; %d streams missed it",
 		c.changes, c.services, c.sending.Round(time.Millisecond), c.rate(), c.window.Round(time.Millisecond), c.cpu, c.cores(), c.clientCPU, c.others, c.needed, c.responses, float64(c.edsBytes)/1e6, ms(c.p(0.5)), ms(c.p(0.99)), ms(c.pLast(0.5)), ms(c.pLast(0.99)), ms(c.pLast(1)), c.missed)
 	if c.missed > 0 {
@@ -1622,6 +1692,8 @@ type jsonResult struct {
 	SetupSeconds          float64    `json:"setup_s"`
 	OtherCores            float64    `json:"other_processes_cores"`
 	IdleCPUMSPerS         float64    `json:"idle_server_cpu_ms_per_s"`
+	ReopenedInWindow      int64      `json:"reopened_in_window"`
+	BacklogDrops          int64      `json:"backlog_drops_in_window"`
 	Churn                 *jsonChurn `json:"churn,omitempty"`
 }
 
@@ -1643,6 +1715,8 @@ type jsonChurn struct {
 	LastStreamP99MS    float64 `json:"to_last_stream_p99_ms"`
 	DriverCPUSeconds   float64 `json:"driver_cpu_s"`
 	OthersCPUSeconds   float64 `json:"other_processes_cpu_s"`
+	ReopenedInWindow   int64   `json:"reopened_in_window"`
+	BacklogDrops       int64   `json:"backlog_drops_in_window"`
 }
 
 // writeJSON writes rs to path as a JSON array of jsonResult.
@@ -1662,6 +1736,7 @@ func writeJSON(path string, rs []*result) error {
 		j.ServerCPUSeconds, j.Updates, j.Changes, j.EDSResponses, j.EDSBytes = r.cpu, r.updates, len(r.calls), r.responses[edsIndex], r.edsBytes
 		j.P50MS, j.P99MS, j.MaxMS, j.Missed = msf(r.p(0.5)), msf(r.p(0.99)), msf(r.p(1)), r.missed
 		j.SetupSeconds, j.OtherCores, j.IdleCPUMSPerS = r.setup.Seconds(), r.otherCPU(), r.idleRate()
+		j.ReopenedInWindow, j.BacklogDrops = r.reopened, r.drops
 		if c := &r.churn; c.changes > 0 {
 			j.Churn = &jsonChurn{
 				Registrations: c.changes, RatePerS: c.rate(), Services: c.services, WindowS: c.window.Seconds(),
@@ -1669,6 +1744,7 @@ func writeJSON(path string, rs []*result) error {
 				EDSResponses: c.responses, EDSBytes: c.edsBytes, CPUPerEDSUS: c.perResponse(), P99MS: msf(c.p(0.99)),
 				LastStreamP50MS: msf(c.pLast(0.5)), LastStreamP99MS: msf(c.pLast(0.99)),
 				DriverCPUSeconds: c.clientCPU, OthersCPUSeconds: c.others,
+				ReopenedInWindow: c.reopened, BacklogDrops: c.drops,
 			}
 		}
 		out = append(out, j)
