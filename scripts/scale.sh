@@ -12,9 +12,12 @@
 #                (go run ./e2e/bench/scale -h lists the parts)
 #
 # Needs /usr/bin/etcd and /usr/bin/dnsperf (scripts/test-deps.sh installs
-# Debian's etcd-server and dnsperf). Run it alone on the machine: at 100 %
-# it holds a million endpoints in several processes at once and its
-# figures are only worth what the machine's load lets them be. The exit
+# Debian's etcd-server and dnsperf). As root it raises
+# net.core.netdev_max_backlog to 65,536 for the run and puts it back after
+# (see below); the report says what it found. Run it alone on the
+# machine: at 100 % it holds a million endpoints in several processes at
+# once and its figures are only worth what the machine's load lets them
+# be. The exit
 # code is the command's: 1 when a part failed to run (a figure that misses
 # its target is marked in the report, not an error).
 set -euo pipefail
