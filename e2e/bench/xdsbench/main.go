@@ -58,6 +58,12 @@
 //     the change window (utime+stime of every /proc/PID/stat; a process
 //     that ended in the window is missed), in cores, printed for every round
 //     so a noisy round shows.
+//   - Lost streams: the streams that failed and were opened again during
+//     the change window (and the churn window), and the packets the
+//     kernel's input backlog dropped in it (/proc/net/softnet_stat), with
+//     a warning that says why the streams failed. A window with lost
+//     streams holds their new initial responses, so its CPU figures do
+//     not compare with a clean window's.
 //   - Churn, with --churn R (0, the default, is off): after the idle
 //     window, R endpoint registrations a second for --churn-for, one call
 //     at a time (a late call is not made up for), each a new endpoint on
