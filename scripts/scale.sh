@@ -46,15 +46,18 @@ ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 backlog=/proc/sys/net/core/netdev_max_backlog
 backlog_note="net.core.netdev_max_backlog: $(cat "$backlog" 2>/dev/null || echo unknown)"
 backlog_was=""
+restore_backlog() {
+  if [ -n "$backlog_was" ]; then
+    echo "$backlog_was" >"$backlog" || echo "scale.sh: could not put $backlog back to $backlog_was" >&2
+  fi
+}
+tmp="$(mktemp)"
+trap 'rm -f "$tmp"; restore_backlog' EXIT
 if [ -w "$backlog" ] && [ "$(cat "$backlog")" -lt 65536 ]; then
   backlog_was="$(cat "$backlog")"
   backlog_note="net.core.netdev_max_backlog: raised from $backlog_was to 65536 for the run"
   echo 65536 >"$backlog"
 fi
-restore_backlog() { if [ -n "$backlog_was" ]; then echo "$backlog_was" >"$backlog"; fi; }
-
-tmp="$(mktemp)"
-trap 'rm -f "$tmp"; restore_backlog' EXIT
 {
   echo "uptime before: $(uptime)"
   echo "command: go run ./e2e/bench/scale ${args[*]:-}"

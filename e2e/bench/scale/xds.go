@@ -131,8 +131,9 @@ func runXDS(ctx context.Context, e *env, r region) ([]figure, error) {
 	if err := writeRegionData(data, r); err != nil {
 		return nil, err
 	}
-	// The go-control-plane servers run with fewer streams where K would
-	// not fit: see snapshotStreams and linearStreams.
+	// The SnapshotCache runs with fewer streams where K would not fit
+	// (snapshotStreams); the LinearCaches run at K, up to
+	// linearMaxStreams.
 	kSnap, kLin := snapshotStreams(r), min(r.Streams, linearMaxStreams)
 	runs := []struct {
 		targets string
@@ -293,7 +294,7 @@ func xdsFigures(r region, kSnap, kLin int, got map[string]xdsResult) []figure {
 	// The LinearCache with spillway's content runs at the same K.
 	linK := figure{Name: "xDS streams, go-control-plane LinearCache", Value: float64(kLin)}
 	if kLin < r.Streams {
-		linK.Note = fmt.Sprintf("fewer than %d: about 120 KiB per stream, %d streams (and the driver's side of them) would pass the 5 GB a process may take on this shared machine; its memory per stream does not grow with K", r.Streams, r.Streams)
+		linK.Note = fmt.Sprintf("fewer than %d (at most %d, about 3.5 GB at 50 KiB a stream); its memory per stream falls as its streams grow, so this K flatters spillway's ratio", r.Streams, linearMaxStreams)
 	}
 	figs = append(figs, linK)
 	// Memory per stream is the Go runtime's heap and stacks in use
@@ -315,17 +316,21 @@ func xdsFigures(r region, kSnap, kLin int, got map[string]xdsResult) []figure {
 	for _, t := range xdsTargets {
 		g := got[t.target]
 		figs = append(figs, figure{Name: "server CPU per stream update (gross), " + t.label, Value: g.GrossCPUPerUpdateUS, Unit: "µs",
-			Note: fmt.Sprintf("%d stream updates, %d EDS responses sent, other processes %.2f cores, %d streams opened again, %d packets dropped by the kernel's input backlog", g.Updates, g.EDSResponses, g.OtherCores, g.ReopenedInWindow, g.BacklogDrops)})
+			Note: fmt.Sprintf("%d stream updates, %d EDS responses sent, other processes %.2f cores, %d streams opened again, %s packets dropped by the kernel's input backlog", g.Updates, g.EDSResponses, g.OtherCores, g.ReopenedInWindow, dropsText(g.BacklogDrops))})
 	}
 	// A change window in which streams failed and were opened again holds
 	// their new initial responses: its CPU does not compare.
 	cpuRatio := func(name string, num, den xdsResult) figure {
 		f := ratio(name, num.GrossCPUPerUpdateUS, den.GrossCPUPerUpdateUS)
+		var lost []string
 		for _, g := range []xdsResult{num, den} {
 			if g.ReopenedInWindow > 0 {
-				f = f.judge(false)
-				f.Note = fmt.Sprintf("not comparable: %d streams of %s failed and were opened again in its change window", g.ReopenedInWindow, g.Target)
+				lost = append(lost, fmt.Sprintf("%d streams of %s", g.ReopenedInWindow, g.Target))
 			}
+		}
+		if len(lost) > 0 {
+			f = f.judge(false)
+			f.Note = "not comparable: " + strings.Join(lost, " and ") + " failed and were opened again in the change window"
 		}
 		return f
 	}
@@ -360,6 +365,15 @@ func xdsFigures(r region, kSnap, kLin int, got map[string]xdsResult) []figure {
 		figs = append(figs, figure{Name: "time to open all streams (initial EDS), " + t.label, Value: got[t.target].SetupSeconds, Unit: "s"})
 	}
 	return figs
+}
+
+// dropsText is xdsbench's backlog_drops_in_window as text: -1 is
+// "unknown" (it could not read /proc/net/softnet_stat).
+func dropsText(n int64) string {
+	if n < 0 {
+		return "unknown"
+	}
+	return fmt.Sprint(n)
 }
 
 // writeRegionData writes the region as an xdsbench data file (package

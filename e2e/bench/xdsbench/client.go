@@ -54,7 +54,7 @@ type fleet struct {
 	responses [len(typeURLs)]atomic.Int64 // responses received, by type
 	lastResp  atomic.Int64                // UnixNano of the latest response
 	synced    atomic.Int64                // streams that have their initial EDS
-	reopened  atomic.Int64                // times a failed stream was opened again
+	reopened  atomic.Int64                // times a failed stream was opened again (successfully)
 	edsBytes  atomic.Int64                // bytes of the assignments in EDS responses received
 	syncedCh  chan struct{}               // closed when synced reaches k
 	// failures counts the errors that made streams reopen, by text (at
@@ -284,16 +284,16 @@ const maxReopens = 5
 // ctx ends or maxReopens attempts failed. A change made while the stream
 // was down reaches it with its new initial EDS, or counts as missed.
 func (f *fleet) reopen(ctx context.Context, st *stream, err error) bool {
-	f.noteFailure(err)
 	for ctx.Err() == nil && st.reopens < maxReopens {
+		f.noteFailure(err)
 		st.reopens++
-		f.reopened.Add(1)
 		select {
 		case <-ctx.Done():
 			return false
 		case <-time.After(time.Duration(st.reopens) * time.Second):
 		}
 		if err = f.subscribe(ctx, st); err == nil {
+			f.reopened.Add(1)
 			return true
 		}
 	}
@@ -402,11 +402,12 @@ func (f *fleet) receive(ctx context.Context, st *stream) {
 			ResourceNames: []string{st.name},
 		}
 		if err := st.ads.Send(ack); err != nil {
+			err = f.streamErr(st.ads, err)
 			if f.reopen(ctx, st, err) {
 				continue
 			}
 			if ctx.Err() == nil {
-				f.fail(fmt.Errorf("stream %d (%s): ack: %w", st.i, st.name, f.streamErr(st.ads, err)))
+				f.fail(fmt.Errorf("stream %d (%s): ack: %w", st.i, st.name, err))
 			}
 			return
 		}

@@ -1262,8 +1262,10 @@ func (m *meter) since(fl *fleet, start counters) (windowDelta, error) {
 	}
 	d.edsBytes = fl.edsBytes.Load() - start.edsBytes
 	d.reopened = fl.reopened.Load() - start.reopened
+	// -1 when either reading failed, or when the sum went down: each
+	// CPU's counter is 32 bits and wraps, and an offline CPU's line goes.
 	d.drops = -1
-	if now := softnetDrops(); now >= 0 && start.drops >= 0 {
+	if now := softnetDrops(); now >= 0 && start.drops >= 0 && now >= start.drops {
 		d.drops = now - start.drops
 	}
 	return d, nil
